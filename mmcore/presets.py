@@ -16,7 +16,7 @@ _TINY = {
     "log_interval": "5", "save_interval": "50",
 }
 
-_RL = {"max_seq_len": "64", "max_gen_len": "48", "reward_model_path": "none", "reasoning": "1",
+_RL = {"data_path": f"{DEMO_DIR}/rlaif.jsonl", "max_seq_len": "64", "max_gen_len": "48", "reward_model_path": "none", "reasoning": "1",
        "batch_size": "4", "epochs": "1"}
 
 DEMO_PRESETS = {
