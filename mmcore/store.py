@@ -1,0 +1,426 @@
+"""SQLite job store: one row per training job, shared by the dashboard and the job supervisors.
+
+The database is one file, `<home>/jobs.db`, where home is `$MINIMIND_DASHBOARD_HOME` or
+`<repo>/runs`; each job's log is `<home>/logs/job-<id>.log`. Several processes use it at once (the
+web server's sessions and one `mmcore.runner` per job), so it runs in WAL mode with a busy timeout,
+every write is a short `BEGIN IMMEDIATE` transaction, and every call opens its own connection (safe
+across threads and forked processes).
+
+The store also notices jobs whose supervisor died without recording an ending: `reconcile()`, run on
+every read, turns such `queued`/`running` rows into `lost`.
+"""
+import getpass
+import json
+import os
+import shlex
+import socket
+import sqlite3
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import psutil
+
+from mmcore.paths import ROOT
+
+HOME_ENV = "MINIMIND_DASHBOARD_HOME"
+DB_NAME = "jobs.db"
+
+STATUSES = ("queued", "running", "succeeded", "failed", "stopped", "lost")
+ACTIVE_STATUSES = ("queued", "running")
+FINISHED_STATUSES = ("succeeded", "failed", "stopped", "lost")
+
+# A queued row whose supervisor has not registered by then was never launched (the launching process
+# died between writing the row and starting the runner).
+QUEUED_GRACE_S = 30.0
+# psutil derives start times from boot time + clock ticks; the same process always gives the same
+# value, a reused pid a different one.
+START_TIME_TOLERANCE_S = 0.05
+BUSY_TIMEOUT_MS = 30_000
+
+# Forward migrations: step i takes a database from user_version i to i + 1. Append new steps; never
+# edit a released one (users' databases already ran it).
+MIGRATIONS = (
+    """
+    CREATE TABLE jobs (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        train_type TEXT NOT NULL,
+        name TEXT NOT NULL DEFAULT '',
+        status TEXT NOT NULL DEFAULT 'queued',
+        params TEXT NOT NULL DEFAULT '{}',
+        argv TEXT NOT NULL DEFAULT '[]',
+        cwd TEXT NOT NULL DEFAULT '',
+        env TEXT NOT NULL DEFAULT '{}',
+        log_path TEXT NOT NULL DEFAULT '',
+        supervisor_pid INTEGER,
+        supervisor_start REAL,
+        trainer_pid INTEGER,
+        trainer_start REAL,
+        exit_code INTEGER,
+        created_at REAL NOT NULL,
+        started_at REAL,
+        ended_at REAL,
+        user TEXT NOT NULL DEFAULT '',
+        host TEXT NOT NULL DEFAULT ''
+    );
+    """,
+    """
+    ALTER TABLE jobs ADD COLUMN note TEXT;
+    ALTER TABLE jobs ADD COLUMN stop_requested REAL;
+    ALTER TABLE jobs ADD COLUMN stop_grace REAL;
+    CREATE INDEX jobs_status ON jobs (status);
+    CREATE INDEX jobs_type ON jobs (train_type);
+    """,
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+JSON_COLUMNS = ("params", "argv", "env")
+
+
+@dataclass
+class Job:
+    """One job row, with JSON columns decoded. Times are unix seconds (float) or None."""
+    id: int
+    train_type: str
+    name: str
+    status: str
+    params: dict
+    argv: list
+    cwd: str
+    env: dict
+    log_path: str
+    created_at: float
+    user: str = ""
+    host: str = ""
+    supervisor_pid: int | None = None
+    supervisor_start: float | None = None
+    trainer_pid: int | None = None
+    trainer_start: float | None = None
+    exit_code: int | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    note: str | None = None
+    stop_requested: float | None = None  # unix time of the stop request, None when none was made
+    stop_grace: float | None = None  # seconds between SIGTERM and SIGKILL for that request
+
+    @property
+    def type(self):
+        """Alias of `train_type`."""
+        return self.train_type
+
+    @property
+    def active(self):
+        """True while the job is queued or running."""
+        return self.status in ACTIVE_STATUSES
+
+    @property
+    def finished(self):
+        """True once the job has ended (succeeded, failed, stopped or lost)."""
+        return self.status in FINISHED_STATUSES
+
+    @property
+    def duration(self):
+        """Seconds from start to end (to now while running), or None before it started."""
+        if self.started_at is None:
+            return None
+        end = self.ended_at if self.ended_at is not None else time.time()
+        return max(0.0, end - self.started_at)
+
+    @property
+    def command(self):
+        """The argv as one shell-quoted line, for display."""
+        return shlex.join(self.argv)
+
+
+COLUMNS = tuple(f.name for f in fields(Job))
+UPDATABLE = frozenset(COLUMNS) - {"id"}
+
+
+def default_home():
+    """The folder holding jobs.db and logs/: `$MINIMIND_DASHBOARD_HOME`, else `<repo>/runs`."""
+    return Path(os.environ.get(HOME_ENV) or ROOT / "runs")
+
+
+def _os_user():
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no passwd entry for this uid (some containers)
+        return str(os.getuid())
+
+
+def process_problem(pid, start_time):
+    """Why process `pid` (started at `start_time`, if known) no longer runs, or None while it does.
+
+    A different start time means the pid was reused by an unrelated process.
+    """
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return "exited"
+        if start_time is not None and abs(proc.create_time() - start_time) > START_TIME_TOLERANCE_S:
+            return "reused"
+        return None
+    except psutil.NoSuchProcess:
+        return "exited"
+    except psutil.AccessDenied:
+        return None  # it exists; we just may not look at it
+
+
+def process_matches(pid, start_time):
+    """True when process `pid` is alive (not a zombie) and, if `start_time` is given, started then."""
+    return pid is not None and process_problem(pid, start_time) is None
+
+
+def process_start_time(pid):
+    """Start time of `pid` as psutil reports it (what `process_matches` compares), or None."""
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+class JobStore:
+    """The jobs table of one SQLite file.
+
+    `path` is the database file (a folder means `<folder>/jobs.db`); None uses `default_home()`.
+    Logs go to `logs/` beside the database. Folders are created on first use.
+    """
+
+    def __init__(self, path=None, queued_grace=QUEUED_GRACE_S):
+        db = Path(path) if path is not None else default_home() / DB_NAME
+        if db.is_dir():
+            db = db / DB_NAME
+        self.path = str(db.resolve())
+        self.home = Path(self.path).parent
+        self.logs_dir = self.home / "logs"
+        self.queued_grace = queued_grace
+        self.home.mkdir(parents=True, exist_ok=True)
+        self._migrate()
+
+    def __repr__(self):
+        return f"JobStore({self.path!r})"
+
+    # -- connection and schema ------------------------------------------------------------
+
+    @contextmanager
+    def _connect(self):
+        # Autocommit mode: transactions are opened explicitly, so writers take the write lock up
+        # front (BEGIN IMMEDIATE) and never deadlock upgrading a read lock.
+        conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        try:
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            yield conn
+        finally:
+            conn.close()
+
+    @contextmanager
+    def _write(self):
+        with self._connect() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def _migrate(self):
+        with self._connect() as conn:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise RuntimeError(
+                    f"{self.path} has schema version {version}, newer than this dashboard's "
+                    f"{SCHEMA_VERSION}; upgrade the dashboard to use it")
+            if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                conn.execute("PRAGMA journal_mode = WAL")  # persistent: stored in the file
+            if version == SCHEMA_VERSION:
+                return
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                # Another process may have migrated while we waited for the lock: read again.
+                version = conn.execute("PRAGMA user_version").fetchone()[0]
+                for step in range(version, SCHEMA_VERSION):
+                    for statement in MIGRATIONS[step].split(";"):
+                        if statement.strip():
+                            conn.execute(statement)
+                    conn.execute(f"PRAGMA user_version = {step + 1}")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+    def schema_version(self):
+        """The database's `PRAGMA user_version`."""
+        with self._connect() as conn:
+            return conn.execute("PRAGMA user_version").fetchone()[0]
+
+    # -- rows -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _job(row):
+        values = dict(row)
+        for column in JSON_COLUMNS:
+            values[column] = json.loads(values[column])
+        return Job(**{name: values[name] for name in COLUMNS})
+
+    @staticmethod
+    def _encode(fields_):
+        unknown = sorted(set(fields_) - UPDATABLE)
+        if unknown:
+            raise ValueError(f"unknown job field(s): {', '.join(unknown)}; known: {', '.join(sorted(UPDATABLE))}")
+        if "status" in fields_ and fields_["status"] not in STATUSES:
+            raise ValueError(f"unknown status {fields_['status']!r}; expected one of {', '.join(STATUSES)}")
+        return {k: json.dumps(v) if k in JSON_COLUMNS else v for k, v in fields_.items()}
+
+    def log_path_for(self, job_id):
+        """Where job `job_id` writes its log."""
+        return str(self.logs_dir / f"job-{job_id}.log")
+
+    def create(self, train_type, name, params, argv, cwd, env, user=None, host=None):
+        """Insert a `queued` job and return its id. `user`/`host` default to this process's."""
+        if not isinstance(train_type, str) or not train_type:
+            raise ValueError("train_type must be a non-empty string")
+        if not isinstance(argv, (list, tuple)) or not argv or not all(isinstance(a, str) for a in argv):
+            raise ValueError(f"argv must be a non-empty list of strings, got {argv!r}")
+        if not isinstance(env, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in env.items()):
+            raise ValueError(f"env must map strings to strings, got {env!r}")
+        if not isinstance(params, dict):
+            raise ValueError(f"params must be a dict, got {type(params).__name__}")
+        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        with self._write() as conn:
+            cur = conn.execute(
+                "INSERT INTO jobs (train_type, name, status, params, argv, cwd, env, created_at, user, host)"
+                " VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?)",
+                (train_type, name or "", json.dumps(params), json.dumps(list(argv)), str(cwd),
+                 json.dumps(env), time.time(), user if user is not None else _os_user(),
+                 host if host is not None else socket.gethostname()))
+            job_id = cur.lastrowid
+            conn.execute("UPDATE jobs SET log_path = ? WHERE id = ?", (self.log_path_for(job_id), job_id))
+        return job_id
+
+    def get(self, job_id):
+        """The job with this id, or None when there is none."""
+        self.reconcile()
+        with self._connect() as conn:
+            row = conn.execute("SELECT * FROM jobs WHERE id = ?", (int(job_id),)).fetchone()
+        return self._job(row) if row is not None else None
+
+    @staticmethod
+    def _where(status, train_type):
+        clauses, args = [], []
+        for column, value in (("status", status), ("train_type", train_type)):
+            if value is None:
+                continue
+            values = [value] if isinstance(value, str) else list(value)
+            if column == "status":
+                bad = [v for v in values if v not in STATUSES]
+                if bad:
+                    raise ValueError(f"unknown status {bad[0]!r}; expected one of {', '.join(STATUSES)}")
+            clauses.append(f"{column} IN ({', '.join('?' * len(values))})")
+            args += values
+        return (" WHERE " + " AND ".join(clauses) if clauses else ""), args
+
+    def list(self, status=None, train_type=None, limit=100, offset=0):
+        """Jobs newest first; `status`/`train_type` filter by one value or a list of values.
+
+        `limit=None` returns every matching job.
+        """
+        self.reconcile()
+        where, args = self._where(status, train_type)
+        sql = f"SELECT * FROM jobs{where} ORDER BY id DESC LIMIT ? OFFSET ?"
+        with self._connect() as conn:
+            rows = conn.execute(sql, (*args, -1 if limit is None else int(limit), int(offset))).fetchall()
+        return [self._job(row) for row in rows]
+
+    def count(self, status=None, train_type=None):
+        """How many jobs match the same filters as `list`."""
+        self.reconcile()
+        where, args = self._where(status, train_type)
+        with self._connect() as conn:
+            return conn.execute(f"SELECT COUNT(*) FROM jobs{where}", args).fetchone()[0]
+
+    def counts(self):
+        """Number of jobs per status, every status present (zero when none)."""
+        self.reconcile()
+        with self._connect() as conn:
+            rows = conn.execute("SELECT status, COUNT(*) FROM jobs GROUP BY status").fetchall()
+        result = dict.fromkeys(STATUSES, 0)
+        result.update({status: n for status, n in rows})
+        return result
+
+    def update(self, job_id, **fields_):
+        """Set columns of one job. Unknown columns raise ValueError, an unknown id KeyError."""
+        values = self._encode(fields_)
+        if not values:
+            return
+        assignments = ", ".join(f"{k} = ?" for k in values)
+        with self._write() as conn:
+            cur = conn.execute(f"UPDATE jobs SET {assignments} WHERE id = ?", (*values.values(), int(job_id)))
+        if cur.rowcount == 0:
+            raise KeyError(f"no job with id {job_id}")
+
+    def transition(self, job_id, from_status, **fields_):
+        """Set columns only while the job's status is one of `from_status`; True when it was.
+
+        The read-check-write happens in one transaction, so two processes racing to change the same
+        job (a supervisor finishing, a reader marking it lost) cannot overwrite each other.
+        """
+        values = self._encode(fields_)
+        states = [from_status] if isinstance(from_status, str) else list(from_status)
+        assignments = ", ".join(f"{k} = ?" for k in values) or "status = status"
+        with self._write() as conn:
+            cur = conn.execute(
+                f"UPDATE jobs SET {assignments} WHERE id = ? AND status IN ({', '.join('?' * len(states))})",
+                (*values.values(), int(job_id), *states))
+        return cur.rowcount == 1
+
+    def delete(self, job_id):
+        """Remove the row (not its log; see `runner.delete`). An unknown id raises KeyError."""
+        with self._write() as conn:
+            cur = conn.execute("DELETE FROM jobs WHERE id = ?", (int(job_id),))
+        if cur.rowcount == 0:
+            raise KeyError(f"no job with id {job_id}")
+
+    # -- reconciliation -----------------------------------------------------------------------
+
+    def reconcile(self):
+        """Mark `lost` every queued/running job whose supervisor is gone; return their ids.
+
+        Gone: its pid is dead or a zombie, or now belongs to a process with another start time (pid
+        reuse). A queued job whose supervisor never registered within `queued_grace` seconds of its
+        creation is lost too. Costs one indexed query when nothing is active.
+        """
+        with self._connect() as conn:
+            rows = conn.execute(
+                "SELECT id, status, supervisor_pid, supervisor_start, created_at FROM jobs"
+                " WHERE status IN ('queued', 'running')").fetchall()
+        if not rows:
+            return []
+        now = time.time()
+        lost = []
+        for row in rows:
+            pid = row["supervisor_pid"]
+            if pid is None:
+                if row["status"] == "queued" and now - row["created_at"] <= self.queued_grace:
+                    continue
+                note = "supervisor never started"
+            else:
+                problem = process_problem(pid, row["supervisor_start"])
+                if problem is None:
+                    continue
+                if problem == "reused":
+                    note = f"supervisor (pid {pid}) is gone; its pid now belongs to another process"
+                else:
+                    note = f"supervisor (pid {pid}) exited without recording how the job ended"
+            # Conditional on the state we read: a supervisor that finished in between wins.
+            with self._write() as conn:
+                cur = conn.execute(
+                    "UPDATE jobs SET status = 'lost', ended_at = ?, note = ?"
+                    " WHERE id = ? AND status = ? AND supervisor_pid IS ?",
+                    (now, note, row["id"], row["status"], pid))
+            if cur.rowcount:
+                lost.append(row["id"])
+        return lost
