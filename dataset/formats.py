@@ -1,0 +1,151 @@
+"""The MiniMind jsonl data formats and their validation, without torch.
+
+One JSON object a line; blank lines are skipped.
+
+- pretrain: `{"text": str}`
+- sft (SFT, LoRA, distillation, reasoning distillation): `{"conversations": [{"role", "content"}, ...]}`
+  with roles system / user / assistant / tool and at least one assistant turn.
+- dpo: `{"chosen": [messages], "rejected": [messages]}`, each list as in sft.
+- rlaif (PPO, GRPO, SPO): `{"conversations": [...]}` whose last turn is the assistant's reference answer
+  (may be empty) after at least one prompt turn. Roles may be left out, as in upstream's rlaif data:
+  turns then alternate user, assistant, user, ...
+
+The training datasets (`dataset.lm_dataset`) index their files with `scan_file`, and the dashboard checks
+a file before launching a job with `validate_file`; both raise `DataFormatError` naming the file and
+the 1-based line number. This module must not import torch: the dashboard never does.
+"""
+import json
+import os
+from array import array
+
+KINDS = ("pretrain", "sft", "dpo", "rlaif")
+
+#: The data format each training type reads.
+KIND_OF_TYPE = {
+    "pretrain": "pretrain",
+    "sft": "sft", "lora": "sft", "distillation": "sft", "distill_reason": "sft",
+    "dpo": "dpo",
+    "ppo": "rlaif", "grpo": "rlaif", "spo": "rlaif",
+}
+
+ROLES = ("system", "user", "assistant", "tool")
+
+
+class DataFormatError(ValueError):
+    """A training data file that cannot be used: names the file and, for a bad line, its number."""
+
+
+def _check_messages(messages, key, need_roles=True):
+    """Return what is wrong with a list of chat messages, or None."""
+    if not isinstance(messages, list) or not messages:
+        return f'"{key}" must be a non-empty list of messages'
+    for i, message in enumerate(messages):
+        where = f'"{key}"[{i}]'
+        if not isinstance(message, dict):
+            return f"{where} must be an object with \"role\" and \"content\""
+        if "content" not in message:
+            return f'{where} has no "content"'
+        if not isinstance(message["content"], str):
+            return f'{where}: "content" must be a string'
+        if need_roles or "role" in message:
+            if "role" not in message:
+                return f'{where} has no "role"'
+            if message["role"] not in ROLES:
+                return f'{where}: unknown role {message["role"]!r} (expected one of {", ".join(ROLES)})'
+    return None
+
+
+def rlaif_roles(messages):
+    """The roles of an rlaif conversation: given ones, or user/assistant alternating where left out."""
+    return [m.get("role") or ("user" if i % 2 == 0 else "assistant") for i, m in enumerate(messages)]
+
+
+def check_record(obj, kind):
+    """Return what is wrong with one parsed line of a `kind` file, or None when it is valid."""
+    if not isinstance(obj, dict):
+        return f"expected a JSON object, got {type(obj).__name__}"
+    if kind == "pretrain":
+        if "text" not in obj:
+            return 'missing key "text"'
+        if not isinstance(obj["text"], str):
+            return '"text" must be a string'
+        return None
+    if kind == "sft":
+        if "conversations" not in obj:
+            return 'missing key "conversations"'
+        problem = _check_messages(obj["conversations"], "conversations")
+        if problem is None and not any(m["role"] == "assistant" for m in obj["conversations"]):
+            problem = '"conversations" has no assistant turn to learn from'
+        return problem
+    if kind == "dpo":
+        for key in ("chosen", "rejected"):
+            if key not in obj:
+                return f'missing key "{key}"'
+            problem = _check_messages(obj[key], key)
+            if problem is None and not any(m["role"] == "assistant" for m in obj[key]):
+                problem = f'"{key}" has no assistant turn'
+            if problem:
+                return problem
+        return None
+    if kind == "rlaif":
+        if "conversations" not in obj:
+            return 'missing key "conversations"'
+        messages = obj["conversations"]
+        problem = _check_messages(messages, "conversations", need_roles=False)
+        if problem:
+            return problem
+        if len(messages) < 2:
+            return '"conversations" needs a prompt turn followed by the assistant\'s reference answer'
+        if rlaif_roles(messages)[-1] != "assistant":
+            return 'the last turn of "conversations" must be the assistant\'s reference answer'
+        return None
+    raise ValueError(f"unknown data kind {kind!r}; known: {', '.join(KINDS)}")
+
+
+def scan_file(path, kind, max_lines=None):
+    """Check every non-blank line of `path` as a `kind` record; return their byte offsets (array 'q').
+
+    Streams through the file, keeping only the offsets. `max_lines` stops after that many lines
+    (blank ones included). Raises FileNotFoundError for a missing file and DataFormatError for a bad
+    line or a file without any record.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"unknown data kind {kind!r}; known: {', '.join(KINDS)}")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"data file not found: {path} (absolute: {os.path.abspath(path)})")
+    if os.path.isdir(path):
+        raise DataFormatError(f"{path} is a folder, not a jsonl data file")
+    offsets = array("q")
+    with open(path, "rb") as f:
+        offset, lineno = 0, 0
+        for raw in f:
+            lineno += 1
+            if max_lines is not None and lineno > max_lines:
+                break
+            start, offset = offset, offset + len(raw)
+            if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):  # UTF-8 byte-order mark
+                raw, start = raw[3:], start + 3
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw.decode("utf-8"))
+            except UnicodeDecodeError as e:
+                raise DataFormatError(f"{path} line {lineno}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+            except json.JSONDecodeError as e:
+                raise DataFormatError(f"{path} line {lineno}: invalid JSON ({e.msg} at column {e.colno})") from None
+            problem = check_record(obj, kind)
+            if problem:
+                raise DataFormatError(f"{path} line {lineno}: {problem} (expected {kind} format)")
+            offsets.append(start)
+    if not offsets:
+        raise DataFormatError(f"{path} has no data: the file is empty or holds only blank lines")
+    return offsets
+
+
+def validate_file(path, kind, max_lines=None):
+    """Check a data file (or its first `max_lines` lines); return the number of records checked.
+
+    `kind` is "pretrain", "sft", "dpo" or "rlaif" (see `KIND_OF_TYPE` for a training type's kind).
+    Raises FileNotFoundError or DataFormatError with a message naming the file and line.
+    """
+    return len(scan_file(path, kind, max_lines))

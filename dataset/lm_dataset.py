@@ -1,0 +1,202 @@
+"""Datasets of the MiniMind trainers, over jsonl files (formats in `dataset.formats`).
+
+Each dataset checks and indexes its file once at start (byte offsets only, no parsed lines kept in
+memory), then reads and tokenizes one line per item. Items are unpadded; `pad_collate` pads a batch.
+Labels follow the Hugging Face convention: `labels` equal `input_ids` where the loss counts and are
+-100 elsewhere; the model shifts them itself.
+
+Which dataset a training type uses: pretrain -> PretrainDataset; sft, lora, distillation,
+distill_reason -> SFTDataset; dpo -> DPODataset; ppo, grpo, spo -> RLAIFDataset (see `dataset_for_type`).
+"""
+import json
+import os
+
+import torch
+from torch.utils.data import Dataset
+
+from dataset.formats import KIND_OF_TYPE, DataFormatError, rlaif_roles, scan_file, validate_file
+
+# DataLoader workers are forked after the tokenizer has been used; its thread pool must not be.
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+IGNORE_INDEX = -100
+
+__all__ = ["DataFormatError", "validate_file", "PretrainDataset", "SFTDataset", "DPODataset", "RLAIFDataset",
+           "pad_collate", "dataset_for_type", "IGNORE_INDEX"]
+
+
+class JsonlDataset(Dataset):
+    """Lazy access to the records of a jsonl file, checked and indexed once at construction.
+
+    The file handle is opened per process, so the dataset works in DataLoader workers (fork or spawn):
+    a handle inherited through fork would share its read position with the parent.
+    """
+    kind = None
+
+    def __init__(self, path, tokenizer, max_length):
+        super().__init__()
+        self.path = path
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+        self.offsets = scan_file(path, self.kind)
+        self._file = None
+        self._file_pid = None
+
+    def __len__(self):
+        return len(self.offsets)
+
+    def record(self, index):
+        """The parsed JSON object of record `index`."""
+        if self._file is None or self._file_pid != os.getpid():
+            self._file = open(self.path, "rb")
+            self._file_pid = os.getpid()
+        self._file.seek(self.offsets[index])
+        return json.loads(self._file.readline().decode("utf-8"))
+
+    def __getstate__(self):
+        # Spawned workers receive a pickled copy: without the open file, which they reopen.
+        state = self.__dict__.copy()
+        state["_file"] = None
+        state["_file_pid"] = None
+        return state
+
+    def __del__(self):
+        if getattr(self, "_file", None) is not None and self._file_pid == os.getpid():
+            self._file.close()
+
+
+class ChatMixin:
+    """Chat-template rendering and the assistant-only loss mask, shared by SFT and DPO."""
+
+    def _init_chat(self):
+        tok = self.tokenizer
+        # `<|im_start|>assistant\n` opens every assistant turn; `<|im_end|>` closes it.
+        self.assistant_start = tok(f"{tok.bos_token}assistant\n", add_special_tokens=False)["input_ids"]
+        self.end_id = tok.eos_token_id
+
+    def encode_chat(self, messages):
+        """Token ids and labels of a conversation; the loss covers assistant content and its <|im_end|>."""
+        messages = [{"role": m["role"], "content": m["content"]} for m in messages]
+        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=False)
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"][:self.max_length]
+        return torch.tensor(ids, dtype=torch.long), torch.tensor(self.assistant_labels(ids), dtype=torch.long)
+
+    def assistant_labels(self, ids):
+        """`ids` where a token belongs to an assistant reply (up to and including its end token), else -100."""
+        labels = [IGNORE_INDEX] * len(ids)
+        start, n = self.assistant_start, len(self.assistant_start)
+        i = 0
+        while i < len(ids):
+            if ids[i:i + n] == start:
+                j = i + n
+                while j < len(ids) and ids[j] != self.end_id:
+                    j += 1
+                stop = min(j + 1, len(ids))  # include <|im_end|>, unless truncation cut it off
+                labels[i + n:stop] = ids[i + n:stop]
+                i = stop
+            else:
+                i += 1
+        return labels
+
+
+class PretrainDataset(JsonlDataset):
+    """Plain text: `bos + text + eos`, truncated to `max_length`; the loss counts on every token."""
+    kind = "pretrain"
+
+    def __getitem__(self, index):
+        text = self.record(index)["text"]
+        tok = self.tokenizer
+        ids = tok(text, add_special_tokens=False, truncation=True, max_length=self.max_length)["input_ids"]
+        ids = ([tok.bos_token_id] + ids + [tok.eos_token_id])[:self.max_length]
+        input_ids = torch.tensor(ids, dtype=torch.long)
+        return {"input_ids": input_ids, "labels": input_ids.clone()}
+
+
+class SFTDataset(ChatMixin, JsonlDataset):
+    """Conversations through the chat template (optional system turn, any number of turns);
+    the loss counts only on assistant content and its <|im_end|>."""
+    kind = "sft"
+
+    def __init__(self, path, tokenizer, max_length):
+        super().__init__(path, tokenizer, max_length)
+        self._init_chat()
+
+    def __getitem__(self, index):
+        input_ids, labels = self.encode_chat(self.record(index)["conversations"])
+        return {"input_ids": input_ids, "labels": labels}
+
+
+class DPODataset(ChatMixin, JsonlDataset):
+    """Preference pairs: the chosen and the rejected conversation, each encoded as in SFTDataset."""
+    kind = "dpo"
+
+    def __init__(self, path, tokenizer, max_length):
+        super().__init__(path, tokenizer, max_length)
+        self._init_chat()
+
+    def __getitem__(self, index):
+        record = self.record(index)
+        chosen_ids, chosen_labels = self.encode_chat(record["chosen"])
+        rejected_ids, rejected_labels = self.encode_chat(record["rejected"])
+        return {"chosen_input_ids": chosen_ids, "chosen_labels": chosen_labels,
+                "rejected_input_ids": rejected_ids, "rejected_labels": rejected_labels}
+
+
+class RLAIFDataset(JsonlDataset):
+    """RL prompts: `prompt` is the chat template over every turn but the last (the assistant's
+    reference), with the generation prompt; `answer` is that reference's content.
+
+    Both are strings: the RL trainers tokenize prompts themselves (left-padded, truncated to
+    `max_length` tokens, the script's max_seq_len).
+    """
+    kind = "rlaif"
+
+    def __getitem__(self, index):
+        turns = self.record(index)["conversations"]
+        messages = [{"role": role, "content": t["content"]} for role, t in zip(rlaif_roles(turns), turns)]
+        prompt = self.tokenizer.apply_chat_template(messages[:-1], tokenize=False, add_generation_prompt=True)
+        return {"prompt": prompt, "answer": messages[-1]["content"]}
+
+
+def pad_collate(pad_id):
+    """A DataLoader `collate_fn` that right-pads each tensor key to the batch's longest row.
+
+    Keys ending in `input_ids` are padded with `pad_id` and get a matching attention mask
+    (`input_ids` -> `attention_mask`, `chosen_input_ids` -> `chosen_attention_mask`, ...); keys ending in
+    `labels` are padded with -100; other tensors with 0. Non-tensor values (strings) are collected into lists.
+    """
+    def collate(batch):
+        out = {}
+        for key in batch[0]:
+            values = [item[key] for item in batch]
+            if not torch.is_tensor(values[0]):
+                out[key] = values
+                continue
+            if key.endswith("labels"):
+                fill = IGNORE_INDEX
+            elif key.endswith("input_ids"):
+                fill = pad_id
+            else:
+                fill = 0
+            width = max(v.shape[0] for v in values)
+            padded = torch.full((len(values), width), fill, dtype=values[0].dtype)
+            for row, v in enumerate(values):
+                padded[row, :v.shape[0]] = v
+            out[key] = padded
+            if key.endswith("input_ids"):
+                mask = torch.zeros((len(values), width), dtype=torch.long)
+                for row, v in enumerate(values):
+                    mask[row, :v.shape[0]] = 1
+                out[key[:-len("input_ids")] + "attention_mask"] = mask
+        return out
+    return collate
+
+
+_DATASETS = {"pretrain": PretrainDataset, "sft": SFTDataset, "dpo": DPODataset, "rlaif": RLAIFDataset}
+
+
+def dataset_for_type(train_type):
+    """The dataset class a training type reads (e.g. "grpo" -> RLAIFDataset)."""
+    if train_type not in KIND_OF_TYPE:
+        raise KeyError(f"unknown training type {train_type!r}; known: {', '.join(KIND_OF_TYPE)}")
+    return _DATASETS[KIND_OF_TYPE[train_type]]
