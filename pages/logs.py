@@ -1,0 +1,190 @@
+"""Logs: charts of every metric in one or more training logs (jobs, files in the logs folder, or an
+uploaded log), smoothed and overlaid for comparison, with CSV export and the end of each log."""
+from dataclasses import dataclass
+from pathlib import Path
+
+import streamlit as st
+
+from mmcore import charts, jobsview, logparse
+from mmcore.store import JobStore
+
+state = st.session_state
+JOBS_KEY = "logs.jobs"
+FILES_KEY = "logs.files"
+METRICS_KEY = "logs.metrics"
+PARSERS_KEY = "logs.parsers"  # log path -> LogParser: each rerun reads only what was appended
+QUERY_KEY = "logs.query_job"  # the ?job= value already applied to the job selection
+JOB_LIMIT = 200
+TAIL_CHOICES = (50, 200, 1000)
+REFRESH_S = 5.0  # while a chosen job runs
+
+
+@dataclass
+class Run:
+    """One log to chart: its legend name, file, and job (None for files and uploads)."""
+    label: str
+    path: str
+    job: object = None
+
+
+def parser_for(path):
+    """This session's parser of `path`, brought up to date (only new bytes are read)."""
+    parsers = state.setdefault(PARSERS_KEY, {})
+    parser = parsers.get(path)
+    if parser is None:
+        parser = parsers[path] = logparse.LogParser(path)
+    parser.update()
+    return parser
+
+
+store = JobStore()
+st.title("Logs")
+
+# -- what to chart ----------------------------------------------------------------------------------
+
+jobs = {job.id: job for job in store.list(limit=JOB_LIMIT)}
+wanted_id, problem = jobsview.parse_job_id(st.query_params.get("job"))
+if problem:
+    st.error(problem)
+elif wanted_id is not None and state.get(QUERY_KEY) != wanted_id:
+    job = jobs.get(wanted_id) or store.get(wanted_id)
+    if job is None:
+        st.error(f"There is no job with id {wanted_id}. It may have been deleted; choose logs below.")
+    else:
+        jobs.setdefault(job.id, job)
+        state[JOBS_KEY] = [job.id]  # a link from the Jobs page shows that job
+        state[QUERY_KEY] = wanted_id
+for job_id in state.get(JOBS_KEY, []):  # chosen earlier, now beyond the newest JOB_LIMIT
+    if job_id not in jobs and (job := store.get(job_id)) is not None:
+        jobs[job_id] = job
+if JOBS_KEY in state:
+    state[JOBS_KEY] = [i for i in state[JOBS_KEY] if i in jobs]
+
+job_logs = {str(Path(job.log_path)) for job in jobs.values() if job.log_path}
+log_files = sorted((p for p in store.logs_dir.glob("*.log") if str(p) not in job_logs),
+                   key=lambda p: p.stat().st_mtime, reverse=True) if store.logs_dir.is_dir() else []
+if FILES_KEY in state:
+    state[FILES_KEY] = [name for name in state[FILES_KEY] if name in {p.name for p in log_files}]
+
+sources = st.columns([3, 2, 2])
+chosen_jobs = sources[0].multiselect(
+    "Jobs", list(jobs), key=JOBS_KEY, format_func=lambda i: jobsview.job_label(jobs[i]),
+    placeholder="Choose one or more jobs", help="The newest jobs of the job store; choose several to compare them.")
+chosen_files = sources[1].multiselect(
+    "Log files", [p.name for p in log_files], key=FILES_KEY, placeholder="Other logs in the logs folder",
+    help=f"`.log` files in {store.logs_dir} that belong to no listed job.")
+uploads = sources[2].file_uploader(
+    "Upload a log", type=["log", "txt"], accept_multiple_files=True, key="logs.upload",
+    help="A log from elsewhere, e.g. an upstream MiniMind run's output.")
+
+runs = [Run(jobsview.job_label(jobs[i]), jobs[i].log_path, jobs[i]) for i in chosen_jobs]
+runs += [Run(name, str(store.logs_dir / name)) for name in chosen_files]
+for upload in uploads or []:
+    path = logparse.save_upload(upload.getvalue(), upload.name, folder=store.home / "uploads")
+    runs.append(Run(f"{upload.name} (uploaded)", str(path)))
+
+seen = {}
+for run in runs:  # legend names must differ, or two runs would share one curve
+    seen[run.label] = seen.get(run.label, 0) + 1
+    if seen[run.label] > 1:
+        run.label = f"{run.label} ({seen[run.label]})"
+
+if not runs:
+    st.info("Choose a job, a log file or upload a log to see its training curves."
+            if jobs or log_files else "No jobs yet: launch one on the Train page, or upload a log.")
+    st.stop()
+
+controls = st.columns([3, 1.4, 1, 1])
+smoothing = controls[0].slider("Smoothing", 0.0, 0.99, 0.6, 0.01, key="logs.smoothing",
+                               help="Exponential moving average, as in TensorBoard; raw values are drawn faintly.")
+log_y = controls[1].toggle("Log scale", key="logs.log_y", help="Logarithmic y axis (values <= 0 are not drawn).")
+tail_lines = controls[2].selectbox("Tail lines", TAIL_CHOICES, index=1, key="logs.tail_lines")
+with controls[3]:
+    st.button("Refresh", key="logs.refresh", icon=":material/refresh:")
+active = any(run.job is not None and run.job.active for run in runs)
+if active:
+    st.caption(f"A chosen job is running: its charts refresh every {REFRESH_S:g} s.")
+
+
+# -- charts ------------------------------------------------------------------------------------------
+
+def show_runs():
+    """Read the logs (incrementally), then summaries, charts and the CSV download."""
+    for run in runs:  # a timed rerun runs only this function: read the jobs' states again
+        if run.job is not None:
+            run.job = store.get(run.job.id) or run.job
+    if active and not any(run.job is not None and run.job.active for run in runs):
+        st.rerun()  # every chosen job has ended: a full rerun draws the page without the timer
+    tables, types = {}, set()
+    for run in runs:
+        try:
+            parser = parser_for(run.path)
+        except OSError as exc:
+            st.error(f"{run.label}: cannot read {run.path}: {exc}")
+            continue
+        note = logparse.explain(parser, run.label)
+        if note is not None:
+            getattr(st, note[0])(note[1])
+        if parser.last_error:
+            with st.expander(f"{run.label}: last error", expanded=note is not None, icon=":material/error:"):
+                st.code(parser.last_error, language=None)
+        if len(parser):
+            tables[run.label] = parser.frame()
+            types.add((run.job.train_type if run.job else None) or parser.header.get("type"))
+            summary(run, tables[run.label], parser)
+    if not tables:
+        return
+
+    train_type = types.pop() if len(types) == 1 else None
+    names = charts.order_metrics([m for df in tables.values() for m in charts.metric_columns(df)], train_type)
+    if METRICS_KEY not in state:
+        state[METRICS_KEY] = charts.default_metrics(names, train_type)
+    else:
+        state[METRICS_KEY] = [m for m in state[METRICS_KEY] if m in names]
+    chosen = st.multiselect("Metrics", names, key=METRICS_KEY, placeholder="Choose metrics to chart",
+                            help="Loss and reward first; every metric the logs printed can be charted.")
+    if not chosen:
+        st.info("No metric chosen: pick one or more above.")
+    grid = st.columns(2)
+    for i, metric in enumerate(chosen):
+        with grid[i % 2]:
+            st.plotly_chart(charts.metric_figure(metric, tables, smoothing=smoothing, log_y=log_y),
+                            key=f"logs.chart.{metric}", config={"displaylogo": False})
+
+    st.download_button("Download CSV", charts.to_csv(tables), file_name="minimind-metrics.csv",
+                       mime="text/csv", icon=":material/download:", key="logs.csv",
+                       help="Every parsed record of the charted logs, one row per logged step, with a run column.")
+
+
+def summary(run, df, parser):
+    """One line per run: progress, latest loss/reward and, for running jobs, the ETA."""
+    job = run.job
+    prog = logparse.progress(
+        df, started_at=job.started_at if job is not None and job.active else None,
+        total_epochs=(jobsview.job_epochs(job) if job is not None else None)
+        or logparse.epochs_from_command(parser.header.get("command")))
+    parts = [f"**{run.label}**", f"step {prog['step']:,} / {prog['total']:,} ({prog['percent']:.0f}%)"]
+    for key in ("loss", "reward"):
+        if prog[key] is not None:
+            parts.append(f"{prog[key + '_name']} {prog[key]:.4g}")
+    if prog["eta_s"] is not None:
+        parts.append(f"ETA {jobsview.format_duration(prog['eta_s'])}")
+    st.markdown(" · ".join(parts))
+
+
+def show_tails():
+    for run in runs:
+        with st.expander(f"Log tail: {run.label}", expanded=len(runs) == 1):
+            try:
+                lines = logparse.tail(run.path, tail_lines)
+            except FileNotFoundError:
+                st.caption(f"No log file at {run.path}.")
+            except OSError as exc:
+                st.error(f"Cannot read {run.path}: {exc}")
+            else:
+                st.code("\n".join(lines) or "(empty)", language=None, height=400)
+
+
+st.fragment(show_runs, run_every=REFRESH_S if active else None)()
+st.subheader("Log tail")
+show_tails()

@@ -1,0 +1,103 @@
+"""Tests of the chart helpers (mmcore.charts): smoothing maths, figures, metric choice, CSV export."""
+import io
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mmcore import charts
+from mmcore.logparse import parse_file
+from test_logparse import DATA
+
+
+def run_table(losses, start=1, total=100, **more):
+    steps = np.arange(start, start + len(losses))
+    return pd.DataFrame({"epoch": 1, "total_epochs": 1, "step": steps, "total_steps": total,
+                         "global_step": steps, "loss": losses, **more})
+
+
+def test_ema_matches_hand_computed_values():
+    # weight 0.5: last = 0.5, 1.25, 2.125; debiased by 1 - 0.5**n = 0.5, 0.75, 0.875
+    assert charts.ema([1.0, 2.0, 3.0], 0.5) == pytest.approx([1.0, 1.25 / 0.75, 2.125 / 0.875])
+    # weight 0.9, two values: last = 0.1 * 10 = 1, then 0.9 + 0.1 * 20 = 2.9; debias 0.1 and 0.19
+    assert charts.ema([10.0, 20.0], 0.9) == pytest.approx([10.0, 2.9 / 0.19])
+
+
+def test_ema_skips_non_finite_values_and_keeps_constants():
+    out = charts.ema([1.0, math.nan, 3.0, math.inf], 0.5)
+    assert out[0] == 1.0 and math.isnan(out[1]) and out[3] == math.inf
+    assert out[2] == pytest.approx(1.75 / 0.75)  # the nan did not count
+    assert charts.ema([0.3] * 5, 0.99).tolist() == [0.3] * 5
+    assert charts.ema([1.0, 5.0], 0).tolist() == [1.0, 5.0]
+    assert charts.ema([], 0.6).tolist() == []
+    with pytest.raises(ValueError, match="smoothing"):
+        charts.ema([1.0], 1.0)
+
+
+def test_ema_equals_the_tensorboard_loop():
+    rng = np.random.default_rng(0)
+    values = rng.normal(size=500)
+    last, n, expected = 0.0, 0, []
+    for v in values:
+        last = last * 0.95 + 0.05 * v
+        n += 1
+        expected.append(last / (1 - 0.95 ** n))
+    assert charts.ema(values, 0.95) == pytest.approx(expected, rel=1e-9, abs=1e-12)
+
+
+def test_metric_figure_overlays_runs_raw_faint_and_smoothed_bold():
+    runs = {"run A": run_table([3.0, 2.0, 1.0]), "run B": run_table([4.0, math.nan, 2.0, 1.0]),
+            "no loss": run_table([1.0]).drop(columns="loss")}
+    fig = charts.metric_figure("loss", runs, smoothing=0.5)
+    assert [t.name for t in fig.data] == ["run A (raw)", "run A", "run B (raw)", "run B"]
+    raw, smooth = fig.data[0], fig.data[1]
+    assert raw.opacity == 0.25 and raw.showlegend is False and smooth.line.width > raw.line.width
+    assert raw.line.color == smooth.line.color != fig.data[2].line.color
+    assert list(raw.x) == [1, 2, 3] and list(raw.y) == [3.0, 2.0, 1.0]
+    assert list(smooth.y) == pytest.approx(charts.ema([3.0, 2.0, 1.0], 0.5))
+    assert list(fig.data[2].x) == [1, 3, 4]  # the nan is not drawn
+    assert fig.layout.xaxis.title.text == "global step" and fig.layout.yaxis.type == "linear"
+    assert fig.layout.title.text == "loss"
+
+
+def test_metric_figure_without_smoothing_and_log_scale():
+    fig = charts.metric_figure("loss", [("only", run_table([1.0, -1.0, 0.0, 10.0]))], smoothing=0, log_y=True)
+    assert len(fig.data) == 1 and fig.data[0].name == "only"
+    assert list(fig.data[0].y) == [1.0, 10.0]  # values <= 0 cannot be drawn on a log axis
+    assert fig.layout.yaxis.type == "log"
+
+
+def test_metric_figure_thins_long_runs():
+    df = run_table(np.linspace(5, 1, 100_000), total=100_000)
+    fig = charts.metric_figure("loss", {"long": df}, smoothing=0.6, max_points=1000)
+    assert 900 <= len(fig.data[0].x) <= 1001
+    assert fig.data[0].x[-1] == 100_000  # the last point is always kept
+
+
+def test_metric_order_and_defaults():
+    grpo = ["Actor Loss", "Reward", "Avg Response Len", "LR", "Reward Std", "KL"]
+    assert charts.order_metrics(grpo, "grpo") == ["Reward", "Reward Std", "Actor Loss", "KL", "Avg Response Len", "LR"]
+    spo = ["Actor Loss", "Reward", "Baseline", "KL", "Rho", "Avg Response Len", "LR"]
+    assert charts.order_metrics(spo)[:2] == ["Reward", "Actor Loss"]  # reward first when one is logged
+    pretrain = ["loss", "lr", "epoch_Time"]
+    assert charts.order_metrics(pretrain, "pretrain") == ["loss", "lr", "epoch_Time"]
+    assert charts.default_metrics(pretrain, "pretrain") == ["loss", "lr"]
+    assert charts.default_metrics(["epoch_Time"]) == ["epoch_Time"]
+    distill = ["loss", "ce", "distill", "lr", "epoch_Time"]
+    assert charts.order_metrics(distill, "distillation") == ["loss", "ce", "distill", "lr", "epoch_Time"]
+    assert charts.metric_kind("Actor LR") == "lr" and charts.metric_kind("KL_ref") == "kl"
+    assert charts.metric_kind("Critic Loss") == "loss"
+
+
+def test_csv_export_round_trips():
+    df = parse_file(DATA / "dashboard_grpo.log")
+    back = pd.read_csv(io.BytesIO(charts.to_csv(df)))
+    assert list(back.columns) == list(df.columns)
+    assert back["Actor Loss"].tolist() == df["Actor Loss"].tolist()
+    assert back["LR"].tolist() == [8e-08, 7.5e-08, 7e-08]
+    both = charts.to_csv({"a": df, "b": parse_file(DATA / "upstream_pretrain.log")})
+    table = pd.read_csv(io.BytesIO(both))
+    assert table.columns[0] == "run" and table["run"].tolist() == ["a"] * 3 + ["b"] * 4
+    assert math.isnan(table.loc[0, "loss"]) and table.loc[3, "loss"] == 8.896761
+    assert charts.metric_columns(table)[:2] == ["Actor Loss", "Reward"]

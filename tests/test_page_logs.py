@@ -1,0 +1,188 @@
+"""The Logs page (AppTest): charts of job logs, files and uploads; messages instead of empty charts."""
+import base64
+import json
+import os
+import shutil
+import sys
+import time
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from mmcore.paths import ROOT
+from mmcore.store import JobStore
+from test_logparse import DATA
+
+TIMEOUT_S = 60
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("MINIMIND_DASHBOARD_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def finished_job(store, train_type, sample, name="run", params=None):
+    """A finished job whose log is a copy of a sample log (None: no log file)."""
+    job_id = store.create(train_type, name, params or {"epochs": "1"}, ["python", "x.py"], "/tmp", {})
+    now = time.time()
+    store.update(job_id, status="succeeded", started_at=now - 60, ended_at=now, exit_code=0)
+    if sample is not None:
+        shutil.copy(DATA / sample, store.get(job_id).log_path)
+    return job_id
+
+
+def open_logs(query=None):
+    at = AppTest.from_file(str(ROOT / "pages" / "logs.py"), default_timeout=TIMEOUT_S)
+    if query:
+        at.query_params.update(query)
+    return at.run()
+
+
+def decoded(values):
+    """Plotly sends numeric arrays as base64 ({"dtype", "bdata"}): back to a list."""
+    if isinstance(values, dict) and "bdata" in values:
+        return np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"]).tolist()
+    return list(values)
+
+
+def chart_specs(at):
+    """The page's Plotly figures as JSON data, with x and y decoded to lists."""
+    specs = []
+    for chart in at.get("plotly_chart"):
+        spec = json.loads(chart.proto.spec)
+        for trace in spec["data"]:
+            trace["x"], trace["y"] = decoded(trace["x"]), decoded(trace["y"])
+        specs.append(spec)
+    return specs
+
+
+def multiselect(at, label):
+    return next(w for w in at.multiselect if w.label == label)
+
+
+def texts(elements):
+    return [e.value for e in elements]
+
+
+def test_nothing_to_show_yet():
+    at = open_logs()
+    assert not at.exception
+    assert at.title[0].value == "Logs"
+    assert any("No jobs yet" in t for t in texts(at.info))
+    assert not at.get("plotly_chart")
+
+
+def test_job_from_query_param_is_charted():
+    store = JobStore()
+    other = finished_job(store, "pretrain", "upstream_pretrain.log", name="other")
+    job_id = finished_job(store, "grpo", "dashboard_grpo.log", name="grpo demo")
+    at = open_logs({"job": str(job_id)})
+    assert not at.exception
+    assert multiselect(at, "Jobs").value == [job_id]
+    assert len(multiselect(at, "Jobs").options) == 2 and other != job_id
+    # GRPO: reward charts come first; every metric is charted by default.
+    assert multiselect(at, "Metrics").value == ["Reward", "Reward Std", "Actor Loss", "KL", "Avg Response Len", "LR"]
+    specs = chart_specs(at)  # two columns: the element tree lists the left column first
+    assert sorted(s["layout"]["title"]["text"] for s in specs) == sorted(multiselect(at, "Metrics").value)
+    assert specs[0]["layout"]["title"]["text"] == "Reward"
+    reward = specs[0]["data"]
+    assert [t["name"] for t in reward] == [f"{job_id} — grpo demo (raw)", f"{job_id} — grpo demo"]
+    assert reward[0]["x"] == [3, 5] and reward[0]["y"] == [0.5123, 0.75]  # the nan is not drawn
+    summary = " ".join(texts(at.markdown))
+    assert "step 5 / 10 (50%)" in summary and "Reward 0.75" in summary
+    assert at.get("download_button")
+    assert any("Epoch: 1, Step: 5/10" in c.value for c in at.code)  # the log tail
+
+
+def test_controls_change_the_charts():
+    store = JobStore()
+    a = finished_job(store, "pretrain", "upstream_pretrain.log", name="a")
+    b = finished_job(store, "pretrain", "upstream_pretrain.log", name="b")
+    at = open_logs()
+    multiselect(at, "Jobs").set_value([a, b]).run()
+    assert not at.exception
+    assert multiselect(at, "Metrics").value == ["loss", "lr"]  # epoch_Time (minutes left) is not charted by default
+    loss = chart_specs(at)[0]["data"]
+    assert len(loss) == 4 and {t["line"]["color"] for t in loss[:2]} != {t["line"]["color"] for t in loss[2:]}
+
+    at.slider(key="logs.smoothing").set_value(0.0)
+    at.toggle(key="logs.log_y").set_value(True)
+    multiselect(at, "Metrics").set_value(["loss"])
+    at.run()
+    specs = chart_specs(at)
+    assert len(specs) == 1 and len(specs[0]["data"]) == 2  # raw lines only, one per run
+    assert specs[0]["layout"]["yaxis"]["type"] == "log"
+
+
+def test_log_without_progress_lines_says_so_and_shows_the_error():
+    store = JobStore()
+    job_id = finished_job(store, "sft", "dashboard_failed.log")
+    at = open_logs({"job": str(job_id)})
+    assert not at.exception
+    assert not at.get("plotly_chart")
+    assert any("no progress lines" in t for t in texts(at.info))
+    assert any("DataFormatError: ../dataset/bad.jsonl line 3" in c.value for c in at.code)
+
+
+def test_missing_log_file_is_a_message():
+    store = JobStore()
+    job_id = finished_job(store, "dpo", None)
+    at = open_logs({"job": str(job_id)})
+    assert not at.exception
+    assert any("does not exist" in t for t in texts(at.warning))
+
+
+def test_other_log_files_and_a_non_minimind_log(home):
+    store = JobStore()
+    store.logs_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copy(DATA / "not_minimind.log", store.logs_dir / "nginx.log")
+    shutil.copy(DATA / "dashboard_spo_ppo.log", store.logs_dir / "old-spo.log")
+    at = open_logs()
+    files = multiselect(at, "Log files")
+    assert sorted(files.options) == ["nginx.log", "old-spo.log"]
+    files.set_value(["nginx.log", "old-spo.log"]).run()
+    assert not at.exception
+    assert any("nginx.log is not a MiniMind training log" in t for t in texts(at.warning))
+    assert "Reward" in multiselect(at, "Metrics").value and chart_specs(at)
+
+
+def test_uploaded_log_is_charted():
+    at = open_logs()
+    at.file_uploader(key="logs.upload").upload("upstream.log", (DATA / "upstream_pretrain.log").read_bytes())
+    at.run()
+    assert not at.exception
+    specs = chart_specs(at)
+    assert specs[0]["layout"]["title"]["text"] == "loss"
+    assert specs[0]["data"][0]["name"] == "upstream.log (uploaded) (raw)"
+    assert specs[0]["data"][0]["y"] == [8.896761, 7.123456, 6.5, 3.25]
+
+
+def test_bad_query_param():
+    at = open_logs({"job": "abc"})
+    assert not at.exception
+    assert any("is not a job id" in t for t in texts(at.error))
+    at = open_logs({"job": "999"})
+    assert any("There is no job with id 999" in t for t in texts(at.error))
+
+
+def test_running_job_shows_eta_and_refreshes():
+    from _pages_helpers import wait_for
+    from mmcore import runner
+
+    store = JobStore()
+    script = "import time; print('Epoch:[1/2](5/10) loss:1.5 lr:0.001', flush=True); time.sleep(120)"
+    job_id = store.create("pretrain", "live", {"epochs": "2"}, [sys.executable, "-c", script], str(ROOT), {})
+    runner.launch(store, job_id)
+    try:
+        log = store.get(job_id).log_path
+        wait_for(lambda: os.path.exists(log) and "Epoch:[1/2]" in open(log, encoding="utf-8").read(),
+                 what="the progress line")
+        at = open_logs({"job": str(job_id)})
+        assert not at.exception
+        assert any("refresh every" in c.value for c in at.caption)
+        summary = " ".join(texts(at.markdown))
+        assert "step 5 / 20 (25%)" in summary and "ETA" in summary and "loss 1.5" in summary
+    finally:
+        runner.stop(store, job_id, grace=1, wait=True)
