@@ -1,0 +1,213 @@
+"""Jobs: every training job with its progress; stop, delete, clone, resume; the selected job's log."""
+import sqlite3
+import time
+
+import streamlit as st
+
+from mmcore import forms, gpu, jobsview, logparse, registry
+from mmcore.store import STATUSES, JobStore
+
+state = st.session_state
+FLASH_KEY = "jobs.flash"  # (kind, message, unix time) of the last action, shown for FLASH_S
+FLASH_S = 10.0  # long enough to read, though the page refreshes itself every few seconds
+CONFIRM_KEY = "jobs.confirm_delete"  # id of the job whose deletion awaits confirmation
+SELECT_KEY = "jobs.selected"
+LIMITS = (50, 200, 1000, None)
+
+
+@st.cache_resource
+def progress_cache():
+    """One cache for every session: finished jobs' logs are parsed once per server process."""
+    return jobsview.ProgressCache()
+
+
+try:
+    store = JobStore()
+except (sqlite3.Error, RuntimeError, OSError) as exc:  # unreadable, locked or newer-schema database
+    st.error(f"The job store cannot be opened: {exc}")
+    st.stop()
+cache = progress_cache()
+types = registry.TYPES
+
+st.title("Jobs")
+
+filters = st.columns([2, 2, 1])
+status_filter = filters[0].multiselect("Status", STATUSES, key="jobs.status_filter", placeholder="All statuses")
+type_filter = filters[1].multiselect("Type", list(types), format_func=lambda k: types[k].label,
+                                     key="jobs.type_filter", placeholder="All types")
+limit = filters[2].selectbox("Show", LIMITS, index=1, format_func=lambda n: "all" if n is None else f"latest {n}",
+                             key="jobs.limit")
+
+wanted_id, problem = jobsview.parse_job_id(st.query_params.get("job"))
+if problem:
+    st.error(problem)
+elif wanted_id is not None and store.get(wanted_id) is None:
+    st.error(f"There is no job with id {wanted_id}. It may have been deleted; pick one from the list below.")
+    wanted_id = None
+if wanted_id is not None:
+    state[SELECT_KEY] = wanted_id  # the URL follows the selection (see select), so it wins here
+
+
+def select(job_id):
+    """Select a job (None: none) and put it in the URL, so the address can be shared or reloaded."""
+    if job_id is None:
+        state.pop(SELECT_KEY, None)
+        st.query_params.pop("job", None)
+    else:
+        state[SELECT_KEY] = job_id
+        st.query_params["job"] = str(job_id)
+
+
+def on_select():
+    select(state.get(SELECT_KEY))
+
+
+def flash(kind, message):
+    state[FLASH_KEY] = (kind, message, time.time())
+
+
+def show(outcome):
+    """Keep an action's outcome for the runs that follow its callback."""
+    flash(outcome.kind, outcome.message)
+    if outcome.job_id is not None:
+        select(outcome.job_id)
+
+
+def on_stop(job_id):
+    show(jobsview.stop_job(store, job_id))
+
+
+def on_resume(job_id):
+    show(jobsview.resume_job(store, job_id, len(gpu.list_gpus())))
+
+
+def on_delete(job_id):
+    refusal = jobsview.delete_refusal(store, job_id)
+    if refusal:
+        flash("error", refusal)
+    else:
+        state[CONFIRM_KEY] = job_id  # ask first
+
+
+def on_confirm_delete(job_id):
+    state.pop(CONFIRM_KEY, None)
+    outcome = jobsview.delete_job(store, job_id, cache)
+    if outcome.kind == "success":
+        select(None)
+    show(outcome)
+
+
+def on_cancel_delete():
+    state.pop(CONFIRM_KEY, None)
+
+
+def show_flash():
+    if FLASH_KEY not in state:
+        return
+    kind, message, at = state[FLASH_KEY]
+    if time.time() - at > FLASH_S:
+        del state[FLASH_KEY]
+    else:
+        getattr(st, kind)(message)
+
+
+def details(job):
+    """The selected job: actions, parameters, command and the end of its log."""
+    with st.container(border=True):
+        st.markdown(f"**Job {job.id} · {jobsview.type_short(job.train_type)} · {job.name}** — {job.status}")
+        if job.note:
+            st.caption(job.note)
+        buttons = st.columns(5)
+        buttons[0].button("Stop", on_click=on_stop, args=(job.id,), disabled=not job.active, key="jobs.stop",
+                          help="SIGTERM to the training processes (they save their resume state), "
+                               "SIGKILL after a grace period.")
+        buttons[1].button("Delete", on_click=on_delete, args=(job.id,), key="jobs.delete",
+                          help="Remove the job and its log (not its weights). Refused while it runs.")
+        clone = buttons[2].button("Clone to Train", key="jobs.clone",
+                                  help="Open Train with this job's type and parameters.")
+        buttons[3].button("Resume", on_click=on_resume, args=(job.id,), disabled=job.active, key="jobs.resume",
+                          help="A new job with the same parameters and --from_resume 1.")
+        with buttons[4]:
+            st.page_link("pages/logs.py", label="Charts on Logs", icon=":material/monitoring:",
+                         query_params={"job": str(job.id)})
+        if clone:
+            state[forms.CLONE_KEY] = jobsview.clone_request(job)
+            st.switch_page("pages/train.py")
+
+        if state.get(CONFIRM_KEY) == job.id:
+            st.warning(f"Delete job {job.id} ({job.name}) and its log? This cannot be undone.")
+            yes, no, _ = st.columns([1, 1, 4])
+            yes.button("Yes, delete", type="primary", on_click=on_confirm_delete, args=(job.id,), key="jobs.confirm")
+            no.button("Cancel", on_click=on_cancel_delete, key="jobs.cancel")
+
+        left, right = st.columns(2)
+        with left:
+            st.markdown("**Parameters**")
+            st.dataframe(jobsview.params_rows(job), hide_index=True, width="stretch")
+        with right:
+            st.markdown("**Command**")
+            st.code(job.command, language="bash", wrap_lines=True)
+            if job.env:
+                st.code(" ".join(f"{k}={v}" for k, v in job.env.items()), language="bash")
+            st.caption(f"Submitted by {jobsview.submitted_by(job)} · created {jobsview.format_time(job.created_at)}"
+                       + (f" · exit code {job.exit_code}" if job.exit_code is not None else ""))
+
+        st.markdown("**Log** (last 200 lines)")
+        try:
+            lines = logparse.tail(job.log_path, 200)
+        except FileNotFoundError:
+            st.info("No log yet: the job has not started writing one." if job.active
+                    else f"The log file {job.log_path} is missing.")
+        except OSError as exc:
+            st.error(f"Cannot read the log file {job.log_path}: {exc}")
+        else:
+            # A fixed height keeps a long log from pushing the page around as it grows.
+            st.code("\n".join(lines) or "(empty)", language=None, height=400 if len(lines) > 20 else "content")
+
+
+def jobs_view():
+    """The table and the selected job; the fragment reruns on its own while jobs are active."""
+    show_flash()
+    jobs = store.list(status=status_filter or None, train_type=type_filter or None, limit=limit)
+    total = store.count(status=status_filter or None, train_type=type_filter or None)
+    if not jobs:
+        st.info("No jobs yet: launch one on the Train page." if total == 0 and not (status_filter or type_filter)
+                else "No job matches these filters.")
+        st.page_link("pages/train.py", label="Go to Train", icon=":material/model_training:")
+        return
+    rows = jobsview.job_rows(jobs, cache)
+    st.dataframe(
+        rows, hide_index=True, width="stretch", column_order=jobsview.COLUMNS,
+        column_config={
+            "id": st.column_config.NumberColumn("ID", format="%d", width="small"),
+            "type": "Type", "name": "Name", "status": "Status",
+            "progress": st.column_config.ProgressColumn("Progress", format="%.0f%%", min_value=0, max_value=100),
+            "step": "Step", "metric": "Latest loss / reward", "eta": "ETA", "started": "Started",
+            "duration": "Duration", "submitted_by": "Submitted by",
+        })
+    if total > len(jobs):
+        st.caption(f"Showing the latest {len(jobs)} of {total} jobs.")
+
+    by_id = {job.id: job for job in jobs}
+    selected = state.get(SELECT_KEY)
+    if selected is not None and selected not in by_id:
+        extra = store.get(selected)  # selected through ?job= or a resume, but outside the filters/limit
+        if extra is not None:
+            by_id = {extra.id: extra, **by_id}
+        else:
+            select(None)
+    job_id = st.selectbox("Job", list(by_id), format_func=lambda i: jobsview.job_label(by_id[i]), key=SELECT_KEY,
+                          on_change=on_select)
+    if job_id is not None:
+        details(by_id[job_id])
+
+    if not jobsview.needs_refresh(store.counts()) and state.get("jobs.was_active"):
+        # Everything has ended: one full rerun redraws the page without the refresh timer.
+        state["jobs.was_active"] = False
+        st.rerun()
+
+
+active = jobsview.needs_refresh(store.counts())
+state["jobs.was_active"] = active
+st.button("Refresh", key="jobs.refresh", icon=":material/refresh:")
+st.fragment(jobs_view, run_every=jobsview.REFRESH_S if active else None)()

@@ -1,0 +1,56 @@
+"""Helpers for the AppTest page tests: open a page through the app entry, read what it shows."""
+import sys
+import time
+
+from streamlit.testing.v1 import AppTest
+
+from mmcore.paths import ROOT
+
+TIMEOUT_S = 60  # per script run: the machine is small and shared
+
+
+def open_page(page=None, query=None):
+    """Run the app entry (navigation, sidebar) and, if given, switch to `page` (e.g. "pages/jobs.py").
+
+    Pages link to each other with st.page_link, which only resolves inside the app's navigation,
+    so pages are tested through the entry, as a browser sees them.
+    """
+    at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=TIMEOUT_S)
+    if query:
+        at.query_params.update(query)
+    at.run()
+    if page is not None:
+        at.switch_page(page).run()
+    return at
+
+
+def texts(elements):
+    """The values of a list of AppTest elements (markdown, error, warning, ...)."""
+    return [e.value for e in elements]
+
+
+def widget_keys(at, prefix):
+    """Keys of every input widget on the page that start with `prefix`."""
+    found = set()
+    for kind in ("text_input", "selectbox", "multiselect", "radio"):
+        for w in getattr(at, kind):
+            if w.key and w.key.startswith(prefix):
+                found.add(w.key)
+    return found
+
+
+def wait_for(predicate, timeout=60.0, interval=0.1, what="condition"):
+    """Poll `predicate` until it returns a truthy value, which is returned; fail after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(interval)
+
+
+def sleeper_argv(seconds=120):
+    """A job command that just sleeps (stands for a trainer where only the process matters)."""
+    return [sys.executable, "-c", f"import time; print('sleeping', flush=True); time.sleep({seconds})"]

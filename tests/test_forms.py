@@ -1,0 +1,194 @@
+"""The Train page's form logic: defaults per type, presets, clones, device choice, checks and launching."""
+import datetime
+import sys
+
+import pytest
+
+from mmcore import command, forms, registry, runner
+from mmcore.presets import demo_preset
+from mmcore.store import JobStore
+
+NOW = datetime.datetime(2026, 1, 2, 15, 30)
+SEED_GRPO = "--beta 0.02 --num_generations 8 --reasoning 1 --reward_model_path ../../internlm2-1_8b-reward"
+SEED_SPO = "--beta 0.02 --reasoning 1 --reward_model_path ../../internlm2-1_8b-reward"
+
+
+def test_type_labels_are_the_registrys_in_order():
+    assert list(forms.type_labels().values()) == [
+        "Pretrain", "SFT - Full", "SFT - LoRA", "RL - DPO", "RL - PPO", "RL - GRPO", "RL - SPO",
+        "Reasoning distill", "Distillation"]
+
+
+def test_field_keys_include_the_type():
+    assert forms.field_key("grpo", "beta") != forms.field_key("spo", "beta")
+
+
+def test_grpo_form_holds_the_seed_defaults_and_no_from_weight():
+    form = forms.initial_form("grpo", now=NOW)
+    assert form["learning_rate"] == "8e-8"
+    assert form["batch_size"] == "2"
+    assert form["max_seq_len"] == "66"
+    assert form["beta"] == "0.02"
+    assert form["num_generations"] == "8"
+    assert form["reasoning"] == "1"
+    assert form["reward_model_path"] == "../../internlm2-1_8b-reward"
+    assert "from_weight" not in form
+    assert "device" not in form  # the device mode stands for it
+    assert form["device_mode"] == "cpu"  # no GPU given
+    assert form["job_name"] == "grpo-20260102-1530"
+
+
+@pytest.mark.parametrize("train_type", ["ppo", "grpo", "spo"])
+def test_rl_types_show_no_from_weight(train_type):
+    names = [p.name for _, _, params in forms.sections(train_type) for p in params]
+    assert "from_weight" not in names
+    assert "reward_model_path" in names
+
+
+def test_sections_group_the_types_own_parameters_under_its_name():
+    sections = forms.sections("spo")
+    titles = [title for _, title, _ in sections]
+    assert titles == ["Training", "Model", "Data, saving and loading", "SPO parameters", "Devices", "Monitoring"]
+    own = dict((group, [p.name for p in params]) for group, _, params in sections)["type_specific"]
+    assert own == ["max_gen_len", "beta", "reasoning", "reward_model_path"]
+    assert "num_generations" not in own
+    assert [title for _, title, _ in forms.sections("pretrain")] == [
+        "Training", "Model", "Data, saving and loading", "Devices", "Monitoring"]
+
+
+def test_default_command_values_give_the_seed_flags():
+    for train_type, flags in (("grpo", SEED_GRPO), ("spo", SEED_SPO)):
+        values = forms.command_values(train_type, forms.initial_form(train_type))
+        assert values["device"] == "cpu" and values["gpus"] == []
+        cmd = command.build_command(train_type, values)
+        assert flags in cmd.display
+        assert "--from_weight" not in cmd.argv
+        assert cmd.argv[cmd.argv.index("--device") + 1] == "cpu"
+    spo = command.build_command("spo", forms.command_values("spo", forms.initial_form("spo")))
+    assert "--num_generations" not in spo.argv
+
+
+def test_preset_form_fills_the_demo_values():
+    form = forms.preset_form("pretrain", now=NOW)
+    for name, value in demo_preset("pretrain").items():
+        assert form[name] == value
+    assert form["job_name"].startswith("demo-pretrain-")
+    rl = forms.preset_form("grpo")
+    assert rl["reward_model_path"] == "none"
+
+
+def test_devices_with_gpus():
+    form = forms.initial_form("sft", gpu_ids=[0, 1])
+    assert (form["device_mode"], form["gpu"], form["gpus"]) == ("single", 0, [0, 1])
+    assert forms.device_modes([]) == ["cpu"]
+    assert set(forms.device_modes([0])) == {"cpu", "single", "multi"}
+
+    single = forms.command_values("sft", {**form, "gpu": 1})
+    assert (single["device"], single["gpus"]) == ("cuda:1", [])
+    multi = forms.command_values("sft", {**form, "device_mode": "multi", "gpus": [0, 1]})
+    assert (multi["device"], multi["gpus"]) == ("", [0, 1])
+    cmd = command.build_command("sft", multi)
+    assert cmd.env["CUDA_VISIBLE_DEVICES"] == "0,1"
+    assert "--nproc_per_node" in cmd.argv and "--device" not in cmd.argv
+
+
+def test_device_errors():
+    form = forms.initial_form("sft", gpu_ids=[0, 1])
+    no_gpus = forms.check_form("sft", {**form, "device_mode": "multi", "gpus": []}, gpu_count=2)
+    assert no_gpus.errors["gpus"] == "choose at least one GPU"
+    cpu_only = forms.check_form("sft", {**form, "device_mode": "single"}, gpu_count=0)
+    assert "no GPU" in cpu_only.errors["device_mode"]
+    assert cpu_only.command is None and not cpu_only.ok
+
+
+def test_bad_values_are_field_errors_not_exceptions():
+    form = forms.initial_form("grpo")
+    form.update(learning_rate="abc", num_generations="1", batch_size="", job_name="  ")
+    check = forms.check_form("grpo", form, gpu_count=0)
+    assert check.command is None
+    assert "must be a number" in check.errors["learning_rate"]
+    assert "at least 2" in check.errors["num_generations"]
+    assert check.errors["job_name"] == "is required"
+    assert "batch_size" not in check.errors  # empty: the script's default applies
+    assert any(r.startswith("Learning rate:") for r in check.reasons)
+
+
+def test_preflight_problems_refuse_the_launch(tmp_path):
+    store = JobStore(tmp_path / "jobs.db")
+    form = forms.initial_form("grpo")  # the default data, base weight and reward model do not exist here
+    check = forms.check_form("grpo", form, gpu_count=0)
+    assert check.command is not None and not check.errors
+    assert any("Reward model not found" in p for p in check.problems)
+    with pytest.raises(forms.LaunchRefused) as refused:
+        forms.launch_form(store, "grpo", form, gpu_count=0)
+    assert any("Data file not found" in r for r in refused.value.reasons)
+    assert store.count() == 0
+
+
+def test_form_from_params_round_trips_a_job():
+    form = forms.preset_form("dpo", now=NOW)
+    form["beta"] = "0.3"
+    params = forms.command_values("dpo", form)
+    back = forms.form_from_params("dpo", params, name="again", now=NOW)
+    for name in forms.form_keys("dpo"):
+        if name != "job_name":
+            assert back[name] == form[name], name
+    assert back["job_name"] == "again"
+
+
+def test_form_from_params_keeps_only_gpus_that_exist():
+    params = {"device": "cuda:3", "gpus": [], "beta": "0.2"}
+    assert forms.form_from_params("dpo", params, gpu_ids=[])["device_mode"] == "cpu"
+    assert forms.form_from_params("dpo", params, gpu_ids=[0, 3])["gpu"] == 3
+    multi = forms.form_from_params("dpo", {"gpus": [0, 1]}, gpu_ids=[0, 1])
+    assert (multi["device_mode"], multi["gpus"]) == ("multi", [0, 1])
+    assert forms.form_from_params("dpo", {"gpus": "0,1"}, gpu_ids=[0, 1])["device_mode"] == "multi"
+
+
+def test_session_state_helpers():
+    state = {}
+    forms.ensure_form(state, "spo", now=NOW)
+    assert state[forms.field_key("spo", "beta")] == "0.02"
+    state[forms.field_key("spo", "beta")] = "0.5"
+    state[forms.field_key("spo", "reasoning")] = "7"  # not an option: back to the default
+    forms.ensure_form(state, "spo")
+    form = forms.read_form(state, "spo")
+    assert form["beta"] == "0.5" and form["reasoning"] == "1"
+    assert not any(k.startswith("train.grpo.") for k in state)
+
+
+def test_take_clone_selects_the_type_and_fills_its_form():
+    state = {forms.CLONE_KEY: {"train_type": "ppo", "params": {"kl_coef": "0.07", "device": "cpu"},
+                               "job_id": 4, "name": "ppo-a"}}
+    assert forms.take_clone(state, now=NOW) == ("ppo", 4)
+    assert state[forms.TYPE_KEY] == "ppo"
+    assert state[forms.field_key("ppo", "kl_coef")] == "0.07"
+    assert state[forms.field_key("ppo", "clip_epsilon")] == "0.1"
+    assert state[forms.field_key("ppo", "job_name")] == "ppo-a-copy"
+    assert forms.CLONE_KEY not in state
+    assert forms.take_clone(state) is None
+    assert forms.take_clone({forms.CLONE_KEY: {"train_type": "nope"}}) is None
+
+
+def test_resume_values_set_from_resume_and_fill_missing_defaults():
+    values = forms.resume_values("sft", {"epochs": "3", "device": "cpu"})
+    assert values["from_resume"] == "1"
+    assert values["epochs"] == "3"
+    assert values["data_path"] == registry.defaults("sft")["data_path"]
+
+
+def test_launch_creates_a_job_and_starts_it(tmp_path):
+    """A valid launch writes the form values, argv, cwd and env, then starts the supervisor."""
+    store = JobStore(tmp_path / "jobs.db")
+    values = forms.command_values("pretrain", forms.preset_form("pretrain"))
+    job_id = forms.launch(store, "pretrain", "tiny", values, gpu_count=0)
+    try:
+        job = store.get(job_id)
+        assert job.params == values and job.name == "tiny"
+        assert job.supervisor_pid is not None  # runner.launch started and recorded the supervisor
+        assert job.argv[0] == sys.executable and job.argv[1] == "../trainer/train_pretrain.py"
+        assert job.argv[job.argv.index("--hidden_size") + 1] == "64"
+        assert job.cwd.endswith("trainer")
+    finally:
+        runner.stop(store, job_id, grace=2, wait=True)
+    assert store.get(job_id).finished

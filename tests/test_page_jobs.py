@@ -1,0 +1,193 @@
+"""The Jobs page (AppTest): list, stop, delete with confirmation, clone to Train, resume, bad ?job=."""
+import os
+import time
+
+import pytest
+
+from _pages_helpers import open_page, sleeper_argv, texts, wait_for
+from mmcore import forms, runner
+from mmcore.store import JobStore
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("MINIMIND_DASHBOARD_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def store():
+    """The page's store; every job still active at the end is stopped."""
+    store = JobStore()
+    yield store
+    for job in store.list(status=["queued", "running"], limit=None):
+        runner.stop(store, job.id, grace=1, wait=True)
+
+
+def sleeping_job(store, tmp_path, name="sleepy"):
+    """A running job whose command is a sleeping Python process, launched through the runner."""
+    job_id = store.create("grpo", name, {"beta": "0.3", "device": "cpu"}, sleeper_argv(), str(tmp_path), {})
+    runner.launch(store, job_id)
+    wait_for(lambda: store.get(job_id).status == "running", what="the job to run")
+    return job_id
+
+
+def finished_job(store, train_type, params, name="done", status="succeeded", log=""):
+    """A job row that has ended (no process), with a log file."""
+    job_id = store.create(train_type, name, params, ["python", "x.py"], "/tmp", {})
+    now = time.time()
+    store.update(job_id, status=status, started_at=now - 60, ended_at=now, exit_code=0)
+    job = store.get(job_id)
+    with open(job.log_path, "w", encoding="utf-8") as f:
+        f.write(log)
+    return job_id
+
+
+def button(at, label):
+    found = [b for b in at.button if b.label == label]
+    assert found, f"no button {label!r} among {[b.label for b in at.button]}"
+    return found[0]
+
+
+def table(at):
+    assert len(at.dataframe) >= 1
+    return at.dataframe[0].value
+
+
+def test_no_jobs_message():
+    at = open_page("pages/jobs.py")
+    assert not at.exception
+    assert at.title[0].value == "Jobs"
+    assert any("No jobs yet" in t for t in texts(at.info))
+
+
+def test_lists_and_stops_a_running_job(store, tmp_path):
+    job_id = sleeping_job(store, tmp_path)
+    log_path = store.get(job_id).log_path
+    wait_for(lambda: "sleeping" in open(log_path, encoding="utf-8").read(), what="the job's output")
+    at = open_page("pages/jobs.py")
+    assert not at.exception
+    rows = table(at)
+    assert list(rows["id"]) == [job_id]
+    assert rows["type"][0] == "GRPO" and rows["name"][0] == "sleepy" and "running" in rows["status"][0]
+    assert at.selectbox(key="jobs.selected").value == job_id
+    assert any("sleeping" in code for code in texts(at.code))  # the live log tail
+    assert "--beta" not in " ".join(texts(at.code))  # the command shown is the job's own argv
+    button(at, "Stop").click().run()
+    assert any("Stopping job" in t for t in texts(at.info))
+    wait_for(lambda: store.get(job_id).status == "stopped", what="the job to stop")
+    at.run()
+    assert "stopped" in table(at)["status"][0]
+
+
+def test_filters(store):
+    finished_job(store, "grpo", {}, name="g", status="failed")
+    finished_job(store, "sft", {}, name="s", status="succeeded")
+    at = open_page("pages/jobs.py")
+    assert len(table(at)) == 2
+    at.multiselect(key="jobs.status_filter").set_value(["failed"]).run()
+    assert list(table(at)["name"]) == ["g"]
+    at.multiselect(key="jobs.status_filter").set_value([]).run()
+    at.multiselect(key="jobs.type_filter").set_value(["sft"]).run()
+    assert list(table(at)["name"]) == ["s"]
+    at.multiselect(key="jobs.type_filter").set_value(["dpo"]).run()
+    assert any("No job matches" in t for t in texts(at.info))
+
+
+def test_delete_is_refused_while_running_and_confirmed_after(store, tmp_path):
+    job_id = sleeping_job(store, tmp_path)
+    at = open_page("pages/jobs.py")
+    button(at, "Delete").click().run()
+    assert any("stop it before deleting it" in e for e in texts(at.error))
+    assert store.get(job_id) is not None
+    assert not [b for b in at.button if b.label == "Yes, delete"]
+
+    runner.stop(store, job_id, grace=1, wait=True)
+    log_path = store.get(job_id).log_path
+    at.run()
+    button(at, "Delete").click().run()
+    assert any("This cannot be undone" in w for w in texts(at.warning))
+    button(at, "Cancel").click().run()
+    assert store.get(job_id) is not None
+    button(at, "Delete").click().run()
+    button(at, "Yes, delete").click().run()
+    assert not at.exception
+    assert any(f"Deleted job {job_id}" in s for s in texts(at.success))
+    assert store.get(job_id) is None
+    assert not os.path.exists(log_path)
+
+
+def test_clone_to_train_opens_train_prefilled(store):
+    params = forms.command_values("dpo", {**forms.initial_form("dpo"), "beta": "0.25", "epochs": "3"})
+    finished_job(store, "dpo", params, name="dpo-a")
+    at = open_page("pages/jobs.py")
+    button(at, "Clone to Train").click().run()
+    assert not at.exception
+    assert at.title[0].value == "Train"
+    assert at.selectbox(key="train.type").value == "dpo"
+    assert at.text_input(key="train.dpo.beta").value == "0.25"
+    assert at.text_input(key="train.dpo.epochs").value == "3"
+    assert at.text_input(key="train.dpo.job_name").value == "dpo-a-copy"
+    assert "--beta 0.25" in at.code[0].value
+    assert any("Filled from job" in t for t in texts(at.info))
+
+
+def test_resume_creates_a_new_job_with_from_resume(store, tmp_path):
+    form = forms.preset_form("pretrain")
+    form["save_dir"] = str(tmp_path / "out")
+    job_id = finished_job(store, "pretrain", forms.command_values("pretrain", form), name="tiny", status="stopped")
+    at = open_page("pages/jobs.py")
+    button(at, "Resume").click().run()
+    assert not at.exception, at.exception
+    assert any("resuming job" in s for s in texts(at.success)), texts(at.error)
+    new = store.list(limit=1)[0]
+    assert new.id != job_id and new.name == "tiny-resume"
+    assert new.argv[new.argv.index("--from_resume") + 1] == "1"
+    assert new.params["from_resume"] == "1"
+    assert new.params["save_dir"] == str(tmp_path / "out")
+    assert new.supervisor_pid is not None  # launched
+    assert at.selectbox(key="jobs.selected").value == new.id
+
+
+def test_resume_is_refused_while_running(store, tmp_path):
+    sleeping_job(store, tmp_path)
+    at = open_page("pages/jobs.py")
+    assert button(at, "Resume").disabled
+    assert not button(at, "Stop").disabled
+
+
+def test_query_param_selects_a_job_and_unknown_ids_get_a_message(store):
+    first = finished_job(store, "sft", {}, name="first")
+    second = finished_job(store, "sft", {}, name="second")
+    at = open_page("pages/jobs.py", query={"job": str(first)})
+    assert at.selectbox(key="jobs.selected").value == first
+    # Choosing another job puts it in the URL; a link to another job (Train's "Watch it on Jobs")
+    # selects that one even when the session had chosen before.
+    at.selectbox(key="jobs.selected").set_value(second).run()
+    assert at.query_params["job"] in (str(second), [str(second)])
+    at.query_params["job"] = str(first)
+    at.run()
+    assert at.selectbox(key="jobs.selected").value == first
+
+    at = open_page("pages/jobs.py", query={"job": "999"})
+    assert not at.exception
+    assert any("no job with id 999" in e for e in texts(at.error))
+    at = open_page("pages/jobs.py", query={"job": "abc"})
+    assert any("not a job id" in e for e in texts(at.error))
+
+
+def test_missing_log_file_is_a_message(store):
+    job_id = finished_job(store, "sft", {}, name="nolog")
+    os.unlink(store.get(job_id).log_path)
+    at = open_page("pages/jobs.py")
+    assert not at.exception
+    assert any("is missing" in t for t in texts(at.info))
+
+
+def test_logs_link_carries_the_job_id(store):
+    job_id = finished_job(store, "sft", {}, name="x")
+    at = open_page("pages/jobs.py")
+    logs = [link.proto for link in at.get("page_link") if link.proto.label == "Charts on Logs"]
+    assert len(logs) == 1
+    assert logs[0].query_string == f"job={job_id}"
+    assert logs[0].page.endswith("logs")
