@@ -4,8 +4,10 @@ import time
 
 import streamlit as st
 
-from mmcore import forms, gpu, jobsview, logparse, registry
+from mmcore import forms, gpu, jobsview, logparse, navigation, registry
 from mmcore.store import STATUSES, JobStore
+
+navigation.ensure_app_navigation()
 
 state = st.session_state
 FLASH_KEY = "jobs.flash"  # (kind, message, unix time) of the last action, shown for FLASH_S

@@ -5,8 +5,10 @@ from pathlib import Path
 
 import streamlit as st
 
-from mmcore import charts, jobsview, logparse
+from mmcore import charts, jobsview, logparse, navigation
 from mmcore.store import JobStore
+
+navigation.ensure_app_navigation()
 
 state = st.session_state
 JOBS_KEY = "logs.jobs"

@@ -3,8 +3,10 @@ import sqlite3
 
 import streamlit as st
 
-from mmcore import forms, gpu
+from mmcore import forms, gpu, navigation
 from mmcore.store import JobStore
+
+navigation.ensure_app_navigation()
 
 state = st.session_state
 gpus = gpu.list_gpus()
