@@ -1,0 +1,54 @@
+"""MiniMind pretraining: next-token prediction on plain text.
+
+    cd trainer && python train_pretrain.py --hidden_size 512 --data_path ../dataset/pretrain_hq.jsonl
+    cd trainer && torchrun --nproc_per_node 2 train_pretrain.py
+
+Options: `trainer/args.py` (type "pretrain"). Weights go to `{save_dir}/{save_weight}_{hidden_size}[_moe].pth`.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import torch  # noqa: E402
+
+from trainer.args import parse_args  # noqa: E402
+from trainer import trainer_utils as tu  # noqa: E402
+
+
+def lm_loss(model, batch):
+    """Next-token cross entropy over the non-pad tokens, plus the MoE auxiliary loss (0 when dense).
+
+    Batches are right-padded and attention is causal, so real tokens never see the padding: no
+    attention mask is needed, and the model keeps its fast causal attention path.
+    """
+    out = model(batch["input_ids"], labels=batch["labels"])
+    return out.loss + out.aux_loss, {}
+
+
+def main():
+    args = parse_args("pretrain")
+    stop = tu.StopSignal()
+    info = tu.init_distributed(args)
+    tu.setup_seed(tu.BASE_SEED + info.rank)
+    from dataset.lm_dataset import PretrainDataset, pad_collate
+
+    config = tu.model_config(args.hidden_size, args.num_hidden_layers, args.use_moe)
+    model, tokenizer = tu.init_model(config, args.from_weight, args.weight_dir, args.device)
+    tu.log_model_size(model, config)
+    tu.check_data_file(args.data_path)
+    dataset = PretrainDataset(args.data_path, tokenizer, max_length=args.max_seq_len)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate)
+    resume = tu.load_resume(tu.resume_path(args.save_weight, config.hidden_size, config.use_moe),
+                            info.world_size) if args.from_resume else None
+    tracker = tu.init_tracker(args, f"MiniMind-Pretrain-Epoch-{args.epochs}-BatchSize-{args.batch_size}"
+                                    f"-LR-{args.learning_rate}", resume)
+    save_path = tu.weight_path(args.save_dir, args.save_weight, config.hidden_size, config.use_moe)
+    tu.run_supervised_training(
+        args, info, model=model, config=config, dataset=dataset, collate_fn=pad_collate(tokenizer.pad_token_id),
+        loss_fn=lm_loss, save_name=args.save_weight, save_fn=lambda m: tu.save_weights(m, save_path),
+        optimizer=optimizer, stop=stop, resume_state=resume, tracker=tracker, find_unused_parameters=bool(args.use_moe))
+
+
+if __name__ == "__main__":
+    tu.script_main(main)
