@@ -17,7 +17,7 @@ _TINY = {
 }
 
 _RL = {"data_path": f"{DEMO_DIR}/rlaif.jsonl", "max_seq_len": "64", "max_gen_len": "48", "reward_model_path": "none", "reasoning": "1",
-       "batch_size": "4", "epochs": "1"}
+       "batch_size": "4", "epochs": "1", "log_interval": "1"}
 
 DEMO_PRESETS = {
     "pretrain": {**_TINY, "data_path": f"{DEMO_DIR}/pretrain.jsonl", "epochs": "2", "batch_size": "16",
@@ -35,8 +35,8 @@ DEMO_PRESETS = {
                      "teacher_hidden_size": "64", "teacher_num_layers": "2", "epochs": "1", "batch_size": "16",
                      "learning_rate": "1e-3", "max_seq_len": "128"},
     "ppo": {**_TINY, **_RL, "learning_rate": "1e-5", "critic_learning_rate": "1e-4"},
-    "grpo": {**_TINY, **_RL, "learning_rate": "1e-5", "num_generations": "4"},
-    "spo": {**_TINY, **_RL, "learning_rate": "1e-5"},
+    "grpo": {**_TINY, **_RL, "learning_rate": "2e-4", "num_generations": "4"},
+    "spo": {**_TINY, **_RL, "learning_rate": "2e-4"},
 }
 
 

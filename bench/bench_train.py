@@ -1,0 +1,245 @@
+"""Training-speed figures of the MiniMind trainers.
+
+    python bench/bench_train.py                      # every measurement
+    python bench/bench_train.py --only pretrain      # one of them
+    python bench/bench_train.py --configs tiny       # pretrain: only the tiny model
+
+Measurements (each a function registered in MEASUREMENTS, printing its own table):
+
+- `pretrain`: useful (non-pad) tokens per second of a pretraining step with this project's batching
+  (each batch padded to its longest row, `dataset.lm_dataset.pad_collate`) against an upstream-style
+  loop that pads every sample to max_seq_len, on the same data, model and sample order, plus the
+  process's peak RSS. Tokens per CPU-second are printed too: on a busy shared machine they are the
+  steadier figure. Each (config, batching) pair runs in a fresh subprocess so the RSS figures are
+  its own. Target: pad-to-longest >= 1.5x the useful tokens/s of pad-to-max.
+- `grpo`: seconds per GRPO step (random-init model, rule rewards) and how they split between
+  sampling (generate with the KV cache), rewards and the update, plus generated tokens per second.
+
+To add a measurement (e.g. GRPO seconds per step): write `bench_<name>(args)` that prints its figures
+and returns a list of result dicts, and add it to MEASUREMENTS; `--only <name>` then selects it.
+"""
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+
+#: Model sizes for the pretrain measurement. Both use the pretrain script's default max_seq_len (512),
+#: which is what an upstream-style loop pads every sample to.
+PRETRAIN_CONFIGS = {
+    "tiny": dict(hidden_size=64, num_hidden_layers=2, max_seq_len=512, batch_size=16, steps=10),
+    "512x8": dict(hidden_size=512, num_hidden_layers=8, max_seq_len=512, batch_size=4, steps=3),
+}
+DEFAULT_DATA = os.path.join(ROOT, "dataset", "demo", "pretrain.jsonl")
+TARGET_SPEEDUP = 1.5
+
+
+def peak_rss_mib():
+    """This process's peak resident memory in MiB (Linux reports KiB, macOS bytes)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
+
+
+def pad_to_max_collate(pad_id, max_len):
+    """Upstream MiniMind's batching: every sample padded to max_seq_len, with a loss mask."""
+    import torch
+
+    def collate(batch):
+        ids = torch.full((len(batch), max_len), pad_id, dtype=torch.long)
+        labels = torch.full((len(batch), max_len), -100, dtype=torch.long)
+        mask = torch.zeros((len(batch), max_len), dtype=torch.long)
+        for row, item in enumerate(batch):
+            n = item["input_ids"].shape[0]
+            ids[row, :n] = item["input_ids"]
+            labels[row, :n] = item["labels"]
+            mask[row, :n] = 1
+        return {"input_ids": ids, "labels": labels, "attention_mask": mask}
+    return collate
+
+
+def run_pretrain_case(config_name, batching, data_path, device, threads=0, warmup=1):
+    """Time `steps` pretraining steps (after `warmup` untimed ones) in this process; return a result dict."""
+    import torch
+    from dataset.lm_dataset import PretrainDataset, pad_collate
+    from trainer import trainer_utils as tu
+
+    cfg = PRETRAIN_CONFIGS[config_name]
+    if threads:
+        torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    config = tu.model_config(cfg["hidden_size"], cfg["num_hidden_layers"], False)
+    model, tokenizer = tu.init_model(config, "none", ".", device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=5e-4)
+    dataset = PretrainDataset(data_path, tokenizer, max_length=cfg["max_seq_len"])
+    collate = (pad_collate(tokenizer.pad_token_id) if batching == "longest"
+               else pad_to_max_collate(tokenizer.pad_token_id, cfg["max_seq_len"]))
+    info = tu.DistInfo(False, 0, 0, 1, device)
+    batches = iter(tu.make_loader(dataset, cfg["batch_size"], 0, info, collate))
+    model.train()
+
+    def step(batch):
+        batch = tu.to_device(batch, device)
+        out = model(batch["input_ids"], labels=batch["labels"])
+        (out.loss + out.aux_loss).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return int(batch["attention_mask"].sum()), batch["input_ids"].numel()
+
+    for _ in range(warmup):
+        step(next(batches))
+    useful = computed = 0
+    sync = torch.cuda.synchronize if tu.device_type(device) == "cuda" else (lambda: None)
+    sync()
+    start, start_cpu = time.perf_counter(), time.process_time()
+    for _ in range(cfg["steps"]):
+        u, c = step(next(batches))
+        useful, computed = useful + u, computed + c
+    sync()
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - start_cpu
+    return {"measurement": "pretrain", "config": config_name, "batching": batching, "steps": cfg["steps"],
+            "threads": torch.get_num_threads(), "seconds": seconds, "cpu_seconds": cpu_seconds,
+            "useful_tokens": useful, "computed_tokens": computed, "useful_tokens_per_s": useful / seconds,
+            "useful_tokens_per_cpu_s": useful / cpu_seconds, "peak_rss_mib": peak_rss_mib()}
+
+
+def bench_pretrain(args):
+    """Pad-to-longest vs pad-to-max pretraining throughput, each case in a fresh subprocess."""
+    results = []
+    for config_name in args.configs:
+        for batching in ("max", "longest"):
+            cmd = [sys.executable, os.path.abspath(__file__), "--_case", config_name, batching,
+                   "--data", args.data, "--device", args.device, "--threads", str(args.threads)]
+            proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+            if proc.returncode != 0:
+                raise SystemExit(f"benchmark case {config_name}/{batching} failed:\n{proc.stderr}")
+            results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+    print(f"\npretrain, {args.device}, data {os.path.relpath(args.data, ROOT)}")
+    print(f"{'config':<7} {'batching':<14} {'steps':>5} {'useful tok/s':>12} {'tok/CPU-s':>10} "
+          f"{'pad share':>9} {'peak RSS':>10}")
+    for r in results:
+        pad_share = 1 - r["useful_tokens"] / r["computed_tokens"]
+        label = "pad-to-max" if r["batching"] == "max" else "pad-to-longest"
+        print(f"{r['config']:<7} {label:<14} {r['steps']:>5} {r['useful_tokens_per_s']:>12.0f} "
+              f"{r['useful_tokens_per_cpu_s']:>10.0f} {pad_share:>9.0%} {r['peak_rss_mib']:>6.0f} MiB")
+    for config_name in args.configs:
+        by = {r["batching"]: r for r in results if r["config"] == config_name}
+        speedup = by["longest"]["useful_tokens_per_s"] / by["max"]["useful_tokens_per_s"]
+        cpu_speedup = by["longest"]["useful_tokens_per_cpu_s"] / by["max"]["useful_tokens_per_cpu_s"]
+        verdict = "meets" if speedup >= TARGET_SPEEDUP else "MISSES"
+        print(f"{config_name}: pad-to-longest is {speedup:.2f}x pad-to-max in useful tokens/s ({verdict} the "
+              f"{TARGET_SPEEDUP}x target); {cpu_speedup:.2f}x per CPU-second")
+    return results
+
+
+#: Model sizes for the GRPO measurement: (hidden_size, layers, batch_size, num_generations, max_gen_len, steps).
+GRPO_CONFIGS = {
+    "tiny": dict(hidden_size=64, num_hidden_layers=2, batch_size=2, num_generations=4, max_gen_len=48, steps=5),
+    "512x8": dict(hidden_size=512, num_hidden_layers=8, batch_size=2, num_generations=8, max_gen_len=128, steps=2),
+}
+GRPO_DATA = os.path.join(ROOT, "dataset", "demo", "rlaif.jsonl")
+
+
+def bench_grpo(args):
+    """GRPO seconds per step of a random-init model with rule rewards, split into sampling (generate
+    with the KV cache), rewards and the update (policy + reference passes, backward, optimizer step)."""
+    import torch
+    from dataset.lm_dataset import RLAIFDataset, pad_collate
+    from trainer import rl_utils as rl
+    from trainer import trainer_utils as tu
+
+    results = []
+    for config_name in args.configs:
+        cfg = GRPO_CONFIGS[config_name]
+        torch.manual_seed(0)
+        config = tu.model_config(cfg["hidden_size"], cfg["num_hidden_layers"], False)
+        model, tokenizer = tu.init_model(config, "none", ".", args.device)
+        reference, _ = tu.init_model(config, "none", ".", args.device, tokenizer=False)
+        reference.load_state_dict(model.state_dict())
+        reference.eval().requires_grad_(False)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)
+        dataset = RLAIFDataset(GRPO_DATA, tokenizer, max_length=66)
+        info = tu.DistInfo(False, 0, 0, 1, args.device)
+        batches = iter(tu.make_loader(dataset, cfg["batch_size"], 0, info, pad_collate(tokenizer.pad_token_id)))
+        n = cfg["num_generations"]
+        sync = torch.cuda.synchronize if tu.device_type(args.device) == "cuda" else (lambda: None)
+        totals = {"sample": 0.0, "reward": 0.0, "update": 0.0}
+        tokens = 0
+        for i in range(cfg["steps"] + 1):  # the first step warms up and is not counted
+            batch = next(batches)
+            sync()
+            t0 = time.perf_counter()
+            ro = rl.rollout(model, tokenizer, batch["prompt"], batch["answer"], 66, cfg["max_gen_len"], args.device, n)
+            sync()
+            t1 = time.perf_counter()
+            rewards = rl.compute_rewards(ro.prompts, ro.responses, ro.references, 1).to(args.device)
+            t2 = time.perf_counter()
+            advantages, _ = rl.group_advantages(rewards, n)
+            logps, aux = rl.completion_logps(model, ro.input_ids, ro.attention_mask, ro.num_completion)
+            with torch.no_grad():
+                ref_logps, _ = rl.completion_logps(reference, ro.input_ids, ro.attention_mask, ro.num_completion)
+            loss, _ = rl.grpo_loss(logps, ref_logps, advantages, ro.completion_mask, 0.02)
+            (loss + aux).backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            sync()
+            t3 = time.perf_counter()
+            if i:
+                totals["sample"] += t1 - t0
+                totals["reward"] += t2 - t1
+                totals["update"] += t3 - t2
+                tokens += int(ro.completion_mask.sum())
+        steps = cfg["steps"]
+        seconds = sum(totals.values())
+        results.append({"measurement": "grpo", "config": config_name, "steps": steps,
+                        "responses_per_step": cfg["batch_size"] * n, "max_gen_len": cfg["max_gen_len"],
+                        "seconds_per_step": seconds / steps, "sample_share": totals["sample"] / seconds,
+                        "reward_share": totals["reward"] / seconds, "update_share": totals["update"] / seconds,
+                        "generated_tokens_per_s": tokens / totals["sample"]})
+
+    print(f"\ngrpo, {args.device}, rule rewards, data {os.path.relpath(GRPO_DATA, ROOT)}")
+    print(f"{'config':<7} {'responses':>9} {'max gen':>7} {'s/step':>8} {'sample':>7} {'reward':>7} {'update':>7} "
+          f"{'gen tok/s':>10}")
+    for r in results:
+        print(f"{r['config']:<7} {r['responses_per_step']:>9} {r['max_gen_len']:>7} {r['seconds_per_step']:>8.2f} "
+              f"{r['sample_share']:>7.0%} {r['reward_share']:>7.0%} {r['update_share']:>7.0%} "
+              f"{r['generated_tokens_per_s']:>10.0f}")
+    return results
+
+
+#: Every measurement, by the name `--only` takes.
+MEASUREMENTS = {"pretrain": bench_pretrain, "grpo": bench_grpo}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", choices=sorted(MEASUREMENTS), action="append",
+                        help="run only this measurement (repeatable)")
+    parser.add_argument("--configs", nargs="+", choices=list(PRETRAIN_CONFIGS), default=list(PRETRAIN_CONFIGS))
+    parser.add_argument("--data", default=DEFAULT_DATA, help="pretrain jsonl")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads per case (0 = torch's default); 1 keeps figures steady on a shared machine")
+    parser.add_argument("--json", help="also write every result to this JSON file")
+    parser.add_argument("--_case", nargs=2, help=argparse.SUPPRESS)  # internal: one timed case
+    args = parser.parse_args(argv)
+    if args._case:
+        print(json.dumps(run_pretrain_case(args._case[0], args._case[1], args.data, args.device, args.threads)))
+        return
+    results = []
+    for name in args.only or MEASUREMENTS:
+        results += MEASUREMENTS[name](args)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,201 @@
+"""Smoke runs of the PPO, GRPO and SPO training scripts on CPU: a tiny model on a few demo prompts.
+
+Each run is a real subprocess in a temporary copy of the repository layout (see _trainer_helpers),
+starting from a random tiny `reason_64.pth`. Reward models are real transformers models built here:
+a sequence classifier and a remote-code model with `get_score`, both tiny and saved locally.
+"""
+import json
+import math
+import sys
+
+import pytest
+import torch
+
+from _trainer_helpers import (DEMO, REPO, free_port, head_jsonl, make_repo_copy, proc_output, progress_frame,
+                              run_trainer, save_random_weights, tiny_args)
+
+pytestmark = pytest.mark.timeout(300)
+
+# Small and fast: 16 new tokens, 2 prompts a step.
+RL_TINY = {"max_seq_len": 48, "max_gen_len": 16, "batch_size": 2, "learning_rate": 1e-4,
+           "reward_model_path": "none", "reasoning": 1}
+
+# A reward model whose remote code offers InternLM2's `get_score(tokenizer, messages)`.
+GET_SCORE_MODELING = '''
+import torch
+from torch import nn
+from transformers import PretrainedConfig, PreTrainedModel
+
+
+class TinyScoreConfig(PretrainedConfig):
+    model_type = "tiny_score"
+
+    def __init__(self, vocab_size=6400, hidden_size=8, **kwargs):
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        super().__init__(**kwargs)
+
+
+class TinyScoreModel(PreTrainedModel):
+    config_class = TinyScoreConfig
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.embed = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.head = nn.Linear(config.hidden_size, 1)
+        self.post_init()
+
+    def forward(self, input_ids):
+        return self.head(self.embed(input_ids).mean(dim=1)).squeeze(-1)
+
+    @torch.no_grad()
+    def get_score(self, tokenizer, conversation):
+        text = "".join(m["role"] + m["content"] for m in conversation)
+        ids = tokenizer(text, return_tensors="pt")["input_ids"].to(self.embed.weight.device)
+        return 5.0 + float(self.forward(ids)[0])  # about 5: the trainer clips it to 3
+'''
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    """A repository copy with a random tiny reason_64.pth in base/ and 4 RL prompts in data/."""
+    root = make_repo_copy(tmp_path_factory.mktemp("rlrepo"))
+    save_random_weights(root / "base", "reason", seed=3)
+    head_jsonl(DEMO / "rlaif.jsonl", root / "data" / "rlaif.jsonl", 4)
+    return root
+
+
+def rl_args(repo, **overrides):
+    return tiny_args(**{**RL_TINY, "data_path": repo / "data" / "rlaif.jsonl", "weight_dir": "../base",
+                        **overrides})
+
+
+@pytest.fixture(scope="module")
+def classifier_reward_model(tmp_path_factory):
+    """A tiny Llama sequence classifier (one label) with the project's tokenizer, saved locally."""
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForSequenceClassification
+    path = tmp_path_factory.mktemp("rm_classifier")
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=6400, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=256,
+                         num_labels=1, pad_token_id=0)
+    LlamaForSequenceClassification(config).save_pretrained(path)
+    AutoTokenizer.from_pretrained(REPO / "model").save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def get_score_reward_model(tmp_path_factory):
+    """A tiny remote-code model exposing get_score, saved with its modeling file and auto_map."""
+    import importlib.util
+    from transformers import AutoTokenizer
+    path = tmp_path_factory.mktemp("rm_get_score")
+    source = tmp_path_factory.mktemp("rm_source") / "modeling_tiny_score.py"  # save_pretrained copies it
+    source.write_text(GET_SCORE_MODELING, encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("modeling_tiny_score", source)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["modeling_tiny_score"] = module
+    spec.loader.exec_module(module)
+    module.TinyScoreConfig.register_for_auto_class()
+    module.TinyScoreModel.register_for_auto_class("AutoModel")
+    torch.manual_seed(0)
+    module.TinyScoreModel(module.TinyScoreConfig()).save_pretrained(path)
+    AutoTokenizer.from_pretrained(REPO / "model").save_pretrained(path)
+    assert "AutoModel" in json.loads((path / "config.json").read_text())["auto_map"]
+    return path
+
+
+@pytest.fixture(autouse=True)
+def trainer_environment(tmp_path, monkeypatch):
+    """Keep transformers' copies of remote code out of the home folder; one torch thread per trainer
+    (tiny models gain nothing from more, and on a busy machine extra threads wait on each other)."""
+    monkeypatch.setenv("HF_MODULES_CACHE", str(tmp_path / "hf_modules"))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+
+
+def check_run(repo, proc, weight, resume, steps, columns):
+    """Exit 0, the weight and resume files, and one parseable progress line per step with `columns`."""
+    assert proc.returncode == 0, proc_output(proc)
+    assert "Traceback" not in proc.stderr, proc_output(proc)
+    assert (repo / "out" / weight).is_file(), proc_output(proc)
+    assert (repo / "checkpoints" / resume).is_file(), proc_output(proc)
+    frame = progress_frame(proc.stdout)
+    assert list(frame["step"]) == list(range(1, steps + 1)), proc_output(proc)
+    assert set(frame["total_steps"]) == {steps}
+    for column in columns:
+        assert frame[column].notna().all() and frame[column].map(math.isfinite).all(), (column, proc.stdout)
+    return frame
+
+
+GRPO_COLUMNS = ["Actor Loss", "Reward", "Avg Response Len", "LR", "Reward Std", "KL"]
+SPO_COLUMNS = ["Actor Loss", "Reward", "Baseline", "KL", "Rho", "Avg Response Len", "LR"]
+PPO_COLUMNS = ["Actor Loss", "Critic Loss", "Reward", "KL", "KL_ref", "Avg Response Len", "Actor LR", "Critic LR"]
+
+
+def test_grpo_with_sequence_classifier_reward_model(repo, classifier_reward_model):
+    proc = run_trainer(repo, "train_grpo.py", rl_args(repo, num_generations=2, save_weight="grpo_cls",
+                                                      reward_model_path=classifier_reward_model))
+    frame = check_run(repo, proc, "grpo_cls_64.pth", "grpo_cls_64_resume.pth", 2, GRPO_COLUMNS)
+    # A random classifier's logits are never exactly zero, and are clipped to [-3, 3] (+ format <= 1.5).
+    assert (frame["Reward"] != 0).all() and (frame["Reward"].abs() <= 4.5).all(), proc.stdout
+
+
+def test_spo_rule_rewards_with_accumulation(repo):
+    proc = run_trainer(repo, "train_spo.py", rl_args(repo, accumulation_steps=2, save_weight="spo_rule"))
+    frame = check_run(repo, proc, "spo_rule_64.pth", "spo_rule_64_resume.pth", 2, SPO_COLUMNS)
+    assert frame["Baseline"].iloc[0] == pytest.approx(0.5)
+    assert frame["Rho"].iloc[0] == pytest.approx(0.9)  # first update: no earlier log-prob to compare
+    assert ((frame["Rho"] >= 0.5) & (frame["Rho"] <= 0.96)).all()
+    state = torch.load(repo / "checkpoints" / "spo_rule_64_resume.pth", weights_only=False)
+    assert state["value_tracker"]["old_mean_logp"] is not None
+
+
+def test_spo_with_get_score_reward_model(repo, get_score_reward_model):
+    proc = run_trainer(repo, "train_spo.py", rl_args(repo, save_weight="spo_gs",
+                                                     reward_model_path=get_score_reward_model))
+    frame = check_run(repo, proc, "spo_gs_64.pth", "spo_gs_64_resume.pth", 2, SPO_COLUMNS)
+    # Scores of about 5 are clipped to 3 (a random model earns no format reward).
+    assert list(frame["Reward"]) == pytest.approx([3.0, 3.0]), proc.stdout
+    # The prior baseline, then one update with normalised reward 1 and rho 0.9: (0.9 + 1) / (0.9 * 2 + 1).
+    assert list(frame["Baseline"]) == pytest.approx([0.5, 1.9 / 2.8], abs=1e-4), proc.stdout
+
+
+def test_ppo_saves_actor_and_critic_and_resumes(repo):
+    proc = run_trainer(repo, "train_ppo.py", rl_args(repo, critic_learning_rate=1e-3, update_old_actor_freq=1))
+    frame = check_run(repo, proc, "ppo_actor_64.pth", "ppo_actor_64_resume.pth", 2, PPO_COLUMNS)
+    assert frame["Critic LR"].iloc[0] > frame["Actor LR"].iloc[0]
+    critic = torch.load(repo / "out" / "ppo_critic_64.pth")
+    assert critic["value_head.weight"].shape == (1, 64) and "model.layers.1.mlp.up_proj.weight" in critic
+    state = torch.load(repo / "checkpoints" / "ppo_actor_64_resume.pth", weights_only=False)
+    assert {"critic", "critic_optimizer"} <= state.keys()
+
+    # A second epoch resumes from the saved state: only epoch 2's steps run.
+    proc = run_trainer(repo, "train_ppo.py", rl_args(repo, critic_learning_rate=1e-3, epochs=2, from_resume=1))
+    assert proc.returncode == 0, proc_output(proc)
+    frame = progress_frame(proc.stdout)
+    assert list(frame["epoch"]) == [2, 2] and list(frame["step"]) == [1, 2], proc.stdout
+
+
+def test_missing_reward_model_fails_before_training(repo):
+    missing = repo / "no_such_reward_model"
+    proc = run_trainer(repo, "train_grpo.py", rl_args(repo, reward_model_path=missing, save_weight="grpo_missing"))
+    assert proc.returncode == 1, proc_output(proc)
+    assert str(missing) in proc.stderr and "Traceback" not in proc.stderr, proc_output(proc)
+    assert "Params" not in proc.stdout and not (repo / "out" / "grpo_missing_64.pth").exists()
+
+
+def test_grpo_rule_rewards_ddp_two_processes(repo):
+    """GRPO with rule rewards under torchrun: 2 processes (gloo), 8 prompts -> 2 steps each."""
+    data = head_jsonl(DEMO / "rlaif.jsonl", repo / "data" / "rlaif8.jsonl", 8)
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                "--master_port", str(free_port())]
+    proc = run_trainer(repo, "train_grpo.py", rl_args(repo, data_path=data, num_generations=4, save_weight="grpo_ddp"),
+                       launcher=launcher)
+    frame = check_run(repo, proc, "grpo_ddp_64.pth", "grpo_ddp_64_resume.pth", 2, GRPO_COLUMNS)
+    assert proc.stdout.count("Policy Params") == 1  # rank 0 prints alone
+    assert (frame["Avg Response Len"] <= 16).all() and (frame["Avg Response Len"] >= 1).all()
+    assert (frame["Reward Std"] >= 0).all() and (frame["KL"] >= 0).all()
+    weights = torch.load(repo / "out" / "grpo_ddp_64.pth")
+    assert weights["model.embed_tokens.weight"].dtype == torch.float16
+    state = torch.load(repo / "checkpoints" / "grpo_ddp_64_resume.pth", weights_only=False)
+    assert (state["epoch"], state["step"], state["world_size"]) == (0, 2, 2)

@@ -1,0 +1,78 @@
+"""MiniMind GRPO (Group Relative Policy Optimization).
+
+    cd trainer && python train_grpo.py --reward_model_path none
+    cd trainer && torchrun --nproc_per_node 2 train_grpo.py
+
+Options: `trainer/args.py` (type "grpo"). Starts from `{weight_dir}/reason_{h}.pth` with --reasoning 1,
+else `full_sft_{h}.pth`. For each prompt, `num_generations` responses are sampled (temperature 0.8);
+each response's reward is normalised within its group, (r - mean) / (std + 1e-4), and the policy is
+pushed towards the better ones with a per-token loss plus a k3 KL penalty (`beta`) against the frozen
+starting model, as in TRL's GRPOTrainer with one update per batch.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import torch  # noqa: E402
+
+from trainer.args import parse_args  # noqa: E402
+from trainer import rl_utils as rl  # noqa: E402
+from trainer import trainer_utils as tu  # noqa: E402
+
+
+def progress_line(epoch, step, iters, m, lrs):
+    return (f"Epoch: {epoch + 1}, Step: {step}/{iters}, Actor Loss: {m['actor_loss']:.6f}, "
+            f"Reward: {m['reward']:.6f}, Avg Response Len: {m['avg_response_len']:.2f}, LR: {lrs[0]:.2e}, "
+            f"Reward Std: {m['reward_std']:.6f}, KL: {m['kl']:.6f}")
+
+
+def main():
+    args = parse_args("grpo")
+    stop = tu.StopSignal()
+    info = tu.init_distributed(args)
+    tu.setup_seed(tu.BASE_SEED + info.rank)
+    rl.check_rl_inputs(args)
+    from dataset.lm_dataset import pad_collate
+
+    config = tu.model_config(args.hidden_size, args.num_hidden_layers, args.use_moe)
+    policy, reference, tokenizer = rl.load_policy_and_reference(args, config)
+    tu.log_model_size(policy, config, label="Policy")
+    reward_model = rl.load_reward_model(args.reward_model_path, args.device)
+    dataset = rl.load_rlaif_dataset(args, tokenizer)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=args.learning_rate)
+    resume = tu.load_resume(tu.resume_path(args.save_weight, config.hidden_size, config.use_moe),
+                            info.world_size) if args.from_resume else None
+    tracker = tu.init_tracker(args, f"MiniMind-GRPO-Epoch-{args.epochs}-BS-{args.batch_size}-LR-{args.learning_rate}",
+                              resume)
+    model = tu.wrap_ddp(policy, info, find_unused_parameters=bool(args.use_moe))
+    save_path = tu.weight_path(args.save_dir, args.save_weight, config.hidden_size, config.use_moe)
+    n = args.num_generations
+
+    def step_fn(batch):
+        ro = rl.rollout(policy, tokenizer, batch["prompt"], batch["answer"], args.max_seq_len, args.max_gen_len,
+                        args.device, num_generations=n)
+        rewards = rl.compute_rewards(ro.prompts, ro.responses, ro.references, args.reasoning,
+                                     reward_model).to(args.device)
+        advantages, group_std = rl.group_advantages(rewards, n)
+        logps, aux_loss = rl.completion_logps(model, ro.input_ids, ro.attention_mask, ro.num_completion)
+        if args.beta > 0:
+            with torch.no_grad():
+                ref_logps, _ = rl.completion_logps(reference, ro.input_ids, ro.attention_mask, ro.num_completion)
+        else:  # no KL penalty: the reference pass is not needed
+            ref_logps = logps.detach()
+        loss, kl = rl.grpo_loss(logps, ref_logps, advantages, ro.completion_mask, args.beta)
+        loss = loss + aux_loss
+        metrics = {"actor_loss": loss.item(), "reward": rewards.mean().item(),
+                   "avg_response_len": ro.response_lengths().mean().item(),
+                   "reward_std": group_std.mean().item(), "kl": kl.item()}
+        return loss, metrics
+
+    rl.run_rl_training(
+        args, info, trained=[rl.Trained(model, optimizer, args.learning_rate)], config=config, dataset=dataset,
+        collate_fn=pad_collate(tokenizer.pad_token_id), step_fn=step_fn, progress_line=progress_line,
+        save_fn=lambda: tu.save_weights(model, save_path), stop=stop, resume_state=resume, tracker=tracker)
+
+
+if __name__ == "__main__":
+    tu.script_main(main)
