@@ -6,10 +6,11 @@ folders are created on first use. The dashboard never imports torch; trainers ru
 """
 import streamlit as st
 
-from mmcore import gpu, jobsview
+from mmcore import gpu, jobsview, navigation
 from mmcore.store import JobStore
 
 st.set_page_config(page_title="MiniMind Train Dashboard", page_icon="🧠", layout="wide")
+navigation.mark_entry(st.session_state)
 
 page = st.navigation([
     st.Page("pages/train.py", title="Train", icon=":material/model_training:", default=True),
