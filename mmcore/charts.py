@@ -16,6 +16,7 @@ from mmcore.logparse import INDEX_COLUMNS
 PALETTE = plotly.colors.qualitative.Plotly  # run i keeps colour i in every chart
 RL_TYPES = ("ppo", "grpo", "spo")
 MAX_POINTS = 4000  # per trace: a browser draws a million-point line slowly and no better
+UNSMOOTHED_KINDS = ("lr", "time")  # schedules and estimates, not noisy signals: an EMA would only make them lag
 
 # Metric kinds, by words in the printed name; the order of kinds is the order of charts.
 _KINDS = (
@@ -98,10 +99,13 @@ def metric_figure(metric, runs, smoothing=0.6, log_y=False, max_points=MAX_POINT
     """A Plotly figure of one metric against global step for one or more runs.
 
     `runs` is a dict or a list of (name, DataFrame). Each run gets one colour: its raw values drawn
-    faintly and, with `smoothing` > 0, their EMA (see `ema`) drawn bold; the legend names the runs.
-    Runs without this metric are left out. `log_y` uses a logarithmic y axis (values <= 0 are not
+    faintly and, with `smoothing` > 0, their EMA (see `ema`) drawn bold; the legend, under the plot,
+    names the runs. Learning rates and time estimates are never smoothed. Runs without this metric are
+    left out. `log_y` uses a logarithmic y axis (values <= 0 are not
     drawn there).
     """
+    if metric_kind(metric) in UNSMOOTHED_KINDS:
+        smoothing = 0
     fig = go.Figure()
     for i, (name, df) in enumerate(_runs(runs)):
         if metric not in df.columns:
@@ -130,7 +134,8 @@ def metric_figure(metric, runs, smoothing=0.6, log_y=False, max_points=MAX_POINT
     fig.update_layout(
         title=dict(text=metric, x=0, xanchor="left"), height=height, hovermode="x unified",
         margin=dict(l=10, r=10, t=40, b=10),
-        legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1),
+        # Under the plot: at the top right it would sit beneath Plotly's toolbar.
+        legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0),
         xaxis_title="global step", yaxis_type="log" if log_y else "linear")
     return fig
 

@@ -153,8 +153,9 @@ def show_runs():
             st.plotly_chart(charts.metric_figure(metric, tables, smoothing=smoothing, log_y=log_y),
                             key=f"logs.chart.{metric}", config={"displaylogo": False})
 
-    st.download_button("Download CSV", charts.to_csv(tables), file_name="minimind-metrics.csv",
-                       mime="text/csv", icon=":material/download:", key="logs.csv",
+    # The CSV is built only when clicked: for a long log it costs more than the whole page.
+    st.download_button("Download CSV", lambda: charts.to_csv(tables), file_name="minimind-metrics.csv",
+                       mime="text/csv", icon=":material/download:", key="logs.csv", on_click="ignore",
                        help="Every parsed record of the charted logs, one row per logged step, with a run column.")
 
 

@@ -68,6 +68,12 @@ def test_metric_figure_without_smoothing_and_log_scale():
     assert fig.layout.yaxis.type == "log"
 
 
+def test_learning_rates_are_drawn_as_logged_even_when_smoothing():
+    df = run_table([1.0, 2.0, 3.0]).rename(columns={"loss": "lr"})
+    fig = charts.metric_figure("lr", {"run": df}, smoothing=0.9)
+    assert len(fig.data) == 1 and list(fig.data[0].y) == [1.0, 2.0, 3.0]
+
+
 def test_metric_figure_thins_long_runs():
     df = run_table(np.linspace(5, 1, 100_000), total=100_000)
     fig = charts.metric_figure("loss", {"long": df}, smoothing=0.6, max_points=1000)
