@@ -38,9 +38,10 @@ def status_panel():
         st.markdown(f"**Jobs** · {counts['running']} running · {counts['queued']} queued")
 
 
+page.run()
+
+# Drawn after the page, so a job the page just launched or stopped is already counted.
 with st.sidebar:
     st.markdown("### MiniMind Train Dashboard")
     status_panel()
     st.caption(f"Running as {jobsview.whoami()}")
-
-page.run()

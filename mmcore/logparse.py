@@ -464,26 +464,29 @@ class LogParser:
         self._matchers = {}
         return True
 
-    def _matcher(self, mixed):
-        """(regex over a block, group layout, number of groups) for the known templates.
+    def _matcher(self, scope):
+        """(regex over a block, group layout, number of groups, templates) for known templates.
 
-        `mixed=False` covers only `Epoch:` lines and starts with that literal, which the regex
-        engine finds at memchr speed; `mixed=True` also covers bare `Step:` lines.
+        `scope` is "first" (only the first `Epoch:` template: the shape the last block used most),
+        "epoch" (all `Epoch:` templates) or "mixed" (also bare `Step:` lines). The `Epoch:` regexes
+        start with that literal, which the regex engine finds quickly; "mixed" needs two literals.
         """
-        matcher = self._matchers.get(mixed)
+        matcher = self._matchers.get(scope)
         if matcher is None:
-            templates = [t for t in self._templates if mixed or t[0] == b"Epoch:"]
+            templates = [t for t in self._templates if scope == "mixed" or t[0] == b"Epoch:"]
+            if scope == "first":
+                templates = templates[:1]
             layout, width = [], 0
             for kind, pattern, n_head, columns in templates:
                 layout.append((width, n_head, columns))
                 width += n_head + len(columns)
             if not templates:
                 block = None
-            elif mixed:
+            elif scope == "mixed":
                 block = re.compile(b"(?:" + b"|".join(k + p for k, p, _, _ in templates) + rb")\r?\n")
             else:
                 block = re.compile(b"Epoch:(?:" + b"|".join(p for _, p, _, _ in templates) + rb")\r?\n")
-            matcher = self._matchers[mixed] = (block, layout, width)
+            matcher = self._matchers[scope] = (block, layout, width, templates)
         return matcher
 
     def _known(self, kind):
@@ -499,14 +502,29 @@ class LogParser:
     def _parse_progress(self, data):
         # Bare `Step:` lines (one old upstream SPO format) need the slower two-literal scan.
         mixed = b"\nStep:" in data or data.startswith(b"Step:")
+        scope = "mixed" if mixed else "epoch"
         line_re = _ANY_LINE_RE if mixed else _EPOCH_LINE_RE
-        block_re = self._matcher(mixed)[0]
-        rows = block_re.findall(data) if block_re is not None else []
-        # Each row consumed one `Epoch:`, so equal counts mean every progress line was matched.
-        if not mixed and len(rows) == data.count(b"Epoch:"):
-            if rows:
-                self._append_rows(rows, mixed)
-            return
+        if not mixed:
+            # Each row consumes one `Epoch:`, so equal counts mean every progress line was matched.
+            n_epoch = data.count(b"Epoch:")
+            # A log prints one shape of progress line, or one at a time: try the shape the last
+            # block used most on its own first. Its regex has only its own groups, while the rows
+            # of the regex of all templates carry an empty field for every other template's group.
+            first = self._matcher("first")
+            rows = first[0].findall(data) if first[0] is not None else []
+            if len(rows) == n_epoch:
+                if rows:
+                    self._append_rows(rows, first)
+                return
+            every = self._matcher(scope)
+            if len(every[3]) > 1:  # with a single template, `first` was already the regex of all
+                rows = every[0].findall(data)
+                if len(rows) == n_epoch:
+                    self._append_rows(rows, every)
+                    return
+        else:
+            block_re = self._matcher(scope)[0]
+            rows = block_re.findall(data) if block_re is not None else []
         lines = line_re.findall(data)
         if len(rows) != len(lines) and lines:
             # Lines of a shape not seen before (or `Epoch:` lines that are no progress lines): learn
@@ -514,10 +532,10 @@ class LogParser:
             kind, rest = lines[0] if mixed else (b"Epoch:", lines[0])
             known = self._known(kind)
             if b"\x1b" not in rest and (known is None or known(rest) is None) and self._learn(kind, rest):
-                rows = self._matcher(mixed)[0].findall(data)
+                rows = self._matcher(scope)[0].findall(data)
         if len(rows) != len(lines) and b"\x1b" in data:
             data = _ANSI_RE.sub(b"", data)  # colour codes inside progress lines
-            block_re = self._matcher(mixed)[0]
+            block_re = self._matcher(scope)[0]
             rows = block_re.findall(data) if block_re is not None else []
             lines = line_re.findall(data)
         if len(rows) != len(lines):
@@ -528,13 +546,14 @@ class LogParser:
                 if known is None or known(rest) is None:
                     learnt |= self._learn(kind, rest)
             if learnt:
-                rows = self._matcher(mixed)[0].findall(data)
+                rows = self._matcher(scope)[0].findall(data)
         if rows:
-            self._append_rows(rows, mixed)
+            self._append_rows(rows, self._matcher(scope))
 
-    def _append_rows(self, rows, mixed):
-        """Add the numbers of one block's progress lines (findall tuples, one group per number)."""
-        _, layout, width = self._matcher(mixed)  # every template has 2 or more groups: rows are tuples
+    def _append_rows(self, rows, matcher):
+        """Add the numbers of one block's progress lines (findall tuples, one group per number) that
+        the `_matcher` tuple `matcher` found."""
+        _, layout, width, used = matcher  # every template has 2 or more groups: rows are tuples
         # pandas' C CSV reader converts numbers far faster than float() one at a time; groups of
         # templates a line did not match are empty fields, read as NaN.
         csv = b"\n".join(map(b",".join, rows)) + b"\n"
@@ -575,7 +594,6 @@ class LogParser:
             col.frombytes(np.ascontiguousarray(values, np.float64).tobytes())
         if hits != sorted(hits, reverse=True):
             # The regex tries templates in order: put the shapes this block used most first.
-            used = [t for t in self._templates if mixed or t[0] == b"Epoch:"]
             rank = {id(t): -h for t, h in zip(used, hits)}
             self._templates.sort(key=lambda t: rank.get(id(t), 0))
             self._matchers = {}

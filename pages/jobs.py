@@ -181,11 +181,19 @@ def jobs_view():
     st.dataframe(
         rows, hide_index=True, width="stretch", column_order=jobsview.COLUMNS,
         column_config={
-            "id": st.column_config.NumberColumn("ID", format="%d", width="small"),
-            "type": "Type", "name": "Name", "status": "Status",
-            "progress": st.column_config.ProgressColumn("Progress", format="%.0f%%", min_value=0, max_value=100),
-            "step": "Step", "metric": "Latest loss / reward", "eta": "ETA", "started": "Started",
-            "duration": "Duration", "submitted_by": "Submitted by",
+            # Narrow columns, so that every column fits a laptop screen without scrolling sideways.
+            "id": st.column_config.NumberColumn("ID", format="%d", width=40),
+            "type": st.column_config.TextColumn("Type", width=70),
+            "name": st.column_config.TextColumn("Name", width=150),
+            "status": st.column_config.TextColumn("Status", width=75),
+            "progress": st.column_config.ProgressColumn("Progress", format="%.0f%%", min_value=0, max_value=100,
+                                                        width=100),
+            "step": st.column_config.TextColumn("Step", width=70),
+            "metric": st.column_config.TextColumn("Latest loss / reward", width=110),
+            "eta": st.column_config.TextColumn("ETA", width=55),
+            "started": st.column_config.TextColumn("Started", width=115),
+            "duration": st.column_config.TextColumn("Duration", width=65),
+            "submitted_by": st.column_config.TextColumn("Submitted by", width=90),
         })
     if total > len(jobs):
         st.caption(f"Showing the latest {len(jobs)} of {total} jobs.")

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = "/usr/bin/chromium"
 # What the app needs to run and to train; out/, checkpoints/, runs/ and user data sets stay behind.
-APP_PARTS = ("streamlit_app.py", "pages", "mmcore", "trainer", "model", "dataset")
+APP_PARTS = (".streamlit", "streamlit_app.py", "pages", "mmcore", "trainer", "model", "dataset")
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
