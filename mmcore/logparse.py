@@ -39,7 +39,7 @@ import pandas as pd
 #: The columns every parsed table starts with, in this order; metric columns follow.
 INDEX_COLUMNS = ("epoch", "total_epochs", "step", "total_steps", "global_step")
 
-READ_BLOCK = 1 << 20  # bytes parsed at a time: small blocks keep the transient memory small
+READ_BLOCK = 1 << 18  # bytes parsed at a time: small blocks keep the transient memory small
 MAX_LINE = 1 << 20  # a "line" longer than this without a newline is skipped (binary junk, runaway bar)
 SIGNATURE_BYTES = 64  # the file's first bytes, compared on every poll to notice a rewritten file
 MAX_ERRORS = 10  # errors kept (the most recent ones)
