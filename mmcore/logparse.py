@@ -14,8 +14,9 @@ later chart without changes here.
 
 The parser works on bytes, a block at a time, and never loops over lines in Python: the first line
 of each shape is parsed the general way and becomes a template (its text with the numbers turned into
-capture groups); one regex of all templates then pulls the numbers of every progress line of a block
-out in one `findall`, and pandas' C CSV reader converts them. Noise lines cost a memchr-speed scan.
+capture groups); one regex then pulls the numbers of every progress line of a block out in one
+`findall` (the regex of the block's one shape; of all templates where shapes mix), and pandas' C CSV
+reader converts them. Noise lines cost a fast literal scan.
 `LogParser` remembers its byte position and reads only what was appended since. Records are kept as
 one compact array per column, never as a list of lines or dicts.
 
@@ -39,7 +40,7 @@ import pandas as pd
 #: The columns every parsed table starts with, in this order; metric columns follow.
 INDEX_COLUMNS = ("epoch", "total_epochs", "step", "total_steps", "global_step")
 
-READ_BLOCK = 1 << 18  # bytes parsed at a time: small blocks keep the transient memory small
+READ_BLOCK = 1 << 20  # bytes parsed at a time: small blocks keep the transient memory small
 MAX_LINE = 1 << 20  # a "line" longer than this without a newline is skipped (binary junk, runaway bar)
 SIGNATURE_BYTES = 64  # the file's first bytes, compared on every poll to notice a rewritten file
 MAX_ERRORS = 10  # errors kept (the most recent ones)
@@ -467,15 +468,15 @@ class LogParser:
     def _matcher(self, scope):
         """(regex over a block, group layout, number of groups, templates) for known templates.
 
-        `scope` is "first" (only the first `Epoch:` template: the shape the last block used most),
-        "epoch" (all `Epoch:` templates) or "mixed" (also bare `Step:` lines). The `Epoch:` regexes
-        start with that literal, which the regex engine finds quickly; "mixed" needs two literals.
+        `scope` is "epoch" (all `Epoch:` templates), "mixed" (also bare `Step:` lines) or an index
+        into the `Epoch:` templates (that one alone, see `_shape`). The `Epoch:` regexes start with
+        that literal, which the regex engine finds quickly; "mixed" needs two literals.
         """
         matcher = self._matchers.get(scope)
         if matcher is None:
             templates = [t for t in self._templates if scope == "mixed" or t[0] == b"Epoch:"]
-            if scope == "first":
-                templates = templates[:1]
+            if isinstance(scope, int):
+                templates = templates[scope:scope + 1]
             layout, width = [], 0
             for kind, pattern, n_head, columns in templates:
                 layout.append((width, n_head, columns))
@@ -499,7 +500,39 @@ class LogParser:
             self._matchers[key] = known
         return known
 
-    def _parse_progress(self, data):
+    def _shape(self, data, pos):
+        """Index of the first `Epoch:` template that the progress line at `pos` (the position of its
+        `Epoch:`) fits, or None (no such line, or a shape not learnt yet)."""
+        line = _EPOCH_LINE_RE.match(data, pos) if pos >= 0 else None
+        if line is None:
+            return None
+        fits = self._matchers.get("fits")
+        if fits is None:
+            fits = self._matchers["fits"] = [re.compile(p).fullmatch for k, p, _, _ in self._templates
+                                             if k == b"Epoch:"]
+        rest = line.group(1)
+        return next((i for i, fit in enumerate(fits) if fit(rest) is not None), None)
+
+    def _shape_change(self, data, lo, hi):
+        """Where a block's progress lines change shape, when they change once: the start of the
+        first line of the new shape, found by bisection between `lo` (the `Epoch:` of a line of one
+        known shape) and `hi` (one of another). None when a third shape shows up."""
+        old, new = self._shape(data, lo), self._shape(data, hi)
+        while True:
+            mid = data.find(b"Epoch:", (lo + hi) // 2, hi)
+            if mid <= lo:
+                mid = data.find(b"Epoch:", lo + 1, hi)
+            if mid < 0:  # `lo` and `hi` are neighbours
+                return data.rfind(b"\n", 0, hi) + 1
+            shape = self._shape(data, mid)
+            if shape == old:
+                lo = mid
+            elif shape == new:
+                hi = mid
+            else:
+                return None
+
+    def _parse_progress(self, data, split=True):
         # Bare `Step:` lines (one old upstream SPO format) need the slower two-literal scan.
         mixed = b"\nStep:" in data or data.startswith(b"Step:")
         scope = "mixed" if mixed else "epoch"
@@ -507,21 +540,32 @@ class LogParser:
         if not mixed:
             # Each row consumes one `Epoch:`, so equal counts mean every progress line was matched.
             n_epoch = data.count(b"Epoch:")
-            # A log prints one shape of progress line, or one at a time: try the shape the last
-            # block used most on its own first. Its regex has only its own groups, while the rows
-            # of the regex of all templates carry an empty field for every other template's group.
-            first = self._matcher("first")
-            rows = first[0].findall(data) if first[0] is not None else []
-            if len(rows) == n_epoch:
-                if rows:
-                    self._append_rows(rows, first)
+            if not n_epoch:
                 return
-            every = self._matcher(scope)
-            if len(every[3]) > 1:  # with a single template, `first` was already the regex of all
-                rows = every[0].findall(data)
+            # A log prints one shape of progress line at a time. When the block's first and last
+            # progress lines have the same shape, that template's own regex most likely matches all
+            # of them; it is much faster than the regex of all templates, whose rows carry an
+            # empty field for every group of every other template.
+            first, last = data.find(b"Epoch:"), data.rfind(b"Epoch:")
+            shape, last_shape = self._shape(data, first), self._shape(data, last)
+            if shape is not None and shape == last_shape:
+                one = self._matcher(shape)
+                rows = one[0].findall(data)
                 if len(rows) == n_epoch:
-                    self._append_rows(rows, every)
+                    self._append_rows(rows, one)
                     return
+            elif split and shape is not None and last_shape is not None:
+                # The block holds the switch from one shape to another: parse the two sides apart.
+                cut = self._shape_change(data, first, last)
+                if cut:
+                    self._parse_progress(data[:cut], split=False)
+                    self._parse_progress(data[cut:], split=False)
+                    return
+            every = self._matcher(scope)
+            rows = every[0].findall(data) if every[0] is not None else []
+            if len(rows) == n_epoch:
+                self._append_rows(rows, every)
+                return
         else:
             block_re = self._matcher(scope)[0]
             rows = block_re.findall(data) if block_re is not None else []
@@ -606,7 +650,8 @@ class LogParser:
 
     def _parse_header(self, data):
         header = self.header
-        for m in _find_all(_OUR_HEADER_RE, b"# ", data):
+        # `#` alone is found at memchr speed; `# ` would be checked at every space.
+        for m in _find_all(_OUR_HEADER_RE, b"#", data):
             key, value = m.group(1).decode(), _text(_clean(m.group(2))).strip()
             if key == "job":
                 found = _JOB_RE.match(value)
