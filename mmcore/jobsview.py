@@ -122,10 +122,13 @@ class _Tracked:
 
     def read(self):
         """Parse what was appended since the last read; return the latest records."""
-        new = self.parser.poll()
-        if self.parser.restarted:  # the file was truncated or replaced: poll() read it from the start
+        before = len(self.parser)
+        self.parser.update()
+        if self.parser.restarted:  # the file was truncated or replaced: update() read it from the start
             self.recent.clear()
-        self.recent.extend(new)
+            before = 0
+        # Only the records that can stay in `recent` become dicts: a long log's first read stays cheap.
+        self.recent.extend(self.parser.records_from(max(before, len(self.parser) - RECENT_RECORDS)))
         return list(self.recent)
 
 

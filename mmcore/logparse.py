@@ -323,12 +323,15 @@ class LogParser:
 
     # -- reading ------------------------------------------------------------------------------
 
+    def records_from(self, start):
+        """The records from index `start` on, as dicts (a negative `start` counts from the end)."""
+        return self._columns.rows(max(0, len(self._columns) + start) if start < 0 else start)
+
     def poll(self):
         """Read what was appended since the last call; return the new records as dicts."""
         before = len(self._columns)
         self.update()
-        start = 0 if self.restarted else before
-        return self._columns.rows(start)
+        return self.records_from(0 if self.restarted else before)
 
     def update(self):
         """Read what was appended since the last call; return how many new records it held."""

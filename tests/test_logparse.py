@@ -473,3 +473,13 @@ def test_explain_messages():
     assert level == "info" and "ended (failed) before logging a step" in message
     level, message = explained(DATA / "missing.log")
     assert level == "warning" and "does not exist" in message
+
+
+def test_records_from_gives_the_latest_records_only(tmp_path):
+    log = tmp_path / "train.log"
+    log.write_text("".join(f"Epoch:[1/1]({i}/5) loss:{i}.0 lr:0.1 epoch_Time:0.0min:\n" for i in range(1, 6)))
+    parser = logparse.LogParser(log)
+    parser.update()
+    assert [r["step"] for r in parser.records_from(3)] == [4, 5]
+    assert [r["step"] for r in parser.records_from(-2)] == [4, 5]
+    assert [r["loss"] for r in parser.records_from(-10)] == [1.0, 2.0, 3.0, 4.0, 5.0]
