@@ -146,7 +146,7 @@ def _load_libc():
         return None
 
 
-def _group_alive(pgid):
+def group_alive(pgid):
     """True while any non-zombie process is in process group `pgid`."""
     for proc in psutil.process_iter(["status"]):
         try:
@@ -318,15 +318,15 @@ class Supervisor:
 
         # Processes the trainer started in its group (data loaders, torchrun workers) must not
         # outlive the job: SIGTERM them, then SIGKILL when the grace period is over.
-        if _group_alive(pgid):
+        if group_alive(pgid):
             if term_sent_at is None:
                 _killpg(pgid, signal.SIGTERM)
                 deadline = time.monotonic() + LEFTOVER_GRACE_S
             else:
                 deadline = term_sent_at + grace
-            while _group_alive(pgid) and time.monotonic() < deadline:
+            while group_alive(pgid) and time.monotonic() < deadline:
                 time.sleep(0.1)
-            if _group_alive(pgid):
+            if group_alive(pgid):
                 _killpg(pgid, signal.SIGKILL)
 
         stopped = term_sent_at is not None or self._stop_requested()

@@ -1,9 +1,9 @@
 """Helpers for the AppTest page tests: open a page through the app entry, read what it shows."""
 import sys
-import time
 
 from streamlit.testing.v1 import AppTest
 
+from _runner_helpers import wait_for  # noqa: F401  (re-exported for the page tests)
 from mmcore.paths import ROOT
 
 TIMEOUT_S = 60  # per script run: the machine is small and shared
@@ -37,18 +37,6 @@ def widget_keys(at, prefix):
             if w.key and w.key.startswith(prefix):
                 found.add(w.key)
     return found
-
-
-def wait_for(predicate, timeout=60.0, interval=0.1, what="condition"):
-    """Poll `predicate` until it returns a truthy value, which is returned; fail after `timeout` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
 
 
 def sleeper_argv(seconds=120):

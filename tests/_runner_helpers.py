@@ -6,8 +6,10 @@ import time
 
 import psutil
 
+from mmcore.runner import group_alive  # noqa: F401  (re-exported for the tests)
 
-def wait_for(predicate, timeout=30.0, interval=0.05, what="condition"):
+
+def wait_for(predicate, timeout=60.0, interval=0.05, what="condition"):
     """Poll `predicate` until it returns a truthy value, which is returned; fail after `timeout` s."""
     deadline = time.monotonic() + timeout
     while True:
@@ -34,12 +36,3 @@ def alive(pid):
         return False
 
 
-def group_alive(pgid):
-    """True while any non-zombie process is in process group `pgid`."""
-    for proc in psutil.process_iter(["status"]):
-        try:
-            if proc.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(proc.pid) == pgid:
-                return True
-        except (ProcessLookupError, psutil.Error):
-            continue
-    return False
