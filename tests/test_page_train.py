@@ -168,8 +168,27 @@ def test_demo_preset_fills_the_selected_type():
     assert value(at, "grpo", "hidden_size") == "512"
 
 
+@pytest.fixture
+def repo_resume_state_kept(tmp_path):
+    """The job runs in the repository's trainer/, so its resume state lands in <repo>/checkpoints:
+    keep whatever file of that name was there and leave the folder as the test found it."""
+    folder = TRAINER_DIR.parent / "checkpoints"
+    resume = folder / "pretrain_64_resume.pth"
+    folder_existed = folder.exists()
+    saved = tmp_path / "saved_resume.pth"
+    if resume.exists():
+        resume.replace(saved)
+    yield
+    if saved.exists():
+        saved.replace(resume)
+    else:
+        resume.unlink(missing_ok=True)
+    if not folder_existed and folder.exists() and not any(folder.iterdir()):
+        folder.rmdir()
+
+
 @pytest.mark.timeout(600)
-def test_launching_a_demo_pretrain_job_runs_it(tmp_path):
+def test_launching_a_demo_pretrain_job_runs_it(tmp_path, repo_resume_state_kept):
     if not (TRAINER_DIR / "train_pretrain.py").is_file():
         pytest.skip("trainer/train_pretrain.py is not in this checkout")
     at = train_page("pretrain")
