@@ -6,13 +6,14 @@ a sequence classifier and a remote-code model with `get_score`, both tiny and sa
 """
 import json
 import math
+import signal
 import sys
 
 import pytest
 import torch
 
 from _trainer_helpers import (DEMO, REPO, free_port, head_jsonl, make_repo_copy, proc_output, progress_frame,
-                              run_trainer, save_random_weights, tiny_args)
+                              run_trainer, save_random_weights, start_trainer, tiny_args, wait_for_text)
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -199,3 +200,32 @@ def test_grpo_rule_rewards_ddp_two_processes(repo):
     assert weights["model.embed_tokens.weight"].dtype == torch.float16
     state = torch.load(repo / "checkpoints" / "grpo_ddp_64_resume.pth", weights_only=False)
     assert (state["epoch"], state["step"], state["world_size"]) == (0, 2, 2)
+
+
+def test_grpo_sigterm_saves_resume_state_and_resumes(repo, tmp_path):
+    """SIGTERM mid-epoch: exit 143, the stop line, a resume file at an optimizer step; --from_resume 1
+    then runs only the remaining steps and exits 0."""
+    steps = 12
+    data = head_jsonl(DEMO / "rlaif.jsonl", repo / "data" / "rlaif_stop.jsonl", 4, repeat=steps // 2)
+    argv = rl_args(repo, data_path=data, max_gen_len=8, num_generations=2, save_weight="grpo_stop")
+    log = tmp_path / "grpo_stop.log"
+    proc = start_trainer(repo, "train_grpo.py", argv, log)
+    wait_for_text(log, f"Step: 2/{steps},", proc)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=120) == 143, log.read_text()
+    stopped_text = log.read_text()
+    resume_file = repo / "checkpoints" / "grpo_stop_64_resume.pth"
+    assert "Stopped by SIGTERM at epoch 1/1" in stopped_text, stopped_text
+    assert f"resume state saved to {resume_file}" in stopped_text and "--from_resume 1" in stopped_text
+    assert "Traceback" not in stopped_text, stopped_text
+    state = torch.load(resume_file, weights_only=False)
+    stopped_at = state["step"]
+    assert state["epoch"] == 0 and 2 <= stopped_at < steps, stopped_text
+    assert (repo / "out" / "grpo_stop_64.pth").is_file()
+
+    resumed = run_trainer(repo, "train_grpo.py", argv + ["--from_resume", "1"])
+    assert resumed.returncode == 0, proc_output(resumed)
+    assert f"skipping the first {stopped_at} steps" in resumed.stdout, resumed.stdout
+    frame = progress_frame(resumed.stdout)
+    assert list(frame["step"]) == list(range(stopped_at + 1, steps + 1)), resumed.stdout
+    assert torch.load(resume_file, weights_only=False)["step"] == steps

@@ -17,6 +17,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from trainer import trainer_utils as tu
+from trainer.args import parse_args
 
 # Reward-model scores are clipped to [-REWARD_SCALE, REWARD_SCALE]; SPO maps rewards to [0, 1] with it.
 REWARD_SCALE = 3.0
@@ -581,6 +582,70 @@ def run_rl_training(args, info, *, trained, config, dataset, collate_fn, step_fn
 
 # --------------------------------------------------------------------------------------------------
 # Setup shared by the three scripts
+
+
+def start_rl(rl_type):
+    """The first steps of every RL script, in this order: parse the options of `rl_type` ("ppo",
+    "grpo" or "spo"), catch SIGTERM, start the processes, seed each rank, check the inputs.
+    Returns (args, stop, info)."""
+    args = parse_args(rl_type)
+    stop = tu.StopSignal()
+    info = tu.init_distributed(args)
+    tu.setup_seed(tu.BASE_SEED + info.rank)
+    check_rl_inputs(args)
+    return args, stop, info
+
+
+def load_resume_and_tracker(args, info, config, rl_type):
+    """The resume state (with --from_resume 1, else None) and the experiment tracker, whose run
+    continues the resumed one. Returns (resume, tracker)."""
+    resume = tu.load_resume(tu.resume_path(args.save_weight, config.hidden_size, config.use_moe),
+                            info.world_size) if args.from_resume else None
+    tracker = tu.init_tracker(
+        args, f"MiniMind-{rl_type.upper()}-Epoch-{args.epochs}-BS-{args.batch_size}-LR-{args.learning_rate}", resume)
+    return resume, tracker
+
+
+@dataclass
+class RLSetup:
+    """Everything a single-policy RL script (GRPO, SPO) needs for its loop; built by `setup_rl`."""
+    args: object          # the parsed options
+    stop: object          # tu.StopSignal, armed by run_rl_training
+    info: object          # tu.init_distributed's process info
+    config: object        # MiniMindConfig
+    policy: nn.Module     # the unwrapped policy: sampling runs on it
+    model: nn.Module      # the same policy, DDP-wrapped in a distributed run: the loss runs on it
+    reference: nn.Module  # the frozen starting model, for the KL penalty
+    tokenizer: object
+    reward_model: object  # RewardModel, or None for rule rewards
+    dataset: object       # RLAIFDataset
+    collate_fn: object
+    optimizer: torch.optim.Optimizer
+    resume: object        # the resume state dict, or None
+    tracker: object       # the experiment tracker, or None
+    save_path: str        # where save_weights writes the policy
+
+
+def setup_rl(rl_type):
+    """Set up a GRPO or SPO run: options, processes, policy + frozen reference + tokenizer (logged as
+    "Policy"), reward model, dataset, AdamW, resume state, tracker, DDP wrapper and weight path.
+    Returns an `RLSetup`."""
+    args, stop, info = start_rl(rl_type)
+    from dataset.lm_dataset import pad_collate
+
+    config = tu.model_config(args.hidden_size, args.num_hidden_layers, args.use_moe)
+    policy, reference, tokenizer = load_policy_and_reference(args, config)
+    tu.log_model_size(policy, config, label="Policy")
+    reward_model = load_reward_model(args.reward_model_path, args.device)
+    dataset = load_rlaif_dataset(args, tokenizer)
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=args.learning_rate)
+    resume, tracker = load_resume_and_tracker(args, info, config, rl_type)
+    model = tu.wrap_ddp(policy, info, find_unused_parameters=bool(args.use_moe))
+    return RLSetup(args=args, stop=stop, info=info, config=config, policy=policy, model=model, reference=reference,
+                   tokenizer=tokenizer, reward_model=reward_model, dataset=dataset,
+                   collate_fn=pad_collate(tokenizer.pad_token_id), optimizer=optimizer, resume=resume,
+                   tracker=tracker,
+                   save_path=tu.weight_path(args.save_dir, args.save_weight, config.hidden_size, config.use_moe))
 
 
 def check_rl_inputs(args):

@@ -18,7 +18,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
 
-from trainer.args import parse_args  # noqa: E402
 from trainer import rl_utils as rl  # noqa: E402
 from trainer import trainer_utils as tu  # noqa: E402
 
@@ -31,11 +30,7 @@ def progress_line(epoch, step, iters, m, lrs):
 
 
 def main():
-    args = parse_args("ppo")
-    stop = tu.StopSignal()
-    info = tu.init_distributed(args)
-    tu.setup_seed(tu.BASE_SEED + info.rank)
-    rl.check_rl_inputs(args)
+    args, stop, info = rl.start_rl("ppo")
     from dataset.lm_dataset import pad_collate
 
     config = tu.model_config(args.hidden_size, args.num_hidden_layers, args.use_moe)
@@ -52,10 +47,7 @@ def main():
     dataset = rl.load_rlaif_dataset(args, tokenizer)
     actor_optimizer = torch.optim.AdamW(actor.parameters(), lr=args.learning_rate)
     critic_optimizer = torch.optim.AdamW(critic.parameters(), lr=args.critic_learning_rate)
-    resume = tu.load_resume(tu.resume_path(args.save_weight, config.hidden_size, config.use_moe),
-                            info.world_size) if args.from_resume else None
-    tracker = tu.init_tracker(args, f"MiniMind-PPO-Epoch-{args.epochs}-BS-{args.batch_size}-LR-{args.learning_rate}",
-                              resume)
+    resume, tracker = rl.load_resume_and_tracker(args, info, config, "ppo")
     actor_model = tu.wrap_ddp(actor, info, find_unused_parameters=bool(args.use_moe))
     critic_model = tu.wrap_ddp(critic, info, find_unused_parameters=bool(args.use_moe))
     actor_path = tu.weight_path(args.save_dir, args.save_weight, config.hidden_size, config.use_moe)

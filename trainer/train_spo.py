@@ -16,7 +16,6 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import torch  # noqa: E402
 
-from trainer.args import parse_args  # noqa: E402
 from trainer import rl_utils as rl  # noqa: E402
 from trainer import trainer_utils as tu  # noqa: E402
 
@@ -28,56 +27,39 @@ def progress_line(epoch, step, iters, m, lrs):
 
 
 def main():
-    args = parse_args("spo")
-    stop = tu.StopSignal()
-    info = tu.init_distributed(args)
-    tu.setup_seed(tu.BASE_SEED + info.rank)
-    rl.check_rl_inputs(args)
-    from dataset.lm_dataset import pad_collate
-
-    config = tu.model_config(args.hidden_size, args.num_hidden_layers, args.use_moe)
-    policy, reference, tokenizer = rl.load_policy_and_reference(args, config)
-    tu.log_model_size(policy, config, label="Policy")
-    reward_model = rl.load_reward_model(args.reward_model_path, args.device)
-    dataset = rl.load_rlaif_dataset(args, tokenizer)
-    optimizer = torch.optim.AdamW(policy.parameters(), lr=args.learning_rate)
-    resume = tu.load_resume(tu.resume_path(args.save_weight, config.hidden_size, config.use_moe),
-                            info.world_size) if args.from_resume else None
-    tracker = tu.init_tracker(args, f"MiniMind-SPO-Epoch-{args.epochs}-BS-{args.batch_size}-LR-{args.learning_rate}",
-                              resume)
-    model = tu.wrap_ddp(policy, info, find_unused_parameters=bool(args.use_moe))
-    save_path = tu.weight_path(args.save_dir, args.save_weight, config.hidden_size, config.use_moe)
+    run = rl.setup_rl("spo")
+    args = run.args
     value_tracker = rl.ValueTracker()
 
     def step_fn(batch):
-        ro = rl.rollout(policy, tokenizer, batch["prompt"], batch["answer"], args.max_seq_len, args.max_gen_len,
-                        args.device)
+        ro = rl.rollout(run.policy, run.tokenizer, batch["prompt"], batch["answer"], args.max_seq_len,
+                        args.max_gen_len, args.device)
         rewards = rl.compute_rewards(ro.prompts, ro.responses, ro.references, args.reasoning,
-                                     reward_model).to(args.device)
+                                     run.reward_model).to(args.device)
         baseline = value_tracker.baseline()
         advantages = rl.spo_advantages(rewards, value_tracker.baseline_reward())
-        logps, aux_loss = rl.completion_logps(model, ro.input_ids, ro.attention_mask, ro.num_completion)
+        logps, aux_loss = rl.completion_logps(run.model, ro.input_ids, ro.attention_mask, ro.num_completion)
         if args.beta > 0:
             with torch.no_grad():
-                ref_logps, _ = rl.completion_logps(reference, ro.input_ids, ro.attention_mask, ro.num_completion)
+                ref_logps, _ = rl.completion_logps(run.reference, ro.input_ids, ro.attention_mask,
+                                                   ro.num_completion)
         else:  # no KL penalty: the reference pass is not needed
             ref_logps = logps.detach()
         loss, kl = rl.spo_loss(logps, ref_logps, advantages, ro.completion_mask, args.beta)
         loss = loss + aux_loss
         # Every process folds in the same (global) batch statistics, so the trackers stay identical.
-        mean_normalised = rl.global_mean(value_tracker.normalise(rewards).mean().item(), info)
-        mean_logp = rl.global_mean(rl.masked_mean(logps.detach(), ro.completion_mask).item(), info)
+        mean_normalised = rl.global_mean(value_tracker.normalise(rewards).mean().item(), run.info)
+        mean_logp = rl.global_mean(rl.masked_mean(logps.detach(), ro.completion_mask).item(), run.info)
         rho = value_tracker.update(mean_normalised, mean_logp)
         metrics = {"actor_loss": loss.item(), "reward": rewards.mean().item(), "baseline": baseline,
                    "kl": kl.item(), "rho": rho, "avg_response_len": ro.response_lengths().mean().item()}
         return loss, metrics
 
     rl.run_rl_training(
-        args, info, trained=[rl.Trained(model, optimizer, args.learning_rate)], config=config, dataset=dataset,
-        collate_fn=pad_collate(tokenizer.pad_token_id), step_fn=step_fn, progress_line=progress_line,
-        save_fn=lambda: tu.save_weights(model, save_path), stop=stop, resume_state=resume, tracker=tracker,
-        extras={"value_tracker": value_tracker})
-
+        args, run.info, trained=[rl.Trained(run.model, run.optimizer, args.learning_rate)], config=run.config,
+        dataset=run.dataset, collate_fn=run.collate_fn, step_fn=step_fn, progress_line=progress_line,
+        save_fn=lambda: tu.save_weights(run.model, run.save_path), stop=run.stop, resume_state=run.resume,
+        tracker=run.tracker, extras={"value_tracker": value_tracker})
 
 if __name__ == "__main__":
     tu.script_main(main)
