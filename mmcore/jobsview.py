@@ -1,8 +1,9 @@
 """The Jobs page's logic as plain functions: table rows, formatting and cheap progress.
 
 Progress comes from the jobs' logs. `ProgressCache` keeps one incremental `LogParser` per running
-job (each refresh reads only the bytes appended since the last one) and remembers a finished job's
-progress once, so refreshing a table of thousands of jobs parses only what changed.
+job (each refresh reads only the bytes appended since the last one); a finished job's progress is
+the summary its runner stored in its row, or else is parsed from its log once and remembered, so
+refreshing a table of thousands of jobs parses only what changed.
 """
 import datetime
 import getpass
@@ -132,13 +133,27 @@ class _Tracked:
         return list(self.recent)
 
 
+def final_progress(job, records=None):
+    """`logparse.progress` of a job that has ended (no ETA), from `records` or else its whole log.
+
+    The runner stores this in the job's row when the job ends; the Jobs table shows it.
+    """
+    if records is None:
+        records = _Tracked(job.log_path).read() if job.log_path else []
+    result = logparse.progress(records, total_epochs=job_epochs(job))
+    result["eta_s"] = None  # it has ended
+    return result
+
+
 class ProgressCache:
     """Progress of many jobs, parsed incrementally from their logs.
 
     A running job's `LogParser` is kept and reads only the new bytes on each call; only its latest
     records are kept as dicts (progress needs just the last step and the latest loss and reward).
-    Once a job has finished, its final progress is computed one last time and remembered (keyed by
-    log path and end time, so the log of a job that ran again is read again) and its parser dropped.
+    A finished job shows the progress its runner stored in its row (`Job.final_progress`), without
+    reading the log. For one without (it ended before that was stored, or its log could not be
+    parsed then), the final progress is computed from the log once and remembered (keyed by log path
+    and end time, so the log of a job that ran again is read again) and its parser dropped.
     Safe to share between sessions (one lock).
     """
 
@@ -166,6 +181,10 @@ class ProgressCache:
                     tracked = self._tracked[job.log_path] = _Tracked(job.log_path)
                 records = tracked.read()
             return logparse.progress(records, started_at=job.started_at, now=now, total_epochs=job_epochs(job))
+        if job.final_progress is not None:  # stored by the runner when the job ended: no log to read
+            with self._lock:
+                self._tracked.pop(job.log_path, None)
+            return job.final_progress
         key = (job.log_path, job.ended_at)
         with self._lock:
             cached = self._final.get(key)
@@ -173,8 +192,7 @@ class ProgressCache:
                 return cached
             tracked = self._tracked.pop(job.log_path, None) or _Tracked(job.log_path)
             records = tracked.read()
-        result = logparse.progress(records, total_epochs=job_epochs(job))
-        result["eta_s"] = None  # it has ended
+        result = final_progress(job, records)
         with self._lock:
             self._final[key] = result
         return result

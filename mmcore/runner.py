@@ -15,6 +15,7 @@ import argparse
 import ctypes
 import datetime
 import functools
+import json
 import os
 import shlex
 import signal
@@ -180,6 +181,7 @@ class Supervisor:
         self.store = store
         self.job_id = job_id
         self.signalled = False  # SIGTERM/SIGINT/SIGHUP received
+        self.job = None  # the row as read when the supervisor started
         self.proc = None
         self.log = None
 
@@ -217,11 +219,30 @@ class Supervisor:
                     raise
                 time.sleep(2 ** attempt)
 
+    def _summary(self):
+        """The job's final progress from its now complete log, or None when that cannot be had.
+
+        Stored in the row so the Jobs page never parses a finished job's log again. Any failure
+        here is only noted in the log: recording how the job ended matters more.
+        """
+        if self.job is None or self.log is None:
+            return None
+        try:
+            from mmcore import jobsview  # here, not at the top: jobsview imports this module
+            # Round-tripped here so that a value JSON cannot hold fails now, not the final write.
+            return json.loads(json.dumps(jobsview.final_progress(self.job)))
+        except Exception as exc:
+            self._write_log(f"# supervisor: cannot summarise the log's progress ({exc!r})\n")
+            return None
+
     def _finish(self, status, exit_code=None, note=None):
+        summary = self._summary()
         ended = time.time()
         fields = {"status": status, "exit_code": exit_code, "ended_at": ended}
         if note is not None:
             fields["note"] = note
+        if summary is not None:
+            fields["final_progress"] = summary
         # The footer first: should the database stay unwritable, the log still tells how it ended.
         self._write_log(f"# finished: {status} ({_describe_exit(exit_code)}) at {_now_iso(ended)}\n")
         self._record(**fields)
@@ -234,6 +255,7 @@ class Supervisor:
         if job is None:
             print(f"mmcore.runner: no job with id {self.job_id} in {self.store.path}", file=sys.stderr)
             return 2
+        self.job = job
         registered = self.store.transition(
             self.job_id, "queued", status="running", started_at=time.time(),
             supervisor_pid=os.getpid(), supervisor_start=process_start_time(os.getpid()))

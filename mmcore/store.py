@@ -72,10 +72,14 @@ MIGRATIONS = (
     CREATE INDEX jobs_status ON jobs (status);
     CREATE INDEX jobs_type ON jobs (train_type);
     """,
+    """
+    ALTER TABLE jobs ADD COLUMN final_progress TEXT;
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
-JSON_COLUMNS = ("params", "argv", "env")
+# Stored as JSON text; SQL NULL reads back as None.
+JSON_COLUMNS = ("params", "argv", "env", "final_progress")
 
 
 @dataclass
@@ -103,6 +107,10 @@ class Job:
     note: str | None = None
     stop_requested: float | None = None  # unix time of the stop request, None when none was made
     stop_grace: float | None = None  # seconds between SIGTERM and SIGKILL for that request
+    # The job's progress summary as the Jobs table shows it (see `jobsview.final_progress`), taken
+    # from its log once when it ended; None for jobs that ended before it was stored, or whose log
+    # could not be parsed then.
+    final_progress: dict | None = None
 
     @property
     def type(self):
@@ -263,7 +271,8 @@ class JobStore:
     def _job(row):
         values = dict(row)
         for column in JSON_COLUMNS:
-            values[column] = json.loads(values[column])
+            if values[column] is not None:
+                values[column] = json.loads(values[column])
         return Job(**{name: values[name] for name in COLUMNS})
 
     @staticmethod
@@ -273,7 +282,7 @@ class JobStore:
             raise ValueError(f"unknown job field(s): {', '.join(unknown)}; known: {', '.join(sorted(UPDATABLE))}")
         if "status" in fields_ and fields_["status"] not in STATUSES:
             raise ValueError(f"unknown status {fields_['status']!r}; expected one of {', '.join(STATUSES)}")
-        return {k: json.dumps(v) if k in JSON_COLUMNS else v for k, v in fields_.items()}
+        return {k: json.dumps(v) if k in JSON_COLUMNS and v is not None else v for k, v in fields_.items()}
 
     def log_path_for(self, job_id):
         """Where job `job_id` writes its log."""

@@ -1,5 +1,7 @@
 """The Jobs page's logic: formatting, rows, and progress parsed incrementally from logs."""
+import dataclasses
 import time
+from pathlib import Path
 
 import pytest
 
@@ -106,6 +108,39 @@ def test_finished_jobs_are_parsed_once(tmp_path):
     cache.forget(job.log_path)
     assert len(cache) == 0
     assert cache.progress(job)["loss"] == 9.0
+
+
+def test_finished_job_with_a_stored_summary_is_not_parsed(tmp_path):
+    log = pretrain_line(1, 40, 100, 2.5) + pretrain_line(2, 100, 100, 1.5)
+    job = make_job(tmp_path, status="failed", ended=T0 + 60, log=log)
+    summary = jobsview.final_progress(job)
+    assert (summary["step"], summary["total"], summary["loss"], summary["eta_s"]) == (200, 200, 1.5, None)
+
+    # The runner stored the summary; the log then went away: the row is the same.
+    stored = dataclasses.replace(job, final_progress=summary)
+    Path(job.log_path).unlink()
+    cache = jobsview.ProgressCache()
+    assert jobsview.job_row(stored, cache.progress(stored)) == jobsview.job_row(job, summary)
+    assert cache.parser(job.log_path) is None and len(cache) == 0
+
+
+def test_finished_job_without_a_stored_summary_falls_back_to_its_log(tmp_path):
+    job = make_job(tmp_path, status="stopped", ended=T0 + 60, log=pretrain_line(1, 40, 100, 2.5))
+    assert job.final_progress is None  # ended before summaries were stored, or its log failed to parse
+    prog = jobsview.ProgressCache().progress(job)
+    assert (prog["step"], prog["total"], prog["loss"], prog["eta_s"]) == (40, 200, 2.5, None)
+    assert prog == jobsview.final_progress(job)
+
+
+def test_a_job_that_ended_drops_its_parser_for_the_stored_summary(tmp_path):
+    job = make_job(tmp_path, log=pretrain_line(1, 40, 100, 2.5))
+    cache = jobsview.ProgressCache()
+    cache.progress(job, T0 + 10)
+    assert cache.parser(job.log_path) is not None
+    summary = jobsview.final_progress(job)
+    ended = dataclasses.replace(job, status="succeeded", ended_at=T0 + 20, final_progress=summary)
+    assert cache.progress(ended) == summary
+    assert cache.parser(job.log_path) is None and len(cache) == 0
 
 
 def test_missing_log_and_finished_rows(tmp_path):

@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from _runner_helpers import alive, group_alive, script, wait_for
-from mmcore import runner
+from mmcore import jobsview, runner
 from mmcore.store import ROOT, JobStore
 
 
@@ -304,3 +304,44 @@ def test_launch_failure_marks_the_job_failed(store, tmp_path, monkeypatch):
         runner.launch(store, job_id)
     job = store.get(job_id)
     assert job.status == "failed" and "cannot start the supervisor" in job.note
+
+
+# -- the final progress summary -------------------------------------------------------------------
+
+MINIMIND_TRAINER = """
+    print("Model Params: 0.100M")
+    for step in (1, 2, 3):
+        print(f"Epoch:[1/1]({step}/3) loss:{2.0 - step / 2} lr:0.001 epoch_Time:0.0min:")
+"""
+
+
+def test_ended_job_stores_its_progress_summary_and_the_table_needs_no_log(store, tmp_path):
+    job_id = submit(store, script(tmp_path, "train.py", MINIMIND_TRAINER), tmp_path, train_type="pretrain")
+    runner.launch(store, job_id)
+    job = finished(store, job_id)
+    assert job.status == "succeeded"
+    assert job.final_progress == {
+        "percent": 100.0, "step": 3, "total": 3, "epoch": 1, "total_epochs": 1, "loss": 0.5,
+        "loss_name": "loss", "reward": None, "reward_name": None, "eta_s": None}
+    assert job.final_progress == jobsview.final_progress(job)  # what parsing the log gives
+
+    # With the log gone, the Jobs table still shows where the job ended.
+    Path(job.log_path).unlink()
+    row = jobsview.job_rows([store.get(job_id)], jobsview.ProgressCache())[0]
+    assert (row["progress"], row["step"], row["metric"]) == (100.0, "3/3", "loss 0.5")
+
+
+def test_unparsable_log_still_records_the_ending_without_a_summary(store, tmp_path):
+    # The trainer puts a folder where the log was: the supervisor keeps writing to the open file,
+    # but the log cannot be read back by its path.
+    job_id = submit(store, script(tmp_path, "swap.py", """
+        import os, sys
+        log = os.readlink("/proc/self/fd/1")  # stdout is the job's log file
+        os.remove(log)
+        os.mkdir(log)
+        sys.exit(4)
+    """), tmp_path)
+    runner.launch(store, job_id)
+    job = finished(store, job_id)
+    assert Path(job.log_path).is_dir()
+    assert (job.status, job.exit_code, job.final_progress) == ("failed", 4, None)

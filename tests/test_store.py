@@ -211,6 +211,31 @@ def test_old_database_is_upgraded_and_keeps_its_rows(tmp_path):
     assert JobStore(path).schema_version() == SCHEMA_VERSION
 
 
+def test_previous_schema_gains_an_empty_final_progress_column(tmp_path):
+    path = tmp_path / "jobs.db"
+    conn = sqlite3.connect(path)
+    for step in MIGRATIONS[:SCHEMA_VERSION - 1]:
+        conn.executescript(step)
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION - 1}")
+    conn.execute("INSERT INTO jobs (train_type, name, status, argv, created_at, ended_at, note) VALUES "
+                 "('pretrain', 'before upgrade', 'succeeded', '[\"python\"]', 10.0, 20.0, 'kept')")
+    conn.commit()
+    conn.close()
+
+    store = JobStore(path)
+    assert store.schema_version() == SCHEMA_VERSION
+    job = store.get(1)
+    assert (job.name, job.note, job.ended_at, job.final_progress) == ("before upgrade", "kept", 20.0, None)
+    summary = {"percent": 100.0, "step": 3, "total": 3, "epoch": 1, "total_epochs": 1, "loss": 1.5,
+               "loss_name": "loss", "reward": None, "reward_name": None, "eta_s": None}
+    store.update(1, final_progress=summary)
+    assert JobStore(path).get(1).final_progress == summary
+    store.update(1, final_progress=None)  # back to SQL NULL, not the JSON text "null"
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT final_progress IS NULL FROM jobs WHERE id = 1").fetchone()[0] == 1
+    assert store.get(1).final_progress is None
+
+
 def test_newer_database_is_refused(tmp_path):
     path = tmp_path / "jobs.db"
     conn = sqlite3.connect(path)
