@@ -599,11 +599,9 @@ def start_rl(rl_type):
 def load_resume_and_tracker(args, info, config, rl_type):
     """The resume state (with --from_resume 1, else None) and the experiment tracker, whose run
     continues the resumed one. Returns (resume, tracker)."""
-    resume = tu.load_resume(tu.resume_path(args.save_weight, config.hidden_size, config.use_moe),
-                            info.world_size) if args.from_resume else None
-    tracker = tu.init_tracker(
-        args, f"MiniMind-{rl_type.upper()}-Epoch-{args.epochs}-BS-{args.batch_size}-LR-{args.learning_rate}", resume)
-    return resume, tracker
+    return tu.resume_and_tracker(
+        args, info, args.save_weight, config,
+        f"MiniMind-{rl_type.upper()}-Epoch-{args.epochs}-BS-{args.batch_size}-LR-{args.learning_rate}")
 
 
 @dataclass

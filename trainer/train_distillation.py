@@ -67,10 +67,10 @@ def main():
     tu.check_data_file(args.data_path)
     dataset = SFTDataset(args.data_path, tokenizer, max_length=args.max_seq_len)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate)
-    resume = tu.load_resume(tu.resume_path(args.save_weight, student_config.hidden_size, student_config.use_moe),
-                            info.world_size) if args.from_resume else None
-    tracker = tu.init_tracker(args, f"MiniMind-Distill-S{args.student_hidden_size}T{args.teacher_hidden_size}"
-                                    f"-Epoch-{args.epochs}-BS-{args.batch_size}-LR-{args.learning_rate}", resume)
+    resume, tracker = tu.resume_and_tracker(
+        args, info, args.save_weight, student_config,
+        f"MiniMind-Distill-S{args.student_hidden_size}T{args.teacher_hidden_size}"
+        f"-Epoch-{args.epochs}-BS-{args.batch_size}-LR-{args.learning_rate}")
     save_path = tu.weight_path(args.save_dir, args.save_weight, student_config.hidden_size, student_config.use_moe)
     tu.run_supervised_training(
         args, info, model=model, config=student_config, dataset=dataset,

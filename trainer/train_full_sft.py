@@ -30,10 +30,10 @@ def main():
     tu.check_data_file(args.data_path)
     dataset = SFTDataset(args.data_path, tokenizer, max_length=args.max_seq_len)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate)
-    resume = tu.load_resume(tu.resume_path(args.save_weight, config.hidden_size, config.use_moe),
-                            info.world_size) if args.from_resume else None
-    tracker = tu.init_tracker(args, f"MiniMind-Full-SFT-Epoch-{args.epochs}-BatchSize-{args.batch_size}"
-                                    f"-LR-{args.learning_rate}", resume)
+    resume, tracker = tu.resume_and_tracker(
+        args, info, args.save_weight, config,
+        f"MiniMind-Full-SFT-Epoch-{args.epochs}-BatchSize-{args.batch_size}"
+        f"-LR-{args.learning_rate}")
     save_path = tu.weight_path(args.save_dir, args.save_weight, config.hidden_size, config.use_moe)
     tu.run_supervised_training(
         args, info, model=model, config=config, dataset=dataset, collate_fn=pad_collate(tokenizer.pad_token_id),

@@ -17,7 +17,7 @@ The building blocks, roughly in the order a script uses them:
 - `check_data_file`, `make_loader` (per-epoch deterministic shuffle, resume skipping, pad-to-longest).
 - `save_weights`, `atomic_torch_save`, `resume_path`, `save_resume`, `load_resume`.
 - `StopSignal`: SIGTERM handling (finish the current step, save resume state, exit 143).
-- `init_tracker`: wandb, else swanlab, else a warning.
+- `init_tracker`: wandb, else swanlab, else a warning; `resume_and_tracker`: both steps of a script's start.
 - `log`, `warn`, `format_progress`: rank-0 output, one flushed line each.
 
 Directories follow upstream MiniMind: scripts run in `trainer/`, so `../out` is `<repo>/out`; the
@@ -480,6 +480,14 @@ def stopped_message(epoch, epochs, step, iters, path, resume_step=None):
 
 # ----------------------------------------------------------------------------------------------------
 # Experiment tracking
+
+
+def resume_and_tracker(args, info, save_name, config, run_name):
+    """The resume state of `save_name` (with --from_resume 1, else None) and the experiment tracker,
+    whose run continues the resumed one. Returns (resume, tracker)."""
+    resume = load_resume(resume_path(save_name, config.hidden_size, config.use_moe),
+                         info.world_size) if args.from_resume else None
+    return resume, init_tracker(args, run_name, resume)
 
 
 def init_tracker(args, run_name, resume_state=None):
