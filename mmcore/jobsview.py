@@ -11,6 +11,7 @@ import os
 import socket
 import threading
 import time
+import zlib
 from collections import deque
 from dataclasses import dataclass
 
@@ -89,6 +90,12 @@ def gpu_line(g):
 def needs_refresh(counts):
     """True while any job is queued or running (`counts`: status -> number, as JobStore.counts gives)."""
     return any(counts.get(status, 0) for status in ACTIVE_STATUSES)
+
+
+def selector_key(prefix, ids, selected):
+    """A widget key that changes with a selector's options and its selection (`prefix.<digest>`)."""
+    digest = zlib.crc32(repr((list(ids), selected)).encode())
+    return f"{prefix}.{digest:08x}"
 
 
 def parse_job_id(text):
