@@ -32,8 +32,8 @@ def status_panel():
         st.caption("CPU only: no NVIDIA GPU found.")
     try:
         counts = JobStore().counts()
-    except Exception as exc:  # a broken or locked database must not take the navigation down with it
-        st.error(f"Job store unavailable: {exc}")
+    except Exception:  # a broken or locked database must not take the navigation down with it
+        st.error("Job store unavailable.")
     else:
         st.markdown(f"**Jobs** · {counts['running']} running · {counts['queued']} queued")
 

@@ -314,31 +314,32 @@ def check_form(train_type, form, gpu_count):
     return check_values(train_type, command_values(train_type, form), gpu_count, errors)
 
 
-def _start(store, train_type, name, values, cmd):
-    """Write a queued job and start its supervisor; return the job id."""
-    job_id = store.create(train_type=train_type, name=name, params=values, argv=cmd.argv, cwd=cmd.cwd, env=cmd.env)
+def _start(store, train_type, name, values, cmd, user=None):
+    """Write a queued job owned by `user` (None: the OS user) and start its supervisor; return the job id."""
+    job_id = store.create(train_type=train_type, name=name, params=values, argv=cmd.argv, cwd=cmd.cwd, env=cmd.env,
+                          user=user)
     runner.launch(store, job_id)
     return job_id
 
 
-def launch(store, train_type, name, values, gpu_count):
-    """Check command values, write a queued job and start its supervisor; return the job id.
+def launch(store, train_type, name, values, gpu_count, user=None):
+    """Check command values, write a queued job owned by `user` and start its supervisor; return the job id.
 
     Raises LaunchRefused with every reason when the values are invalid or preflight finds problems.
     """
     check = check_values(train_type, values, gpu_count)
     if not check.ok:
         raise LaunchRefused(check.reasons)
-    return _start(store, train_type, name, values, check.command)
+    return _start(store, train_type, name, values, check.command, user)
 
 
-def launch_form(store, train_type, form, gpu_count):
+def launch_form(store, train_type, form, gpu_count, user=None):
     """Launch a form's job (the Train page's Launch button); return the job id or raise LaunchRefused."""
     check = check_form(train_type, form, gpu_count)
     if not check.ok:
         raise LaunchRefused(check.reasons)
     return _start(store, train_type, _text(form.get(NAME_FIELD)).strip(), command_values(train_type, form),
-                  check.command)
+                  check.command, user)
 
 
 def resume_values(train_type, params):
@@ -351,7 +352,7 @@ def resume_values(train_type, params):
     return values
 
 
-def resume(store, job, gpu_count):
+def resume(store, job, gpu_count, user=None):
     """Start a new job that resumes `job` from its last checkpoint; return the new job's id."""
     name = f"{job.name}-resume" if job.name else f"{job.train_type}-resume"
-    return launch(store, job.train_type, name, resume_values(job.train_type, job.params), gpu_count)
+    return launch(store, job.train_type, name, resume_values(job.train_type, job.params), gpu_count, user)
