@@ -7,6 +7,7 @@ import pytest
 from mmcore import registry
 from mmcore.paths import ROOT
 from trainer import args as trainer_args
+from trainer import specs
 
 KEYS = ["pretrain", "sft", "lora", "dpo", "ppo", "grpo", "spo", "distill_reason", "distillation"]
 LABELS = ["Pretrain", "SFT - Full", "SFT - LoRA", "RL - DPO", "RL - PPO", "RL - GRPO", "RL - SPO",
@@ -64,7 +65,7 @@ def test_types_in_order_with_labels_short_names_and_scripts():
     assert [t.short for t in registry.TYPES.values()] == SHORT
     for key, t in registry.TYPES.items():
         assert t.key == key
-        assert t.script == DESIGN_TABLE[key][0] == trainer_args.SCRIPTS[key]
+        assert t.script == DESIGN_TABLE[key][0] == specs.SPECS[key].script
 
 
 @pytest.mark.parametrize("key", KEYS)

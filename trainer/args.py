@@ -176,14 +176,6 @@ def _definitions():
 #: Every training type's options, in command-line order.
 ARGS: dict[str, list[Arg]] = _definitions()
 
-#: The script of each training type, relative to trainer/.
-SCRIPTS = {
-    "pretrain": "train_pretrain.py", "sft": "train_full_sft.py", "lora": "train_lora.py", "dpo": "train_dpo.py",
-    "ppo": "train_ppo.py", "grpo": "train_grpo.py", "spo": "train_spo.py",
-    "distill_reason": "train_distill_reason.py", "distillation": "train_distillation.py",
-}
-
-
 def _argparse_type(arg):
     """An argparse `type` that converts and checks bounds, so the CLI rejects what the dashboard rejects."""
     def convert(text):
