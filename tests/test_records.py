@@ -187,3 +187,17 @@ def test_store_uses_wal_and_indexes(tmp_path):
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     indexes = {r[1] for r in conn.execute("SELECT * FROM sqlite_master WHERE type = 'index'")}
     assert {"rollouts_by_step", "rollouts_by_reward", "rollouts_by_prompt"} <= indexes
+
+
+def test_runner_gives_training_jobs_their_records_folder(tmp_path):
+    from types import SimpleNamespace
+
+    from mmcore.runner import Supervisor
+    from mmcore.store import JobStore
+    store = JobStore(tmp_path)
+    job_id = store.create("grpo", "demo", {}, ["python", "../trainer/train_grpo.py", "--epochs", "1"], "/r/trainer", {})
+    me = SimpleNamespace(store=store)
+    argv = Supervisor._trainer_argv(me, store.get(job_id))
+    assert argv[-2:] == ["--run_dir", str(tmp_path / "records" / f"job-{job_id}")]
+    other = store.create("grpo", "x", {}, ["python", "-c", "print(1)"], "/r/trainer", {})
+    assert Supervisor._trainer_argv(me, store.get(other)) == ["python", "-c", "print(1)"]
