@@ -8,10 +8,11 @@
     python -m mmcore history [JOB]
     python -m mmcore backup
     python -m mmcore restore [latest | FILE]
+    python -m mmcore export out/full_sft_512.pth exported/full_sft_512 [--lora out/lora/x_512.pth]
 
 Each subcommand is one `add_*` function below that registers its parser and handler; a new one is a
-new function added to `COMMANDS`. Exit status: 0 on success, 1 when the dashboard refused (the reason
-goes to stderr), 2 for a usage error.
+new function added to `COMMANDS`. A handler may return an exit status (None means 0); a refusal
+(`api.Refused`) exits 1 with the reason on stderr, a usage error 2.
 """
 import argparse
 import datetime
@@ -20,6 +21,7 @@ import sqlite3
 import sys
 
 from mmcore import api, audit, roles, storeguard
+from mmcore.export import add_export
 from mmcore.store import DB_NAME, default_home
 
 
@@ -162,7 +164,7 @@ def add_restore(sub):
 
 
 #: Every subcommand, in the order `--help` lists them.
-COMMANDS = [add_submit, add_status, add_stop, add_delete, add_list, add_history, add_backup, add_restore]
+COMMANDS = [add_submit, add_status, add_stop, add_delete, add_list, add_history, add_backup, add_restore, add_export]
 
 
 def build_parser():
@@ -176,11 +178,10 @@ def build_parser():
 def main(argv=None):
     args = build_parser().parse_args(argv)
     try:
-        args.handler(args)
+        return args.handler(args) or 0
     except api.Refused as exc:
         print(f"python -m mmcore {args.command}: {exc}", file=sys.stderr)
         return 1
-    return 0
 
 
 if __name__ == "__main__":

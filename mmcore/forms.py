@@ -16,7 +16,7 @@ The page keeps a form in `st.session_state` under keys that include the training
 import datetime
 from dataclasses import dataclass, field
 
-from mmcore import command, registry, runner
+from mmcore import command, metrics, preflight, registry, runner
 from mmcore.presets import demo_preset
 
 DEVICE_MODES = ("cpu", "single", "multi")
@@ -58,7 +58,7 @@ class FormCheck:
     @property
     def reasons(self):
         """Every problem as a sentence: field errors first, then preflight findings."""
-        return [f"{field_label(name)}: {message}" for name, message in self.errors.items()] + list(self.problems)
+        return [f"{registry.field_label(name)}: {message}" for name, message in self.errors.items()] + list(self.problems)
 
 
 # -- what the form shows ------------------------------------------------------------------------
@@ -71,18 +71,6 @@ def type_labels():
 def field_key(train_type, name):
     """The session-state key of one form field; it includes the type, so each type has its own widgets."""
     return f"train.{train_type}.{name}"
-
-
-def field_label(name, train_type=None):
-    """A field's label for messages: the parameter's label, or the device/name field's own."""
-    labels = {"device_mode": "Device", "gpu": "GPU", "gpus": "GPUs", "device": "Device", NAME_FIELD: "Job name"}
-    if name in labels:
-        return labels[name]
-    types = [registry.get_type(train_type)] if train_type else registry.TYPES.values()
-    for t in types:
-        if name in t.names:
-            return t.param(name).label
-    return name
 
 
 def sections(train_type):
@@ -290,20 +278,16 @@ def _device_errors(form, gpu_count):
 
 
 def check_values(train_type, values, gpu_count, extra_errors=None):
-    """Validate command values, then run the preflight checks on valid ones -> FormCheck."""
-    errors = dict(extra_errors or {})
-    try:
-        cmd = command.build_command(train_type, values)
-    except command.ValidationError as exc:
-        errors.update(exc.errors)
-        return FormCheck(command=None, errors=errors)
+    """Validate command values once, then run the preflight checks on valid ones -> FormCheck."""
+    checked = command.check(train_type, values)
+    errors = {**(extra_errors or {}), **checked.errors}
     if errors:
         return FormCheck(command=None, errors=errors)
     try:
-        problems = list(command.preflight(train_type, values, gpu_count))
+        problems = preflight.problems(checked, gpu_count)
     except OSError as exc:  # an unreadable file or folder is a problem to show, not a crash
         problems = [f"cannot check the files: {exc}"]
-    return FormCheck(command=cmd, problems=problems)
+    return FormCheck(command=command.command_of(checked), problems=problems)
 
 
 def check_form(train_type, form, gpu_count):
@@ -355,4 +339,7 @@ def resume_values(train_type, params):
 def resume(store, job, gpu_count, user=None):
     """Start a new job that resumes `job` from its last checkpoint; return the new job's id."""
     name = f"{job.name}-resume" if job.name else f"{job.train_type}-resume"
-    return launch(store, job.train_type, name, resume_values(job.train_type, job.params), gpu_count, user)
+    values = resume_values(job.train_type, job.params)
+    if not values.get("run_dir"):  # continue the resumed job's records rather than start new ones
+        values["run_dir"] = str(metrics.job_run_dir(job, store.home))
+    return launch(store, job.train_type, name, values, gpu_count, user)

@@ -3,7 +3,7 @@ import sqlite3
 
 import streamlit as st
 
-from mmcore import forms, gpu, navigation, storeguard
+from mmcore import forms, gpu, navigation, registry, storeguard
 from mmcore.store import JobStore
 
 navigation.ensure_app_navigation()
@@ -45,7 +45,7 @@ check = forms.check_form(train_type, form, len(gpus))
 
 def show_error(name):
     if name in check.errors:
-        st.error(f"{forms.field_label(name, train_type)} {check.errors[name]}", icon=":material/error:")
+        st.error(f"{registry.field_label(name, train_type)} {check.errors[name]}", icon=":material/error:")
 
 
 def field(p):
