@@ -101,7 +101,8 @@ def backup(db_path, dest=None):
     if dest is None:
         folder = db.parent / BACKUP_DIR
         folder.mkdir(parents=True, exist_ok=True)
-        dest = folder / f"jobs-{time.strftime('%Y%m%d-%H%M%S')}-{time.time_ns() % 1_000_000:06d}.db"
+        now = time.time_ns()  # one clock reading, so names sort in time order
+        dest = folder / f"jobs-{time.strftime('%Y%m%d-%H%M%S', time.localtime(now // 10**9))}-{now % 10**9:09d}.db"
     tmp = Path(f"{dest}.tmp")
     with closing(sqlite3.connect(db)) as src, closing(sqlite3.connect(tmp)) as out:
         src.backup(out)
