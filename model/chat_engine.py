@@ -68,6 +68,7 @@ class ModelPool:
         self._models = {}
         self._lock = threading.Lock()
         self._loading = {}  # key -> Lock: two requests for one model load it once
+        self._reward_models = {}
 
     def acquire(self, weight, lora=None, tokenizer_path=None):
         """(key, entry, loaded now?) for these files, loading the model if needed and marking it in use;
@@ -90,6 +91,14 @@ class ModelPool:
                 self._models[key] = entry
             return key, entry, True
 
+    def reward_model(self, path):
+        """The reward model in folder `path`, loaded once (on the CPU: it scores short texts)."""
+        with self._lock:
+            if path not in self._reward_models:
+                from trainer.rl_utils import load_reward_model
+                self._reward_models[path] = load_reward_model(path, "cpu")
+            return self._reward_models[path]
+
     def release(self, key):
         with self._lock:
             entry = self._models.get(key)
@@ -104,6 +113,8 @@ class ModelPool:
             idle = [k for k, e in self._models.items() if e.users == 0 and now - e.last_used >= self.idle_unload_s]
             for key in idle:
                 del self._models[key]
+            if idle and not self._models:
+                self._reward_models.clear()  # a reward model can be larger than the chat models
         if idle:
             release_memory()
         return len(idle)
@@ -125,6 +136,15 @@ def release_memory():
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):
         pass
+
+
+def score_reply(prompt, reply, reference, reasoning, reward_model=None):
+    """The training rewards of `reply`: the total the RL trainers compute (format reward with reasoning,
+    plus the rule reward against `reference`, or the reward model's score), and its parts."""
+    from trainer.rl_utils import compute_rewards, format_reward, rule_reward
+    total = float(compute_rewards([prompt], [reply], [reference], reasoning, reward_model)[0])
+    return {"total": total, "format": format_reward(reply) if reasoning else None,
+            "rule": rule_reward(reply, reference, reasoning) if reward_model is None else None}
 
 
 def build_prompt(tokenizer, messages, system=None, reasoning=True):

@@ -9,9 +9,10 @@ demand). Started by `mmcore.chat_client`, never imported by the dashboard.
 Requests:
     {"op": "chat", "weight": PATH, "lora": PATH|null, "tokenizer_path": DIR|null, "messages": [...],
      "system": str, "reasoning": bool, "temperature": float, "top_p": float, "max_new_tokens": int,
-     "seed": int}
+     "seed": int, "reference": str|null (score the reply with the training rewards against it),
+     "reward_model_path": DIR|null}
       -> {"event": "loaded", "device", "load_s", "cached"}, then {"event": "token", "text", "id"} per
-         token, then {"event": "done", "text", "ids", "first_token_s", "tokens_per_s"}
+         token, then {"event": "done", "text", "ids", "first_token_s", "tokens_per_s", "rewards"}
          (or {"event": "error", "message"} at any point)
     {"op": "status"} -> {"event": "status", "pid", "rss_mb", "models": [...]}
     {"op": "unload"} -> unloads every idle model, then a status event
@@ -27,7 +28,7 @@ import time
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from model.chat_engine import ModelPool, build_prompt, stream_reply  # noqa: E402
+from model.chat_engine import ModelPool, build_prompt, score_reply, stream_reply  # noqa: E402
 from model.weights import WeightFileError  # noqa: E402
 
 MAX_NEW_TOKENS = 8192
@@ -95,7 +96,8 @@ class Handler(socketserver.StreamRequestHandler):
         key, entry, loaded_now = pool.acquire(weight, request.get("lora"), request.get("tokenizer_path"))
         try:
             self.send(event="loaded", device=entry.device, load_s=round(entry.load_s, 3), cached=not loaded_now)
-            prompt = build_prompt(entry.tokenizer, messages, request.get("system"), bool(request.get("reasoning", True)))
+            reasoning = bool(request.get("reasoning", True))
+            prompt = build_prompt(entry.tokenizer, messages, request.get("system"), reasoning)
             start = time.perf_counter()
             first, ids, text = None, [], ""
             for piece, token in stream_reply(entry.model, entry.tokenizer, prompt, max_new, temperature, top_p, seed):
@@ -105,7 +107,12 @@ class Handler(socketserver.StreamRequestHandler):
                 self.send(event="token", text=piece, id=token)
             elapsed = time.perf_counter() - start
             decode_s = elapsed - (first or 0.0)
-            self.send(event="done", text=text, ids=ids, first_token_s=first, seconds=elapsed,
+            rewards = None
+            if request.get("reference") is not None:
+                reward_model = pool.reward_model(request["reward_model_path"]) if request.get(
+                    "reward_model_path") else None
+                rewards = score_reply(prompt, text, str(request["reference"]), reasoning, reward_model)
+            self.send(event="done", text=text, ids=ids, first_token_s=first, seconds=elapsed, rewards=rewards,
                       tokens_per_s=(len(ids) - 1) / decode_s if len(ids) > 1 and decode_s > 0 else None)
         finally:
             pool.release(key)
