@@ -6,7 +6,7 @@ folders are created on first use. The dashboard never imports torch; trainers ru
 """
 import streamlit as st
 
-from mmcore import gpu, jobsview, navigation
+from mmcore import gpu, jobtable, navigation
 from mmcore.store import JobStore
 
 st.set_page_config(page_title="MiniMind Train Dashboard", page_icon="🧠", layout="wide")
@@ -26,7 +26,7 @@ def status_panel():
     st.markdown("**GPUs**")
     if gpus:
         for g in gpus:
-            st.caption(jobsview.gpu_line(g))
+            st.caption(jobtable.gpu_line(g))
             st.progress(min(1.0, g.memory_fraction))
     else:
         st.caption("CPU only: no NVIDIA GPU found.")
@@ -44,4 +44,4 @@ page.run()
 with st.sidebar:
     st.markdown("### MiniMind Train Dashboard")
     status_panel()
-    st.caption(f"Running as {jobsview.whoami()}")
+    st.caption(f"Running as {jobtable.whoami()}")
