@@ -7,7 +7,7 @@ what it showed.
 """
 from dataclasses import dataclass, field
 
-from mmcore import command, preflight, registry, runner
+from mmcore import command, metrics, preflight, registry, runner
 
 
 class LaunchRefused(Exception):
@@ -90,4 +90,7 @@ def resume_values(train_type, params):
 def resume(store, job, gpu_count):
     """Start a new job that resumes `job` from its last checkpoint; return the new job's id."""
     name = f"{job.name}-resume" if job.name else f"{job.train_type}-resume"
-    return launch(store, job.train_type, name, resume_values(job.train_type, job.params), gpu_count)
+    values = resume_values(job.train_type, job.params)
+    if not values.get("run_dir"):  # continue the resumed job's records rather than start new ones
+        values["run_dir"] = str(metrics.job_run_dir(job, store.home))
+    return launch(store, job.train_type, name, values, gpu_count)

@@ -25,6 +25,8 @@ def row(script, save_dir, weight, epochs, batch, lr, accum, log, save, seq, data
     return script, values, own
 
 
+ROLLOUT_STORE = {"rollout_groups": "-1", "rollout_max_mb": "2048.0"}  # ours, after upstream's options
+
 DESIGN_TABLE = {
     "pretrain": row("train_pretrain.py", "../out", ("save_weight", "pretrain"), "1", "32", "0.0005", "8", "100",
                     "100", "512", "../dataset/pretrain_hq.jsonl", "none"),
@@ -37,13 +39,13 @@ DESIGN_TABLE = {
     "ppo": row("train_ppo.py", "../out", ("save_weight", "ppo_actor"), "1", "2", "8e-8", "1", "1", "10", "66",
                "../dataset/rlaif-mini.jsonl", None, critic_learning_rate="8e-8", max_gen_len="1536",
                clip_epsilon="0.1", vf_coef="0.5", kl_coef="0.02", reasoning="1", update_old_actor_freq="4",
-               reward_model_path="../../internlm2-1_8b-reward"),
+               reward_model_path="../../internlm2-1_8b-reward", **ROLLOUT_STORE),
     "grpo": row("train_grpo.py", "../out", ("save_weight", "grpo"), "1", "2", "8e-8", "1", "1", "10", "66",
                 "../dataset/rlaif-mini.jsonl", None, max_gen_len="1536", beta="0.02", num_generations="8",
-                reasoning="1", reward_model_path="../../internlm2-1_8b-reward"),
+                reasoning="1", reward_model_path="../../internlm2-1_8b-reward", **ROLLOUT_STORE),
     "spo": row("train_spo.py", "../out", ("save_weight", "spo"), "1", "2", "1e-7", "4", "1", "10", "66",
                "../dataset/rlaif-mini.jsonl", None, max_gen_len="1536", beta="0.02", reasoning="1",
-               reward_model_path="../../internlm2-1_8b-reward"),
+               reward_model_path="../../internlm2-1_8b-reward", **ROLLOUT_STORE),
     "distill_reason": row("train_distill_reason.py", "../out", ("save_weight", "reason"), "1", "8", "1e-6", "1",
                           "100", "100", "1024", "../dataset/r1_mix_1024.jsonl", "dpo"),
     "distillation": row("train_distillation.py", "../out", ("save_weight", "full_dist"), "6", "32", "5e-6", "1",
@@ -114,7 +116,7 @@ def test_grpo_seed_values():
             "reward_model_path": "../../internlm2-1_8b-reward"}
     assert {k: d[k] for k in seed} == seed
     assert [p.name for p in registry.params_by_group("grpo")["type_specific"]] == [
-        "max_gen_len", "beta", "num_generations", "reasoning", "reward_model_path"]
+        "max_gen_len", "beta", "num_generations", "reasoning", "reward_model_path", *ROLLOUT_STORE]
 
 
 def test_spo_seed_values():
@@ -180,7 +182,7 @@ def test_params_by_group_lists_every_group_in_order():
     groups = registry.params_by_group("pretrain")
     assert list(groups) == list(registry.GROUPS)
     assert groups["type_specific"] == []
-    assert [p.name for p in groups["monitoring"]] == ["train_monitor", "wandb_project"]
+    assert [p.name for p in groups["monitoring"]] == ["train_monitor", "wandb_project", "run_dir"]
     assert sum(len(v) for v in groups.values()) == len(registry.TYPES["pretrain"].params)
 
 
