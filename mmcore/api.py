@@ -16,7 +16,7 @@ Every refusal raises `Refused` (or a subclass) whose message says why.
 import dataclasses
 import sqlite3
 
-from mmcore import audit, forms, gpu, registry, roles, runner
+from mmcore import audit, forms, gpu, launch, registry, roles, runner
 from mmcore.store import JobStore
 
 #: Keys of `values` that are not parameters of a type but still mean something to `command`.
@@ -104,8 +104,8 @@ def submit(train_type, values, user=None, name=None):
     name = name or forms.default_job_name(train_type)
     store = open_store()
     try:
-        job_id = forms.launch(store, train_type, name, full, gpu.gpu_count(), user=user)
-    except forms.LaunchRefused as exc:
+        job_id = launch.launch(store, train_type, name, full, gpu.gpu_count(), user=user)
+    except launch.LaunchRefused as exc:
         raise Refused(exc.reasons) from None
     except (sqlite3.Error, OSError) as exc:
         raise Refused(f"the job could not be started: {exc}") from exc
@@ -162,8 +162,8 @@ def resume(job_id, user=None):
     if job.active:
         raise Refused(f"job {job.id} is {job.status}: it can be resumed once it has ended")
     try:
-        new_id = forms.resume(store, job, gpu.gpu_count(), user=user)
-    except forms.LaunchRefused as exc:
+        new_id = launch.resume(store, job, gpu.gpu_count(), user=user)
+    except launch.LaunchRefused as exc:
         raise Refused(exc.reasons) from None
     audit.record(user, "resume", job.id, {"new_job": new_id}, home=store.home)
     return new_id
