@@ -36,6 +36,7 @@ _GROUP_OF_COMMON = {
     "from_weight": "save_load", "weight_dir": "save_load", "from_resume": "save_load",
     "device": "devices",
     "train_monitor": "monitoring", "wandb_project": "monitoring",
+    "run_dir": "monitoring",  # the run's structured records (metrics stream, rollout store)
 }
 
 #: Every form field's label: the parameters' (a parameter not listed reads as its name, capitalised)
@@ -55,7 +56,8 @@ FIELD_LABELS = {
     "num_generations": "Generations per prompt", "from_student_weight": "Student weight",
     "from_teacher_weight": "Teacher weight", "student_hidden_size": "Student hidden size",
     "student_num_layers": "Student layers", "teacher_hidden_size": "Teacher hidden size",
-    "teacher_num_layers": "Teacher layers",
+    "teacher_num_layers": "Teacher layers", "run_dir": "Records folder",
+    "rollout_groups": "Stored groups per step", "rollout_max_mb": "Rollout store limit (MB)",
 }
 
 # A run without data or without a place to save makes no sense, so these may not be left empty;

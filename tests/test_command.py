@@ -12,6 +12,7 @@ from trainer import args as trainer_args
 
 SEED_GRPO = "--beta 0.02 --num_generations 8 --reasoning 1 --reward_model_path ../../internlm2-1_8b-reward"
 SEED_SPO = "--beta 0.02 --reasoning 1 --reward_model_path ../../internlm2-1_8b-reward"
+ROLLOUT_STORE = "--rollout_groups -1 --rollout_max_mb 2048.0"  # ours, after upstream's options
 
 
 def form(train_type, **changes):
@@ -43,13 +44,13 @@ def test_seed_grpo_command_line():
                     "--accumulation_steps", "1", "--grad_clip", "1.0", "--log_interval", "1", "--save_interval", "10",
                     "--hidden_size", "512", "--num_hidden_layers", "8", "--max_seq_len", "66", "--use_moe", "0",
                     "--data_path", "../dataset/rlaif-mini.jsonl", "--weight_dir", "../out", "--from_resume", "0",
-                    "--max_gen_len", "1536", *SEED_GRPO.split()]
+                    "--max_gen_len", "1536", *SEED_GRPO.split(), *ROLLOUT_STORE.split()]
 
 
 def test_seed_spo_command_line():
     argv = build_argv("spo", form("spo"))
     assert argv[1] == "../trainer/train_spo.py"
-    assert shlex.join(argv).endswith("--max_gen_len 1536 " + SEED_SPO)
+    assert shlex.join(argv).endswith("--max_gen_len 1536 " + SEED_SPO + " " + ROLLOUT_STORE)
     assert "--num_generations" not in argv and "--from_weight" not in argv
     assert flags(argv)["learning_rate"] == "1e-7" and flags(argv)["accumulation_steps"] == "4"
 

@@ -116,3 +116,19 @@ def test_should_rerun():
     mine = live.Seen(1, 1, drawn_at=100.0, paths=((10, 1, 1),), progress_s=2.0)  # Logs: its own files
     assert not live.should_rerun(mine, snap(1, 9), paths=((10, 1, 1),), now=1000.0)
     assert live.should_rerun(mine, snap(1, 1), paths=((20, 2, 1),), now=102.0)
+
+
+def test_the_watch_connection_survives_stores_opened_beside_it(store):
+    """Opening a JobStore checks the file; that check must not drop the locks of the watch's open
+    connection, or a writer in another process that closes last removes the WAL index under it."""
+    import subprocess
+    import sys
+    watch = live.ChangeWatch(store, interval=0, reconcile_every=1e9)
+    watch.poll()
+    JobStore(store.path)  # checks the database file in this process
+    code = ("import sys; sys.path.insert(0, sys.argv[2]); from mmcore.store import JobStore; "
+            "JobStore(sys.argv[1]).create('sft', 'other', {}, ['python'], '/tmp', {})")
+    subprocess.run([sys.executable, "-c", code, store.path, str(live.__file__).rsplit("/mmcore/", 1)[0]], check=True)
+    snap = watch.poll()
+    assert snap.error is None and snap.counts["queued"] == 1
+    assert [job.name for job in store.list()] == ["other"]
