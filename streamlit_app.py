@@ -7,7 +7,7 @@ folders are created on first use. The dashboard never imports torch; trainers ru
 import streamlit as st
 import streamlit.components.v1 as components
 
-from mmcore import gpu, i18n, jobsview, navigation
+from mmcore import gpu, i18n, jobtable, navigation
 from mmcore.i18n import t
 from mmcore.store import JobStore
 
@@ -19,6 +19,7 @@ page = st.navigation([
     st.Page("pages/train.py", title=t("app.nav.train"), icon=":material/model_training:", default=True),
     st.Page("pages/jobs.py", title=t("app.nav.jobs"), icon=":material/list:"),
     st.Page("pages/logs.py", title=t("app.nav.logs"), icon=":material/monitoring:"),
+    st.Page("pages/models.py", title=t("app.nav.models"), icon=":material/smart_toy:"),
 ])
 
 
@@ -48,7 +49,7 @@ def status_panel():
     st.markdown(f"**{t('app.gpus')}**")
     if gpus:
         for g in gpus:
-            st.caption(jobsview.gpu_line(g))
+            st.caption(jobtable.gpu_line(g))
             st.progress(min(1.0, g.memory_fraction))
     else:
         st.caption(t("app.cpu_only"))
@@ -65,4 +66,4 @@ page.run()
 # Drawn after the page, so a job the page just launched or stopped is already counted.
 with st.sidebar:
     status_panel()
-    st.caption(t("app.running_as", user=jobsview.whoami()))
+    st.caption(t("app.running_as", user=jobtable.whoami()))

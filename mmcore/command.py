@@ -34,6 +34,7 @@ from pathlib import Path
 
 from mmcore import registry
 from mmcore.paths import TRAINER_DIR
+from trainer import args as trainer_args
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -165,13 +166,21 @@ def check(train_type, values):
     else:
         errors["train_monitor"] = f"must be one of {', '.join(registry.MONITORS)}"
 
+    device, gpus, device_errors = parse_devices(values)
+    errors.update(device_errors)
+    typed["gpus"], typed["device"] = gpus, device
+    return CheckedValues(train_type, typed, errors)
+
+
+def parse_devices(values):
+    """(device, gpus, errors) of submitted values: `device` is "cpu", "cuda:N" or None (the script
+    chooses; always None with two or more GPUs, which run torchrun), `gpus` a list of ints."""
+    errors = {}
     gpus, problem = _parse_gpus(values.get("gpus"))
     if problem:
         errors["gpus"] = problem
-    typed["gpus"] = gpus
-
     device = _submitted_text(values.get("device"))
-    if device in ("", registry.param(train_type, "device").default):
+    if device in ("", trainer_args.AUTO_DEVICE):
         device = None  # the script picks cuda:0 when CUDA is available, else cpu
     elif _CUDA_DEVICE.fullmatch(device):
         device = f"cuda:{int(device[5:])}"
@@ -180,8 +189,7 @@ def check(train_type, values):
         device = None
     if device is None and len(gpus) == 1:
         device = f"cuda:{gpus[0]}"
-    typed["device"] = None if len(gpus) >= 2 else device
-    return CheckedValues(train_type, typed, errors)
+    return (None if len(gpus) >= 2 else device), gpus, errors
 
 
 def validate(train_type, values):

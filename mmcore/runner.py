@@ -29,6 +29,7 @@ from pathlib import Path
 
 import psutil
 
+from mmcore import progress
 from mmcore.metrics import job_run_dir, with_run_dir
 from mmcore.paths import ROOT
 from mmcore.store import JobStore, default_home, process_matches, process_start_time
@@ -230,9 +231,8 @@ class Supervisor:
         if self.job is None or self.log is None:
             return None
         try:
-            from mmcore import jobsview  # here, not at the top: jobsview imports this module
             # Round-tripped here so that a value JSON cannot hold fails now, not the final write.
-            return json.loads(json.dumps(jobsview.final_progress(self.job)))
+            return json.loads(json.dumps(progress.final_progress(self.job).as_dict()))
         except Exception as exc:
             self._write_log(f"# supervisor: cannot summarise the log's progress ({exc!r})\n")
             return None
