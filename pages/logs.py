@@ -2,12 +2,13 @@
 folders of command-line runs, or an uploaded log), smoothed and overlaid for comparison, with CSV
 export and the end of each log. Runs with structured records also get RL charts, health checks and
 the Rollouts view."""
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
 import streamlit as st
 
-from mmcore import charts, health, jobtable, logparse, metrics, navigation, progress, rlview, rollouts
+from mmcore import charts, health, jobtable, logparse, metrics, navigation, progress, rlview, rollouts, storeguard
 from mmcore.store import JobStore
 
 navigation.ensure_app_navigation()
@@ -53,12 +54,16 @@ def parser_for(path):
     return parser
 
 
-store = JobStore()
 st.title("Logs")
+try:
+    store = JobStore()
+    jobs = {job.id: job for job in store.list(limit=JOB_LIMIT)}
+except (sqlite3.Error, RuntimeError, OSError) as exc:  # missing, damaged, locked or newer-schema database
+    st.error(storeguard.explain(exc))
+    st.stop()
 
 # -- what to chart ----------------------------------------------------------------------------------
 
-jobs = {job.id: job for job in store.list(limit=JOB_LIMIT)}
 wanted_id, problem = jobtable.parse_job_id(st.query_params.get("job"))
 if problem:
     st.error(problem)
