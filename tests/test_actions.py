@@ -53,7 +53,7 @@ def test_delete_job_removes_row_log_and_cache(store):
 
 def test_resume_job_is_refused_with_the_preflight_reasons(store, tmp_path):
     from mmcore import launch
-    job_id = ended_job(store, "sft", {"data_path": "/nonexistent/data.jsonl", "device": "cpu"})
+    job_id = ended_job(store, "sft", {"data_path": "../dataset/nonexistent/data.jsonl", "device": "cpu"})
     store.update(job_id, cwd=str(tmp_path / "trainer"))
     checkpoint = launch.resume_checkpoint(store.get(job_id))
     checkpoint.parent.mkdir(parents=True)
