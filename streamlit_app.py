@@ -4,12 +4,14 @@ The entry point: page setup, navigation over pages/, and a sidebar with the GPUs
 active jobs and who is using the dashboard. Nothing to set up first: the job store (SQLite) and its
 folders are created on first use. The dashboard never imports torch; trainers run as child processes.
 """
+import sqlite3
+
 import streamlit as st
 import streamlit.components.v1 as components
 
 from mmcore import gpu, i18n, jobtable, navigation
 from mmcore.i18n import t
-from mmcore.store import JobStore
+from mmcore.store import JobStore, reconcile_for_run
 
 st.set_page_config(page_title="MiniMind Train Dashboard", page_icon="🧠", layout="wide")
 navigation.mark_entry(st.session_state)
@@ -41,6 +43,14 @@ with st.sidebar:
         components.html(i18n.remember_script(st.session_state.pop(REMEMBER_KEY)), height=0)
 
 
+def reconcile_jobs():
+    """Once per run: jobs whose supervisor died read as lost on the page and in the sidebar."""
+    try:
+        reconcile_for_run(JobStore(), st.session_state)
+    except (sqlite3.Error, RuntimeError, OSError):
+        pass  # an unusable job store: the page and the sidebar say so themselves
+
+
 @st.fragment(run_every=5)
 def status_panel():
     """GPUs and job counts, refreshed every few seconds without rerunning the page."""
@@ -52,6 +62,7 @@ def status_panel():
             st.progress(min(1.0, g.memory_fraction))
     else:
         st.caption(t("app.cpu_only"))
+    reconcile_jobs()  # on this panel's own refreshes; skipped within a run that already did
     try:
         counts = JobStore().counts()
     except Exception as exc:  # a broken or locked database must not take the navigation down with it
@@ -60,6 +71,7 @@ def status_panel():
         st.markdown(t("app.job_counts", running=counts["running"], queued=counts["queued"]))
 
 
+reconcile_jobs()
 page.run()
 
 # Drawn after the page, so a job the page just launched or stopped is already counted.

@@ -90,6 +90,7 @@ def stop(store, job_id, grace=DEFAULT_GRACE_S, wait=False):
     """
     if grace < 0:
         raise ValueError(f"grace must be at least 0 seconds, got {grace}")
+    store.reconcile()  # a job whose supervisor died has already ended: lost
     job = _get(store, job_id)
     if not job.active:
         return False
@@ -110,6 +111,7 @@ def stop(store, job_id, grace=DEFAULT_GRACE_S, wait=False):
     if wait:
         deadline = time.monotonic() + grace + LEFTOVER_GRACE_S + 5 * POLL_S
         while time.monotonic() < deadline:
+            store.reconcile()
             current = store.get(job_id)
             if current is None or not current.active:
                 break
@@ -119,6 +121,7 @@ def stop(store, job_id, grace=DEFAULT_GRACE_S, wait=False):
 
 def delete(store, job_id):
     """Remove a finished job's row and log file; a queued or running job raises JobRunningError."""
+    store.reconcile()  # a job whose supervisor died has ended (lost) and may be deleted
     job = _get(store, job_id)
     if job.active:
         raise JobRunningError(f"job {job_id} is {job.status}: stop it before deleting it")

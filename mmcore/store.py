@@ -6,8 +6,10 @@ web server's sessions and one `mmcore.runner` per job), so it runs in WAL mode w
 every write is a short `BEGIN IMMEDIATE` transaction, and every call opens its own connection (safe
 across threads and forked processes).
 
-The store also notices jobs whose supervisor died without recording an ending: `reconcile()`, run on
-every read, turns such `queued`/`running` rows into `lost`.
+The store also notices jobs whose supervisor died without recording an ending: `reconcile()` turns
+such `queued`/`running` rows into `lost`. Reads do not reconcile (a probe of every active job's
+process on every read adds up): a page run reconciles once (`reconcile_for_run`), and so do the
+actions that act on a job's state (stop, delete).
 """
 import getpass
 import json
@@ -312,7 +314,6 @@ class JobStore:
 
     def get(self, job_id):
         """The job with this id, or None when there is none."""
-        self.reconcile()
         with self._connect() as conn:
             row = conn.execute("SELECT * FROM jobs WHERE id = ?", (int(job_id),)).fetchone()
         return self._job(row) if row is not None else None
@@ -337,7 +338,6 @@ class JobStore:
 
         `limit=None` returns every matching job.
         """
-        self.reconcile()
         where, args = self._where(status, train_type)
         sql = f"SELECT * FROM jobs{where} ORDER BY id DESC LIMIT ? OFFSET ?"
         with self._connect() as conn:
@@ -346,14 +346,12 @@ class JobStore:
 
     def count(self, status=None, train_type=None):
         """How many jobs match the same filters as `list`."""
-        self.reconcile()
         where, args = self._where(status, train_type)
         with self._connect() as conn:
             return conn.execute(f"SELECT COUNT(*) FROM jobs{where}", args).fetchone()[0]
 
     def counts(self):
         """Number of jobs per status, every status present (zero when none)."""
-        self.reconcile()
         with self._connect() as conn:
             rows = conn.execute("SELECT status, COUNT(*) FROM jobs GROUP BY status").fetchall()
         result = dict.fromkeys(STATUSES, 0)
@@ -433,3 +431,25 @@ class JobStore:
             if cur.rowcount:
                 lost.append(row["id"])
         return lost
+
+
+#: Session-state key: when this session last reconciled (time.monotonic()).
+RECONCILED_KEY = "store.reconciled_at"
+#: A reconcile this recent counts as this run's: shorter than any refresh interval of a page.
+RUN_WINDOW_S = 1.0
+
+
+def reconcile_for_run(store, session_state, now=None):
+    """Reconcile once per page run; return the ids marked lost (None when skipped).
+
+    The entry script calls it on every run, before the page. A fragment that refreshes on its own
+    timer (the entry does not run then) calls it too: within one run the entry's reconcile is a few
+    milliseconds old and the fragment's call is skipped; on the fragment's own rerun it is seconds
+    old and the fragment reconciles.
+    """
+    now = time.monotonic() if now is None else now
+    last = session_state.get(RECONCILED_KEY)
+    if last is not None and now - last < RUN_WINDOW_S:
+        return None
+    session_state[RECONCILED_KEY] = now
+    return store.reconcile()

@@ -4,8 +4,8 @@ import time
 
 import streamlit as st
 
-from mmcore import actions, forms, gpu, jobtable, logparse, navigation, progress, registry
-from mmcore.store import STATUSES, JobStore
+from mmcore import actions, forms, gpu, jobtable, logfiles, navigation, progress, registry
+from mmcore.store import STATUSES, JobStore, reconcile_for_run
 
 navigation.ensure_app_navigation()
 
@@ -156,7 +156,7 @@ def details(job):
 
         st.markdown("**Log** (last 200 lines)")
         try:
-            lines = logparse.tail(job.log_path, 200)
+            lines = logfiles.tail(job.log_path, 200)
         except FileNotFoundError:
             st.info("No log yet: the job has not started writing one." if job.active
                     else f"The log file {job.log_path} is missing.")
@@ -169,6 +169,7 @@ def details(job):
 
 def jobs_view():
     """The table and the selected job; the fragment reruns on its own while jobs are active."""
+    reconcile_for_run(store, state)  # on the fragment's own refreshes; skipped within a full run
     show_flash()
     jobs = store.list(status=status_filter or None, train_type=type_filter or None, limit=limit)
     total = store.count(status=status_filter or None, train_type=type_filter or None)

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from mmcore import charts, jobtable, logparse, navigation, progress
-from mmcore.store import JobStore
+from mmcore import charts, jobtable, logfiles, logheader, logparse, navigation, progress
+from mmcore.store import JobStore, reconcile_for_run
 
 navigation.ensure_app_navigation()
 
@@ -82,7 +82,7 @@ uploads = sources[2].file_uploader(
 runs = [Run(jobtable.job_label(jobs[i]), jobs[i].log_path, jobs[i]) for i in chosen_jobs]
 runs += [Run(name, str(store.logs_dir / name)) for name in chosen_files]
 for upload in uploads or []:
-    path = logparse.save_upload(upload.getvalue(), upload.name, folder=store.home / "uploads")
+    path = logfiles.save_upload(upload.getvalue(), upload.name, folder=store.home / "uploads")
     runs.append(Run(f"{upload.name} (uploaded)", str(path)))
 
 seen = {}
@@ -112,6 +112,7 @@ if active:
 
 def show_runs():
     """Read the logs (incrementally), then summaries, charts and the CSV download."""
+    reconcile_for_run(store, state)  # on the fragment's own refreshes; skipped within a full run
     for run in runs:  # a timed rerun runs only this function: read the jobs' states again
         if run.job is not None:
             run.job = store.get(run.job.id) or run.job
@@ -124,7 +125,7 @@ def show_runs():
         except OSError as exc:
             st.error(f"{run.label}: cannot read {run.path}: {exc}")
             continue
-        note = logparse.explain(parser, run.label)
+        note = logfiles.explain(parser, run.label)
         if note is not None:
             getattr(st, note[0])(note[1])
         if parser.last_error:
@@ -165,7 +166,7 @@ def summary(run, df, parser):
     prog = progress.summarize(
         df, started_at=job.started_at if job is not None and job.active else None,
         total_epochs=(progress.job_epochs(job) if job is not None else None)
-        or logparse.epochs_from_command(parser.header.get("command")))
+        or logheader.epochs_from_command(parser.header.get("command")))
     parts = [f"**{run.label}**", f"step {prog.step:,} / {prog.total:,} ({prog.percent:.0f}%)"]
     if prog.loss is not None:
         parts.append(f"{prog.loss_name} {prog.loss:.4g}")
@@ -180,7 +181,7 @@ def show_tails():
     for run in runs:
         with st.expander(f"Log tail: {run.label}", expanded=len(runs) == 1):
             try:
-                lines = logparse.tail(run.path, tail_lines)
+                lines = logfiles.tail(run.path, tail_lines)
             except FileNotFoundError:
                 st.caption(f"No log file at {run.path}.")
             except OSError as exc:

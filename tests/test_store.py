@@ -149,6 +149,8 @@ def dead_pid():
 def test_running_job_with_dead_supervisor_becomes_lost(store):
     job_id = new_job(store)
     store.update(job_id, status="running", supervisor_pid=dead_pid(), supervisor_start=1.0, started_at=time.time())
+    assert store.get(job_id).status == "running"  # reads do not probe processes
+    assert store.reconcile() == [job_id]
     job = store.get(job_id)
     assert job.status == "lost" and job.ended_at is not None
     assert "supervisor" in job.note
@@ -170,6 +172,7 @@ def test_queued_job_without_supervisor_is_lost_after_grace(store):
     fresh = new_job(store)
     stale = new_job(store)
     store.update(stale, created_at=time.time() - store.queued_grace - 1)
+    assert store.reconcile() == [stale]
     counts = store.counts()
     assert counts["queued"] == 1 and counts["lost"] == 1
     assert store.get(fresh).status == "queued"
@@ -179,6 +182,7 @@ def test_queued_job_without_supervisor_is_lost_after_grace(store):
 def test_queued_job_with_dead_supervisor_is_lost(store):
     job_id = new_job(store)
     store.update(job_id, supervisor_pid=dead_pid())
+    store.reconcile()
     assert [j.status for j in store.list()] == ["lost"]
 
 
@@ -187,6 +191,18 @@ def test_reconcile_leaves_finished_jobs_alone(store):
     store.update(job_id, status="succeeded", supervisor_pid=dead_pid(), ended_at=5.0)
     assert store.reconcile() == []
     assert store.get(job_id).status == "succeeded" and store.get(job_id).ended_at == 5.0
+
+
+def test_reconcile_once_per_run(store):
+    """The entry script and a fragment's own refresh both ask; within one run only the first probes."""
+    job_id = new_job(store)
+    state = {}
+    assert store_mod.reconcile_for_run(store, state, now=100.0) == []
+    store.update(job_id, supervisor_pid=dead_pid())
+    assert store_mod.reconcile_for_run(store, state, now=100.2) is None  # the same run: skipped
+    assert store.get(job_id).status == "queued"
+    assert store_mod.reconcile_for_run(store, state, now=102.0) == [job_id]  # a fragment's refresh
+    assert store.get(job_id).status == "lost"
 
 
 # -- migrations ---------------------------------------------------------------------------------
