@@ -58,8 +58,9 @@ def check(train_type, values, gpu_count, extra_errors=None):
     return LaunchCheck(train_type, values, command=command.command_of(checked), problems=problems)
 
 
-def start(store, name, launch_check):
-    """Write a queued job from a passed check and start its supervisor; return the job id.
+def start(store, name, launch_check, user=None):
+    """Write a queued job owned by `user` (None: the OS user) from a passed check and start its
+    supervisor; return the job id.
 
     Raises LaunchRefused with every reason when the check found problems.
     """
@@ -67,14 +68,14 @@ def start(store, name, launch_check):
         raise LaunchRefused(launch_check.reasons)
     cmd = launch_check.command
     job_id = store.create(train_type=launch_check.train_type, name=name, params=launch_check.values,
-                          argv=cmd.argv, cwd=cmd.cwd, env=cmd.env)
+                          argv=cmd.argv, cwd=cmd.cwd, env=cmd.env, user=user)
     runner.launch(store, job_id)
     return job_id
 
 
-def launch(store, train_type, name, values, gpu_count):
-    """Check command values and start the job; return its id (LaunchRefused when it cannot start)."""
-    return start(store, name, check(train_type, values, gpu_count))
+def launch(store, train_type, name, values, gpu_count, user=None):
+    """Check command values and start the job as `user`; return its id (LaunchRefused when it cannot start)."""
+    return start(store, name, check(train_type, values, gpu_count), user)
 
 
 def resume_values(train_type, params):
@@ -87,10 +88,10 @@ def resume_values(train_type, params):
     return values
 
 
-def resume(store, job, gpu_count):
+def resume(store, job, gpu_count, user=None):
     """Start a new job that resumes `job` from its last checkpoint; return the new job's id."""
     name = f"{job.name}-resume" if job.name else f"{job.train_type}-resume"
     values = resume_values(job.train_type, job.params)
     if not values.get("run_dir"):  # continue the resumed job's records rather than start new ones
         values["run_dir"] = str(metrics.job_run_dir(job, store.home))
-    return launch(store, job.train_type, name, values, gpu_count)
+    return launch(store, job.train_type, name, values, gpu_count, user)

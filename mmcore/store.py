@@ -24,10 +24,9 @@ from pathlib import Path
 
 import psutil
 
-from mmcore.paths import ROOT
+from mmcore import storeguard
+from mmcore.paths import DB_NAME, default_home
 
-HOME_ENV = "MINIMIND_DASHBOARD_HOME"
-DB_NAME = "jobs.db"
 
 STATUSES = ("queued", "running", "succeeded", "failed", "stopped", "lost")
 ACTIVE_STATUSES = ("queued", "running")
@@ -147,11 +146,6 @@ COLUMNS = tuple(f.name for f in fields(Job))
 UPDATABLE = frozenset(COLUMNS) - {"id"}
 
 
-def default_home():
-    """The folder holding jobs.db and logs/: `$MINIMIND_DASHBOARD_HOME`, else `<repo>/runs`."""
-    return Path(os.environ.get(HOME_ENV) or ROOT / "runs")
-
-
 def _os_user():
     try:
         return getpass.getuser()
@@ -205,6 +199,9 @@ class JobStore:
         self.home = Path(self.path).parent
         self.logs_dir = self.home / "logs"
         self.queued_grace = queued_grace
+        # A missing/empty file beside old logs, or a file that is not SQLite: refuse rather than start
+        # an empty history (StoreDamaged says how to restore a backup).
+        storeguard.check_intact(self.path, self.logs_dir)
         self.home.mkdir(parents=True, exist_ok=True)
         self._migrate()
 
@@ -309,8 +306,19 @@ class JobStore:
                  json.dumps(env), time.time(), user if user is not None else _os_user(),
                  host if host is not None else socket.gethostname()))
             job_id = cur.lastrowid
-            conn.execute("UPDATE jobs SET log_path = ? WHERE id = ?", (self.log_path_for(job_id), job_id))
+            conn.execute("UPDATE jobs SET log_path = ? WHERE id = ?", (self._fresh_log_path(job_id), job_id))
+        storeguard.backup_if_due(self.path)
         return job_id
+
+    def _fresh_log_path(self, job_id):
+        """`log_path_for(job_id)`, or `job-<id>-<n>.log` when a file of that name exists already
+        (ids restarted in a restored or replaced database): a new job never appends to an old log."""
+        path = Path(self.log_path_for(job_id))
+        n = 1
+        while path.exists():
+            n += 1
+            path = self.logs_dir / f"job-{job_id}-{n}.log"
+        return str(path)
 
     def get(self, job_id):
         """The job with this id, or None when there is none."""

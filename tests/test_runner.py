@@ -11,7 +11,8 @@ import pytest
 
 from _runner_helpers import alive, group_alive, script, wait_for
 from mmcore import jobtable, progress, runner
-from mmcore.store import ROOT, JobStore
+from mmcore.paths import ROOT
+from mmcore.store import JobStore
 
 
 @pytest.fixture
