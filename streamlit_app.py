@@ -1,7 +1,8 @@
 """MiniMind Train Dashboard: `streamlit run streamlit_app.py`.
 
-The entry point: page setup, navigation over pages/, and a sidebar with the GPUs, the number of
-active jobs and who is using the dashboard. Nothing to set up first: the job store (SQLite) and its
+The entry point: page setup, navigation over pages/, and a sidebar with the language switch, the
+live ticker (reruns a tab when what it shows changed), the GPUs, the number of active jobs and who
+is using the dashboard. Nothing to set up first: the job store (SQLite) and its
 folders are created on first use. The dashboard never imports torch; trainers run as child processes.
 """
 import sqlite3
@@ -9,9 +10,9 @@ import sqlite3
 import streamlit as st
 import streamlit.components.v1 as components
 
-from mmcore import gpu, i18n, jobtable, navigation
+from mmcore import gpu, i18n, jobtable, livepage, navigation
 from mmcore.i18n import t
-from mmcore.store import JobStore, reconcile_for_run
+from mmcore.store import JobStore
 
 st.set_page_config(page_title="MiniMind Train Dashboard", page_icon="🧠", layout="wide")
 navigation.mark_entry(st.session_state)
@@ -23,6 +24,17 @@ page = st.navigation([
     st.Page("pages/logs.py", title=t("app.nav.logs"), icon=":material/monitoring:"),
     st.Page("pages/models.py", title=t("app.nav.models"), icon=":material/smart_toy:"),
 ])
+
+
+def reconcile_jobs():
+    """Once per run, before the page: jobs whose supervisor died read as lost everywhere it draws."""
+    try:
+        JobStore().reconcile()
+    except (sqlite3.Error, RuntimeError, OSError):
+        pass  # an unusable job store: the page and the sidebar say so themselves
+
+
+reconcile_jobs()  # before the live watch's snapshot below, so the run starts from reconciled rows
 
 
 def on_language():
@@ -38,23 +50,16 @@ with st.sidebar:
     # Drawn before the page, so a page that stops early (st.stop) still shows them.
     st.markdown(f"### {t('app.title')}")
     st.session_state[LANGUAGE_WIDGET] = st.session_state[i18n.STATE_KEY]
-    st.selectbox(f"🌐 {t('app.language')}", list(i18n.LANGUAGES), format_func=i18n.LANGUAGES.get,
+    st.selectbox(t("app.language"), list(i18n.LANGUAGES), format_func=i18n.LANGUAGES.get,
                  key=LANGUAGE_WIDGET, on_change=on_language, help=t("app.language.help"))
     if REMEMBER_KEY in st.session_state:
         components.html(i18n.remember_script(st.session_state.pop(REMEMBER_KEY)), height=0)
+    livepage.start_run()
+    livepage.ticker()  # reruns this tab when what it shows has changed
 
 
-def reconcile_jobs():
-    """Once per run: jobs whose supervisor died read as lost on the page and in the sidebar."""
-    try:
-        reconcile_for_run(JobStore(), st.session_state)
-    except (sqlite3.Error, RuntimeError, OSError):
-        pass  # an unusable job store: the page and the sidebar say so themselves
-
-
-@st.fragment(run_every=5)
 def status_panel():
-    """GPUs and job counts, refreshed every few seconds without rerunning the page."""
+    """GPUs and job counts (the ticker reruns the tab when a job starts or ends)."""
     gpus = gpu.list_gpus()
     st.markdown(f"**{t('app.gpus')}**")
     if gpus:
@@ -63,7 +68,6 @@ def status_panel():
             st.progress(min(1.0, g.memory_fraction))
     else:
         st.caption(t("app.cpu_only"))
-    reconcile_jobs()  # on this panel's own refreshes; skipped within a run that already did
     try:
         counts = JobStore().counts()
     except Exception as exc:  # a broken or locked database must not take the navigation down with it
@@ -72,7 +76,6 @@ def status_panel():
         st.markdown(t("app.job_counts", running=counts["running"], queued=counts["queued"]))
 
 
-reconcile_jobs()
 page.run()
 
 # Drawn after the page, so a job the page just launched or stopped is already counted.

@@ -8,8 +8,9 @@ across threads and forked processes).
 
 The store also notices jobs whose supervisor died without recording an ending: `reconcile()` turns
 such `queued`/`running` rows into `lost`. Reads do not reconcile (a probe of every active job's
-process on every read adds up): a page run reconciles once (`reconcile_for_run`), and so do the
-actions that act on a job's state (stop, delete).
+process on every read adds up): the app reconciles once per page run (streamlit_app.py), the live
+watch now and then (`mmcore.live`), and so do the actions that act on a job's state (stop, delete,
+resume) and each `mmcore.api` call.
 """
 import getpass
 import json
@@ -439,25 +440,3 @@ class JobStore:
             if cur.rowcount:
                 lost.append(row["id"])
         return lost
-
-
-#: Session-state key: when this session last reconciled (time.monotonic()).
-RECONCILED_KEY = "store.reconciled_at"
-#: A reconcile this recent counts as this run's: shorter than any refresh interval of a page.
-RUN_WINDOW_S = 1.0
-
-
-def reconcile_for_run(store, session_state, now=None):
-    """Reconcile once per page run; return the ids marked lost (None when skipped).
-
-    The entry script calls it on every run, before the page. A fragment that refreshes on its own
-    timer (the entry does not run then) calls it too: within one run the entry's reconcile is a few
-    milliseconds old and the fragment's call is skipped; on the fragment's own rerun it is seconds
-    old and the fragment reconciles.
-    """
-    now = time.monotonic() if now is None else now
-    last = session_state.get(RECONCILED_KEY)
-    if last is not None and now - last < RUN_WINDOW_S:
-        return None
-    session_state[RECONCILED_KEY] = now
-    return store.reconcile()

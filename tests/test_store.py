@@ -193,18 +193,6 @@ def test_reconcile_leaves_finished_jobs_alone(store):
     assert store.get(job_id).status == "succeeded" and store.get(job_id).ended_at == 5.0
 
 
-def test_reconcile_once_per_run(store):
-    """The entry script and a fragment's own refresh both ask; within one run only the first probes."""
-    job_id = new_job(store)
-    state = {}
-    assert store_mod.reconcile_for_run(store, state, now=100.0) == []
-    store.update(job_id, supervisor_pid=dead_pid())
-    assert store_mod.reconcile_for_run(store, state, now=100.2) is None  # the same run: skipped
-    assert store.get(job_id).status == "queued"
-    assert store_mod.reconcile_for_run(store, state, now=102.0) == [job_id]  # a fragment's refresh
-    assert store.get(job_id).status == "lost"
-
-
 # -- migrations ---------------------------------------------------------------------------------
 
 def test_old_database_is_upgraded_and_keeps_its_rows(tmp_path):
