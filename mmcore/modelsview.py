@@ -16,6 +16,7 @@ from pathlib import Path
 
 from mmcore import catalogue, chat_client
 from mmcore.paths import ROOT
+from trainer import weight_meta  # noqa: E402  (importable once mmcore.catalogue set the path)
 
 EXPORT_ROOT = ROOT / "out" / "hf"
 _PLAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -66,6 +67,21 @@ def chat_targets(entries):
 def default_reasoning(target):
     """Reasoning on for the types trained to think first (reasoning distill and the RL types)."""
     return target.train_type in ("distill_reason", "grpo", "spo", "ppo")
+
+
+def compare_defaults(targets):
+    """The newest RL-trained checkpoint and the weight it started from (its metadata's base, else the
+    type's rule: `reason` beside it), when both can be chatted with; else the two newest targets."""
+    by_weight = {t.weight: label for label, t in targets.items() if t.lora is None}
+    for label, target in targets.items():
+        if target.train_type in ("grpo", "spo", "ppo") and target.lora is None:
+            meta_base = weight_meta.read_meta(target.weight) or {}
+            name = Path(target.weight).name
+            sibling = str(Path(target.weight).with_name(re.sub(r"^.+?(_\d+(_moe)?\.pth)$", r"reason\1", name)))
+            base = by_weight.get(meta_base.get("base_weight") or "") or by_weight.get(sibling)
+            if base and base != label:
+                return [label, base]
+    return list(targets)[:2]
 
 
 def load_prompts(path, limit=20):

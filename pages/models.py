@@ -109,14 +109,16 @@ elif section == "Compare":
     if len(targets) < 2:
         st.info("Compare needs at least two checkpoints; the catalogue has fewer.")
         st.stop()
-    chosen = st.multiselect("Checkpoints (2–4)", list(targets), key="models.compare.targets", max_selections=4)
+    chosen = st.multiselect("Checkpoints (2–4)", list(targets), modelsview.compare_defaults(targets),
+                            key="models.compare.targets", max_selections=4,
+                            help="By default the newest RL checkpoint and the weight it started from.")
     source = st.radio("Prompts", ("From a data file", "Typed"), horizontal=True, key="models.compare.source")
     prompts, problem = [], None
     if source == "From a data file":
         cols = st.columns([3, 1])
         data_path = cols[0].text_input("RLAIF or SFT file (reference answer: the last assistant turn)",
                                        "dataset/demo/rlaif.jsonl", key="models.compare.data")
-        count = cols[1].number_input("Prompts", 1, 50, 5, key="models.compare.count")
+        count = cols[1].number_input("Number of prompts", 1, 50, 5, key="models.compare.count")
         path = (ROOT / data_path).resolve()
         if not path.is_relative_to((ROOT / "dataset").resolve()) or not path.is_file():
             problem = "Choose a .jsonl file inside the repository's dataset/ folder."
