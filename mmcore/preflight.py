@@ -20,7 +20,7 @@ DATA_LINES = 50
 
 def run(train_type, values, gpu_count, trainer_dir=TRAINER_DIR):
     """Every problem of submitted values (see `mmcore.command`); [] when none were found."""
-    return problems(command.check(train_type, values), gpu_count, trainer_dir)
+    return problems(command.check(train_type, values, trainer_dir), gpu_count, trainer_dir)
 
 
 def problems(checked, gpu_count, trainer_dir=TRAINER_DIR):

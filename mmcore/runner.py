@@ -31,6 +31,7 @@ import psutil
 
 from mmcore import progress
 from mmcore.metrics import job_run_dir, with_run_dir
+from mmcore import roots
 from mmcore.paths import ROOT
 from mmcore.store import JobStore, default_home, process_matches, process_start_time
 from trainer.specs import SPECS
@@ -309,7 +310,8 @@ class Supervisor:
             self._finish("stopped", note="stopped before the trainer started")
             return 0
 
-        env = {**os.environ, **job.env, "PYTHONUNBUFFERED": "1"}
+        # The trainer checks its paths against the same allowed folders as the launch did.
+        env = {**os.environ, **job.env, **roots.current(self.store.home).env(), "PYTHONUNBUFFERED": "1"}
         libc = _load_libc()
         preexec = functools.partial(_die_with_parent, libc, os.getpid()) if libc is not None else None
         try:

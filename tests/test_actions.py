@@ -52,7 +52,7 @@ def test_delete_job_removes_row_log_and_cache(store):
 
 
 def test_resume_job_is_refused_with_the_preflight_reasons(store):
-    job_id = ended_job(store, "sft", {"data_path": "/nonexistent/data.jsonl", "device": "cpu"})
+    job_id = ended_job(store, "sft", {"data_path": "../dataset/nonexistent/data.jsonl", "device": "cpu"})
     outcome = actions.resume_job(store, job_id, gpu_count=0)
     assert outcome.kind == "error" and outcome.message.startswith("Resume refused")
     assert "Data file not found" in outcome.message
