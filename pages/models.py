@@ -10,6 +10,7 @@ from mmcore import catalogue, chat_client, evaluate, modelsview, navigation
 from mmcore.export import run_export
 from mmcore.paths import ROOT
 from mmcore.store import JobStore
+from trainer import roots as allowed_roots
 
 navigation.ensure_app_navigation()
 
@@ -42,13 +43,14 @@ def show_reply(text, streaming=False):
 def prompt_file(prefix):
     """The data-file and prompt-count widgets -> (path or None, count, problem or None)."""
     cols = st.columns([3, 1])
-    data_path = cols[0].text_input("RLAIF or SFT file (reference answer: the last assistant turn)",
+    data_path = cols[0].text_input("RLAIF or SFT file, relative to the repository (reference: the last assistant turn)",
                                    "dataset/demo/rlaif.jsonl", key=f"{prefix}.data")
     count = cols[1].number_input("Number of prompts", 1, 1000, 5, key=f"{prefix}.count")
-    path = (ROOT / data_path).resolve()
-    if not path.is_relative_to((ROOT / "dataset").resolve()) or not path.is_file():
-        return None, int(count), "Choose a .jsonl file inside the repository's dataset/ folder."
-    return path, int(count), None
+    path = allowed_roots.resolved(data_path, ROOT)
+    problem = allowed_roots.configured().problem(data_path, "read", base=ROOT)
+    if problem is None and not path.is_file():
+        problem = f"No such file: {data_path} (paths are relative to the repository folder)."
+    return (None if problem else path), int(count), problem
 
 
 def sampling_settings(prefix, target=None, greedy=False):
