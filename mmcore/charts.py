@@ -11,7 +11,7 @@ import pandas as pd
 import plotly.colors
 import plotly.graph_objects as go
 
-from mmcore.logparse import INDEX_COLUMNS
+from mmcore.loglines import INDEX_COLUMNS
 from trainer.specs import RL_TYPES
 
 PALETTE = plotly.colors.qualitative.Plotly  # run i keeps colour i in every chart

@@ -174,13 +174,13 @@ def check(train_type, values, trainer_dir=TRAINER_DIR):
     # Rules over several fields and over the file system, on the values the script would use: sizes
     # the model can build, paths inside the allowed folders (an outside path is reported as such and
     # never looked at further, so a form cannot probe which files exist elsewhere).
-    effective = {p.name: p.default if typed[p.name] is None else typed[p.name]
-                 for p in tt.params if p.name in typed and p.name not in ("device", "train_monitor")}
+    checked = CheckedValues(train_type, typed, errors)
+    effective = checked.effective()
     for found in (trainer_args.cross_errors(train_type, effective), roots.path_errors(train_type, effective, base=trainer_dir)):
         for name, message in found.items():
             errors.setdefault(name, message)
             typed.pop(name, None)
-    return CheckedValues(train_type, typed, errors)
+    return checked
 
 
 def parse_devices(values):

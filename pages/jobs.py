@@ -4,7 +4,7 @@ import time
 
 import streamlit as st
 
-from mmcore import (actions, forms, gpu, health, jobtable, livepage, logparse, metrics, navigation, progress,
+from mmcore import (actions, forms, gpu, health, jobtable, livepage, logfiles, metrics, navigation, progress,
                     registry, storeguard)
 from mmcore.store import STATUSES, JobStore
 from mmcore.watch import RunWatch
@@ -170,7 +170,7 @@ def details(job):
 
         st.markdown("**Log** (last 200 lines)")
         try:
-            lines = logparse.tail(job.log_path, 200)
+            lines = logfiles.tail(job.log_path, 200)
         except FileNotFoundError:
             st.info("No log yet: the job has not started writing one." if job.active
                     else f"The log file {job.log_path} is missing.")

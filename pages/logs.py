@@ -8,8 +8,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from mmcore import (charts, health, jobtable, livepage, logparse, metrics, navigation, progress, rlview, rollouts,
-                    storeguard)
+from mmcore import (charts, health, jobtable, livepage, logfiles, logheader, logparse, metrics, navigation, progress,
+                    rlview, rollouts, storeguard)
 from mmcore.store import JobStore
 
 navigation.ensure_app_navigation()
@@ -112,7 +112,7 @@ runs = [Run(jobtable.job_label(jobs[i]), jobs[i].log_path, jobs[i], metrics.job_
 runs += [Run(name, str(store.logs_dir / name)) for name in chosen_files]
 runs += [Run(name, None, None, metrics.records_dir(store.home) / name) for name in chosen_folders]
 for upload in uploads or []:
-    path = logparse.save_upload(upload.getvalue(), upload.name, folder=store.home / "uploads")
+    path = logfiles.save_upload(upload.getvalue(), upload.name, folder=store.home / "uploads")
     runs.append(Run(f"{upload.name} (uploaded)", str(path)))
 
 seen = {}
@@ -156,7 +156,7 @@ def show_runs():
         except OSError as exc:
             st.error(f"{run.label}: cannot read {run.path}: {exc}")
             continue
-        note = logparse.explain(parser, run.label)
+        note = logfiles.explain(parser, run.label)
         if note is not None:
             getattr(st, note[0])(note[1])
         if parser.last_error:
@@ -197,7 +197,7 @@ def summary(run, df, parser):
     prog = progress.summarize(
         df, started_at=job.started_at if job is not None and job.active else None,
         total_epochs=(progress.job_epochs(job) if job is not None else None)
-        or logparse.epochs_from_command(parser.header.get("command")))
+        or logheader.epochs_from_command(parser.header.get("command")))
     parts = [f"**{run.label}**", f"step {prog.step:,} / {prog.total:,} ({prog.percent:.0f}%)"]
     if prog.loss is not None:
         parts.append(f"{prog.loss_name} {prog.loss:.4g}")
@@ -385,7 +385,7 @@ def show_tails():
             continue
         with st.expander(f"Log tail: {run.label}", expanded=len(runs) == 1):
             try:
-                lines = logparse.tail(run.path, tail_lines)
+                lines = logfiles.tail(run.path, tail_lines)
             except FileNotFoundError:
                 st.caption(f"No log file at {run.path}.")
             except OSError as exc:

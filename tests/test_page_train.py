@@ -13,7 +13,7 @@ SEED_SPO = "--beta 0.02 --reasoning 1 --reward_model_path ../../internlm2-1_8b-r
 COMMON = {"save_dir", "save_weight", "epochs", "batch_size", "learning_rate", "dtype", "num_workers",
           "accumulation_steps", "grad_clip", "log_interval", "save_interval", "hidden_size", "num_hidden_layers",
           "max_seq_len", "use_moe", "data_path", "weight_dir", "from_resume", "train_monitor", "wandb_project",
-          "device_mode", "job_name"}
+          "device_mode", "job_name", "run_dir"}
 
 
 @pytest.fixture(autouse=True)
@@ -58,7 +58,8 @@ def test_type_select_has_the_registry_labels():
 
 def test_grpo_shows_exactly_its_widgets_with_the_seed_defaults():
     at = train_page("grpo")
-    own = {"max_gen_len", "beta", "num_generations", "reasoning", "reward_model_path"}
+    own = {"max_gen_len", "beta", "num_generations", "reasoning", "reward_model_path",
+           "rollout_groups", "rollout_max_mb"}  # the last two: the rollout store's, after upstream's options
     assert widget_keys(at, "train.grpo.") == {f"train.grpo.{n}" for n in COMMON | own}
     assert widget_keys(at, "train.") - widget_keys(at, "train.grpo.") == {"train.type"}
     expected = {"learning_rate": "8e-8", "batch_size": "2", "max_seq_len": "66", "beta": "0.02",
@@ -74,7 +75,7 @@ def test_grpo_shows_exactly_its_widgets_with_the_seed_defaults():
 
 def test_spo_shows_its_widgets_without_num_generations():
     at = train_page("spo")
-    own = {"max_gen_len", "beta", "reasoning", "reward_model_path"}
+    own = {"max_gen_len", "beta", "reasoning", "reward_model_path", "rollout_groups", "rollout_max_mb"}
     assert widget_keys(at, "train.spo.") == {f"train.spo.{n}" for n in COMMON | own}
     for name, text in {"learning_rate": "1e-7", "accumulation_steps": "4", "beta": "0.02", "reasoning": "1",
                        "save_weight": "spo", "reward_model_path": "../../internlm2-1_8b-reward"}.items():
