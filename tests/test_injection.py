@@ -6,7 +6,7 @@ import tomllib
 
 import pytest
 
-from _pages_helpers import open_page, texts
+from _pages_helpers import open_page
 from mmcore import logfiles
 from mmcore.paths import ROOT
 from mmcore.safetext import md
@@ -22,7 +22,7 @@ def live(markdown):
 
 def rendered(at):
     """Every Markdown source the page sent (markdown, captions, alerts), as one text."""
-    parts = texts(at.markdown) + texts(at.caption) + texts(at.error) + texts(at.warning) + texts(at.info) + texts(at.success)
+    parts = [e.value for kind in ("markdown", "caption", "error", "warning", "info", "success") for e in getattr(at, kind)]
     return "\n".join(str(p) for p in parts)
 
 
