@@ -7,7 +7,7 @@ what it showed.
 """
 from dataclasses import dataclass, field
 
-from mmcore import command, metrics, preflight, registry, runner
+from mmcore import command, metrics, ownership, preflight, registry, runner
 
 
 class LaunchRefused(Exception):
@@ -66,6 +66,9 @@ def start(store, name, launch_check, user=None):
     """
     if not launch_check.ok:
         raise LaunchRefused(launch_check.reasons)
+    taken = ownership.conflicts(store, launch_check.train_type, launch_check.values)
+    if taken:
+        raise LaunchRefused(taken)
     cmd = launch_check.command
     job_id = store.create(train_type=launch_check.train_type, name=name, params=launch_check.values,
                           argv=cmd.argv, cwd=cmd.cwd, env=cmd.env, user=user)
@@ -92,6 +95,7 @@ def resume(store, job, gpu_count, user=None):
     """Start a new job that resumes `job` from its last checkpoint; return the new job's id."""
     name = f"{job.name}-resume" if job.name else f"{job.train_type}-resume"
     values = resume_values(job.train_type, job.params)
+    values[ownership.RESUME_OF] = str(job.id)  # the trainer refuses a resume state another job wrote
     if not values.get("run_dir"):  # continue the resumed job's records rather than start new ones
         values["run_dir"] = str(metrics.job_run_dir(job, store.home))
     return launch(store, job.train_type, name, values, gpu_count, user)

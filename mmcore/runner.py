@@ -31,7 +31,7 @@ import psutil
 
 from mmcore import progress
 from mmcore.metrics import job_run_dir, with_run_dir
-from mmcore import roots
+from mmcore import ownership, roots
 from mmcore.paths import ROOT
 from mmcore.paths import default_home
 from mmcore.store import JobStore, process_matches, process_start_time
@@ -315,7 +315,9 @@ class Supervisor:
             return 0
 
         # The trainer checks its paths against the same allowed folders as the launch did.
-        env = {**os.environ, **job.env, **roots.current(self.store.home).env(), "PYTHONUNBUFFERED": "1"}
+        # It also learns its job id (recorded in its resume state) and, for a Resume, whose state it continues.
+        env = {**os.environ, **job.env, **roots.current(self.store.home).env(),
+               **ownership.trainer_env(self.store, job), "PYTHONUNBUFFERED": "1"}
         libc = _load_libc()
         preexec = functools.partial(_die_with_parent, libc, os.getpid()) if libc is not None else None
         try:

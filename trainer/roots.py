@@ -130,3 +130,21 @@ def path_errors(train_type, values, roots, base=TRAINER_DIR):
             errors.setdefault(name_field, f"the job would write {path}, which resolves to {resolved(path, base)}: "
                                           f"outside the folders a job may write to (a symlink?)")
     return errors
+
+
+#: Reward-model folders whose own Python code (transformers' trust_remote_code) may run, set by an
+#: admin: folders separated by the OS path separator. Default: the upstream reward-model folder only.
+TRUSTED_CODE_ENV = "MINIMIND_TRUSTED_REWARD_MODELS"
+
+
+def trusted_code_dirs():
+    text = os.environ.get(TRUSTED_CODE_ENV)
+    if text is None:
+        return (resolved(DEFAULT_REWARD_MODEL),)
+    return tuple(resolved(p, REPO) for p in text.split(os.pathsep) if p.strip())
+
+
+def trusts_code(folder, base=None):
+    """True when the model folder's own code may run: it is (inside) a folder an admin allowed."""
+    path = resolved(folder, base or os.getcwd())
+    return any(path == d or d in path.parents for d in trusted_code_dirs())
