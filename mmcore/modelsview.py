@@ -153,6 +153,35 @@ def compare_summary(rows, labels):
     return summary
 
 
+EVAL_METRICS = ("accuracy", "mean_reward", "format_rate", "mean_length")
+
+
+def score_text(scores):
+    """"reward 2.50 · format 1.50 · rule 1.00 · 12 tokens" from an answer's scores (missing parts left out)."""
+    parts = [f"{name} {scores[key]:.2f}" for name, key in (("reward", "reward"), ("format", "format"),
+                                                            ("rule", "rule")) if scores.get(key) is not None]
+    if scores.get("length") is not None:
+        parts.append(f"{scores['length']} tokens")
+    return " · ".join(parts)
+
+
+def eval_rows(results):
+    """The evaluation results table: one row per (evaluation, checkpoint), newest evaluation first."""
+    return [{"Eval": r["eval_id"], "Checkpoint": r["label"], "Run": f"/jobs?job={r['run_job_id']}"
+             if r["run_job_id"] is not None else None, "Step": r["step"], "Prompts": r["n"],
+             "Accuracy": r["accuracy"], "Format rate": r["format_rate"], "Mean reward": r["mean_reward"],
+             "Mean length": r["mean_length"]} for r in sorted(results, key=lambda r: -r["eval_id"])]
+
+
+def eval_chart_data(results, metric):
+    """Rows {"step", metric, "run"} for a chart of `metric` against the training step, one line per run
+    (checkpoints without a known step are left out); None when there is nothing to draw."""
+    rows = [{"step": r["step"], metric: r[metric],
+             "run": f"job {r['run_job_id']}" if r["run_job_id"] is not None else r["label"]}
+            for r in results if r["step"] is not None and r[metric] is not None]
+    return sorted(rows, key=lambda r: (r["run"], r["step"])) or None
+
+
 def export_folder(name):
     """The folder an export named `name` goes to (`out/hf/<name>`); ValueError for a name that is not plain."""
     if not _PLAIN_NAME.fullmatch(name or "") or name in (".", ".."):
