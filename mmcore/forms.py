@@ -16,7 +16,7 @@ The page keeps a form in `st.session_state` under keys that include the training
 import datetime
 from dataclasses import dataclass, field
 
-from mmcore import command, registry, runner
+from mmcore import command, registry
 from mmcore.presets import demo_preset
 
 DEVICE_MODES = ("cpu", "single", "multi")
@@ -314,31 +314,31 @@ def check_form(train_type, form, gpu_count):
     return check_values(train_type, command_values(train_type, form), gpu_count, errors)
 
 
-def _start(store, train_type, name, values, cmd):
-    """Write a queued job and start its supervisor; return the job id."""
-    job_id = store.create(train_type=train_type, name=name, params=values, argv=cmd.argv, cwd=cmd.cwd, env=cmd.env)
-    runner.launch(store, job_id)
-    return job_id
+def _start(store, train_type, name, values, cmd, gpu_count=0, backend=None):
+    """Put a checked job in the queue (it starts as soon as its resources are free); return its id."""
+    from mmcore import jobqueue  # the queue imports command and scheduler, not this module
+
+    return jobqueue.submit(store, train_type, values, name=name, backend=backend, gpu_count=gpu_count, check=False)
 
 
-def launch(store, train_type, name, values, gpu_count):
-    """Check command values, write a queued job and start its supervisor; return the job id.
+def launch(store, train_type, name, values, gpu_count, backend=None):
+    """Check command values and queue the job (see `_start`); return the job id.
 
     Raises LaunchRefused with every reason when the values are invalid or preflight finds problems.
     """
     check = check_values(train_type, values, gpu_count)
     if not check.ok:
         raise LaunchRefused(check.reasons)
-    return _start(store, train_type, name, values, check.command)
+    return _start(store, train_type, name, values, check.command, gpu_count, backend)
 
 
-def launch_form(store, train_type, form, gpu_count):
+def launch_form(store, train_type, form, gpu_count, backend=None):
     """Launch a form's job (the Train page's Launch button); return the job id or raise LaunchRefused."""
     check = check_form(train_type, form, gpu_count)
     if not check.ok:
         raise LaunchRefused(check.reasons)
     return _start(store, train_type, _text(form.get(NAME_FIELD)).strip(), command_values(train_type, form),
-                  check.command)
+                  check.command, gpu_count, backend)
 
 
 def resume_values(train_type, params):
@@ -352,6 +352,7 @@ def resume_values(train_type, params):
 
 
 def resume(store, job, gpu_count):
-    """Start a new job that resumes `job` from its last checkpoint; return the new job's id."""
+    """Queue a new job that resumes `job` from its last checkpoint, where it ran; return the new job's id."""
     name = f"{job.name}-resume" if job.name else f"{job.train_type}-resume"
-    return launch(store, job.train_type, name, resume_values(job.train_type, job.params), gpu_count)
+    return launch(store, job.train_type, name, resume_values(job.train_type, job.params), gpu_count,
+                  backend=job.backend)

@@ -14,7 +14,7 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-from mmcore import forms, logparse, registry, runner
+from mmcore import backends, forms, logparse, registry, runner
 from mmcore.store import ACTIVE_STATUSES
 
 #: Column order of the jobs table.
@@ -272,7 +272,7 @@ class Outcome:
 def stop_job(store, job_id):
     """Ask a job to stop (the page's Stop button)."""
     try:
-        if runner.stop(store, job_id):
+        if backends.stop(store, job_id):
             return Outcome("info", f"Stopping job {job_id}: it gets SIGTERM (and saves its resume state), "
                                    f"then SIGKILL if it has not ended after the grace period.")
         return Outcome("warning", f"Job {job_id} had already finished.")

@@ -246,6 +246,11 @@ class Supervisor:
         # The footer first: should the database stay unwritable, the log still tells how it ended.
         self._write_log(f"# finished: {status} ({_describe_exit(exit_code)}) at {_now_iso(ended)}\n")
         self._record(**fields)
+        try:  # what this job held is free now: let the queue start the next job at once
+            from mmcore import scheduler
+            scheduler.wake(self.store)
+        except Exception as exc:  # the queue's own poll starts it a moment later anyway
+            self._write_log(f"# supervisor: cannot wake the queue ({exc!r})\n")
 
     def run(self):
         """Supervise the job to its end; return the process exit status for the supervisor."""
