@@ -14,18 +14,14 @@ A backend answers five things for the queue and the pages:
 """
 import time
 
-from mmcore import command, runner
+from mmcore import command, runner, slurm
+from mmcore.resources import values_for_gpus
 
 
-def _claim(store, job_id, **fields):
-    """Take a waiting job out of the queue (conditional: nothing starts twice); True when taken."""
-    fields = {"waiting": 0, "dispatched_at": time.time(), "queue_reason": None, **fields}
-    values = store._encode(fields)
-    assignments = ", ".join(f"{k} = ?" for k in values)
-    with store._write() as conn:
-        cur = conn.execute(f"UPDATE jobs SET {assignments} WHERE id = ? AND status = 'queued' AND waiting = 1",
-                           (*values.values(), int(job_id)))
-    return cur.rowcount == 1
+def claim(store, job_id, **fields):
+    """Take a waiting job out of the queue to start it (nothing starts twice); True when taken."""
+    return store.update_waiting(job_id, **{"waiting": 0, "dispatched_at": time.time(), "queue_reason": None,
+                                           **fields})
 
 
 class LocalBackend:
@@ -33,8 +29,6 @@ class LocalBackend:
     name = "local"
 
     def submit(self, store, job, gpus, settings=None):
-        from mmcore.jobqueue import values_for_gpus  # jobqueue imports this module
-
         fields = {}
         if (job.resources or {}).get("gpus"):  # any N GPUs: the command names the ones it got
             values = values_for_gpus(job.params, gpus)
@@ -42,7 +36,7 @@ class LocalBackend:
             fields.update(params=values, argv=cmd.argv, env=cmd.env)
         if gpus:
             fields["assigned_gpus"] = list(gpus)
-        if not _claim(store, job.id, **fields):
+        if not claim(store, job.id, **fields):
             return False
         runner.launch(store, job.id)
         return True
@@ -57,18 +51,12 @@ class LocalBackend:
         return job.log_path
 
 
-def _slurm():
-    from mmcore import slurm  # imports subprocess helpers only; kept lazy so local use never needs it
-
-    return slurm.SlurmBackend()
-
-
 def get(name):
     """The backend called `name` ("local" or "slurm")."""
     if name == "local":
         return LocalBackend()
     if name == "slurm":
-        return _slurm()
+        return slurm.SlurmBackend()
     raise KeyError(f"unknown backend {name!r}; known: local, slurm")
 
 
@@ -89,18 +77,16 @@ def refresh(store):
         has_slurm = conn.execute("SELECT 1 FROM jobs WHERE backend = 'slurm' AND waiting = 0"
                                  " AND status IN ('queued', 'running') LIMIT 1").fetchone()
     if has_slurm:
-        _slurm().refresh(store)
+        slurm.SlurmBackend().refresh(store)
 
 
 def stop(store, job_id, grace=runner.DEFAULT_GRACE_S):
     """Stop a job wherever it runs, or take it out of the queue; False when it had already ended."""
-    from mmcore import jobqueue
-
     job = store.get(job_id)
     if job is None:
         raise KeyError(f"no job with id {job_id}")
     if job.in_queue:
-        if jobqueue.cancel(store, job_id):
+        if store.cancel_waiting(job_id):
             return True
         job = store.get(job_id)  # it started meanwhile
     if not job.active:

@@ -1,256 +1,130 @@
-"""The queue: which waiting job starts next, decided by one detached scheduler process.
+"""The queue's scheduler: `python -m mmcore.scheduler --db PATH` runs the queue of one job store.
 
-A job submitted through `mmcore.jobqueue` is a `queued` row with `waiting = 1`. It asks for a CPU
-slot (`resources == {}`), any N GPUs (`{"gpus": N}`) or specific GPUs (`{"gpu_ids": [0, 2]}`).
-
-`plan()` is the decision, a pure function: waiting jobs in order (priority first, then place in
-the queue, i.e. first come first served), what active jobs hold, and what NVML shows. A GPU is free
-when no job of ours holds it and no other process uses more than `foreign_memory_mib` of it. A job
-that cannot start keeps the resources it waits for from later jobs (no starvation of big jobs), and
-jobs that would write the same weight or resume file wait for each other. Pipeline stages wait
-for the stage before them (`depends_on`).
-
-`python -m mmcore.scheduler --db PATH` applies the plan every `POLL_S` seconds (and at once when a
-job ends: the runner sends SIGUSR1). Only one scheduler runs per store: it holds an exclusive
-`flock` on `<home>/scheduler.lock` (the kernel drops it when the process dies, so a killed
-scheduler never blocks the next one). It runs detached like the job supervisors and exits when
-there is nothing left to wait for; `ensure_running()` (called on submit, on every page run and by
-every supervisor when its job ends) starts it again.
+Every `POLL_S` seconds (and at once when a supervisor reports a job's end with SIGUSR1) it runs
+one round (`Queue.tick`): reconcile what ended (local supervisors, Slurm), hold pipeline stages
+behind failed ones, decide with `mmcore.queueplan.plan`, hand starting jobs to their backend, and
+store each waiting job's place and reason. It runs detached like the job supervisors, holds the
+store's scheduler lock (`mmcore.queuelock`: one at a time), and exits when nothing is left to wait
+for; `queuelock.ensure_running()` starts it again.
 """
 import argparse
-import fcntl
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
 import traceback
-from dataclasses import dataclass
 
-from mmcore.paths import ROOT
+import psutil
 
-LOCK_NAME = "scheduler.lock"
-LOG_NAME = "scheduler.log"
+from mmcore import backends, gpu, queueconf, queuelock, queueplan
+from mmcore.resources import output_paths
+
 POLL_S = 0.5
 IDLE_EXIT_S = 20.0  # a scheduler with nothing to wait for exits after this long
-MIB = 1 << 20
+BLOCKING = ("failed", "stopped", "lost", "blocked")
 
 
-# -- the decision ----------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Decision:
-    job_id: int
-    start: bool
-    gpus: tuple = ()  # GPU indexes the job gets when it starts
-    reason: str = ""  # why it waits, with its place: "#2 in the queue · waiting for ..."
-
-
-def wanted(job):
-    """("cpu", None), ("any", n) or ("ids", [..]) from a job's `resources`."""
-    res = job.resources or {}
-    if res.get("gpu_ids"):
-        return "ids", [int(g) for g in res["gpu_ids"]]
-    if res.get("gpus"):
-        return "any", int(res["gpus"])
-    return "cpu", None
-
-
-def who(job):
-    return f"job {job.id} ({job.user})" if job.user else f"job {job.id}"
-
-
-def _gib(nbytes):
-    return f"{nbytes / (1 << 30):.1f} GiB"
-
-
-def gpu_state(gpus, active, our_pids, foreign_memory_mib):
-    """(free GPU indexes, {index: why it is busy}) from NVML's view and the jobs that hold GPUs."""
-    busy = {}
-    for job in active:
-        for index in job.assigned_gpus or ():
-            busy.setdefault(int(index), f"GPU {index} held by {who(job)}")
-    limit = foreign_memory_mib * MIB
-    for g in gpus:
-        if g.index in busy:
-            continue
-        for proc in g.processes:
-            if proc.pid in our_pids:
-                continue
-            if proc.used_memory is None or proc.used_memory > limit:
-                used = "" if proc.used_memory is None else f", {_gib(proc.used_memory)}"
-                busy[g.index] = f"GPU {g.index} used by another process (pid {proc.pid}{used})"
-                break
-    free = [g.index for g in gpus if g.index not in busy]
-    return free, busy
-
-
-def plan(waiting, active, gpus, cpu_slots, foreign_memory_mib=1024, our_pids=frozenset(),
-         outputs=None, dependencies=None):
-    """One decision per waiting job, in queue order.
-
-    `waiting`: jobs in the queue, already in queue order. `active`: jobs of ours that hold
-    resources (local jobs started and not ended). `gpus`: `mmcore.gpu.GpuInfo` list.
-    `outputs(job) -> paths` it writes, most telling first (default: none). `dependencies`: {job id: (status,
-    label)} of the jobs waiting jobs depend on.
-    """
-    outputs = outputs or (lambda job: ())
-    dependencies = dependencies or {}
-    free, busy = gpu_state(gpus, active, our_pids, foreign_memory_mib)
-    free = list(free)
-    present = {g.index for g in gpus}
-    cpu_jobs = [j for j in active if j.backend == "local" and not j.assigned_gpus]
-    cpu_used = len(cpu_jobs)
-    writers = {}  # path -> (job, started or waiting ahead)
-    for job in active:
-        for path in outputs(job):
-            writers.setdefault(path, (job, "running"))
-    reserved = {}  # GPU index -> job ahead in the queue that waits for it
-    decisions = []
-    for job in waiting:
-        files = outputs(job)
-        if job.depends_on is not None:
-            status, label = dependencies.get(job.depends_on, ("missing", f"job {job.depends_on}"))
-            if status != "succeeded":
-                decisions.append(Decision(job.id, False, reason=f"waiting for {label} to succeed"))
-                _claim(writers, files, job)
-                continue
-        clash = next((p for p in files if p in writers), None)
-        if clash is not None:
-            other, how = writers[clash]
-            ahead = "" if how == "running" else ", ahead in the queue"
-            decisions.append(Decision(job.id, False, reason=f"waiting for {who(other)}{ahead}, "
-                                                               f"which writes {clash}"))
-            _claim(writers, files, job)
-            continue
-        kind, need = wanted(job)
-        if job.backend != "local":
-            decisions.append(Decision(job.id, True))  # the cluster's scheduler places it
-            _claim(writers, files, job, "running")
-            continue
-        if kind == "cpu":
-            if cpu_used < cpu_slots:
-                cpu_used += 1
-                cpu_jobs.append(job)
-                decisions.append(Decision(job.id, True))
-                _claim(writers, files, job, "running")
-            else:
-                holders = ", ".join(who(j) for j in cpu_jobs)
-                decisions.append(Decision(job.id, False, reason=f"waiting for a CPU slot ({cpu_used} of "
-                                                                   f"{cpu_slots} in use: {holders})"))
-                _claim(writers, files, job)
-            continue
-        ids = need if kind == "ids" else None
-        count = len(need) if kind == "ids" else need
-        if kind == "ids":
-            missing = [i for i in ids if i not in present]
-            if missing:
-                decisions.append(Decision(job.id, False, reason=f"GPU {missing[0]} does not exist on this "
-                                                                   f"machine ({len(present)} GPUs)"))
-                continue
-            takeable = [i for i in ids if i in free and i not in reserved]
-        else:
-            if count > len(present):
-                decisions.append(Decision(job.id, False, reason=f"asks for {count} GPUs; this machine "
-                                                                   f"has {len(present)}"))
-                continue
-            takeable = [i for i in free if i not in reserved][:count]
-        if len(takeable) == count:
-            for i in takeable:
-                free.remove(i)
-                busy[i] = f"GPU {i} held by {who(job)}"
-            decisions.append(Decision(job.id, True, gpus=tuple(takeable)))
-            _claim(writers, files, job, "running")
-            continue
-        candidates = ids if ids is not None else sorted(present)
-        why = [busy.get(i) or f"GPU {i} wanted by {who(reserved[i])}, ahead in the queue"
-               for i in candidates if i not in takeable and (i in busy or i in reserved)]
-        if ids is not None:
-            head = f"waiting for GPU{'s' if count > 1 else ''} {', '.join(map(str, ids))}"
-        else:
-            head = f"waiting for {count} GPU{'s' if count > 1 else ''}"
-        decisions.append(Decision(job.id, False, reason="; ".join([head] + why)))
-        for i in takeable:
-            reserved[i] = job
-        _claim(writers, files, job)
-    # Places count the jobs that stay in the queue, so the first that waits is #1.
-    places = iter(range(1, len(decisions) + 1))
-    return [d if d.start else Decision(d.job_id, False, reason=f"#{next(places)} in the queue · {d.reason}")
-            for d in decisions]
-
-
-def _claim(writers, files, job, how="waiting"):
-    for path in files:
-        writers.setdefault(path, (job, how))
-
-
-# -- the process -------------------------------------------------------------------------------------
-
-def lock_path(store):
-    return store.home / LOCK_NAME
-
-
-def _try_lock(path):
-    """An open file holding the exclusive lock, or None when another process holds it."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd
-
-
-def running_pid(store):
-    """The pid of the scheduler that holds the lock, or None when none does."""
-    path = lock_path(store)
-    fd = _try_lock(path)
-    if fd is not None:
-        os.close(fd)  # closing drops the lock
-        return None
-    try:
-        text = path.read_text().strip()
-        return int(text) if text.isdigit() else None
-    except OSError:
-        return None
-
-
-def has_work(store):
-    """True while jobs wait in the queue or Slurm jobs are active (they need reconciling)."""
+def waiting_jobs(store):
+    """Jobs in the queue, in the order the scheduler considers them."""
     with store._connect() as conn:
-        return conn.execute(
-            "SELECT 1 FROM jobs WHERE status = 'queued' AND (waiting = 1 OR backend != 'local')"
-            " OR (status = 'running' AND backend != 'local') LIMIT 1").fetchone() is not None
+        rows = conn.execute("SELECT * FROM jobs WHERE status = 'queued' AND waiting = 1"
+                            " ORDER BY priority DESC, queue_pos, id").fetchall()
+    return [store._job(r) for r in rows]
 
 
-def ensure_running(store):
-    """Start the scheduler of `store` when there is work and none runs; return its pid or None."""
-    if not has_work(store):
-        return None
-    pid = running_pid(store)
-    if pid is not None:
-        return pid
-    log = open(store.home / LOG_NAME, "ab")
-    try:
-        proc = subprocess.Popen([sys.executable, "-m", "mmcore.scheduler", "--db", store.path], cwd=ROOT,
-                                start_new_session=True, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
-    finally:
-        log.close()
-    threading.Thread(target=proc.wait, name=f"reap-scheduler-{proc.pid}", daemon=True).start()
-    return proc.pid
-
-
-def wake(store):
-    """Make a running scheduler decide now instead of at its next poll (a job just ended)."""
-    pid = running_pid(store)
-    if pid is not None:
+def _our_pids(active):
+    """Pids of our jobs' trainers and their children (NVML lists them as GPU users too)."""
+    pids = set()
+    for job in active:
+        if job.trainer_pid is None:
+            continue
         try:
-            os.kill(pid, signal.SIGUSR1)
-        except (ProcessLookupError, PermissionError):
-            pass
-    else:
-        ensure_running(store)
+            proc = psutil.Process(job.trainer_pid)
+            pids.add(proc.pid)
+            pids.update(c.pid for c in proc.children(recursive=True))
+        except psutil.Error:
+            continue
+    return frozenset(pids)
+
+
+class Queue:
+    """The scheduler's state between rounds (output paths are cached per job)."""
+
+    def __init__(self, store, list_gpus=gpu.list_gpus):
+        self.store = store
+        self.list_gpus = list_gpus
+        self._outputs = {}
+
+    def outputs(self, job):
+        if job.id not in self._outputs:
+            self._outputs[job.id] = output_paths(job)
+        return self._outputs[job.id]
+
+    def block_after_failures(self):
+        """Hold (`blocked`) every waiting stage whose stage before failed, was stopped or is blocked."""
+        blocked = []
+        while True:
+            with self.store._connect() as conn:
+                rows = conn.execute(
+                    "SELECT w.id, d.id AS dep, d.status AS dep_status, d.stage AS dep_stage FROM jobs w"
+                    " JOIN jobs d ON d.id = w.depends_on WHERE w.status = 'queued' AND w.waiting = 1"
+                    " AND d.status IN (%s)" % ", ".join("?" * len(BLOCKING)), BLOCKING).fetchall()
+            if not rows:
+                return blocked
+            for row in rows:
+                stage = f"stage {row['dep_stage'] + 1}" if row["dep_stage"] is not None else "the job"
+                if self.store.update_waiting(row["id"], status="blocked", waiting=0, queue_reason=None,
+                                   ended_at=time.time(),
+                                   note=f"held: {stage} before it (job {row['dep']}) is {row['dep_status']}"):
+                    blocked.append(row["id"])
+
+    def decide(self, settings):
+        """(waiting jobs, decisions) for the store as it is now."""
+        store = self.store
+        waiting = waiting_jobs(store)
+        if not waiting:
+            self._outputs.clear()
+            return [], []
+        with store._connect() as conn:
+            rows = conn.execute("SELECT * FROM jobs WHERE status IN ('queued', 'running') AND waiting = 0").fetchall()
+            deps = {r["id"]: (r["status"], r["stage"]) for r in conn.execute(
+                "SELECT id, status, stage FROM jobs WHERE id IN (SELECT depends_on FROM jobs"
+                " WHERE status = 'queued' AND waiting = 1 AND depends_on IS NOT NULL)")}
+        active = [store._job(r) for r in rows]
+        local_active = [j for j in active if j.backend == "local"]
+        wants_gpus = any(queueplan.wanted(j)[0] != "cpu" and j.backend == "local" for j in waiting)
+        gpus = self.list_gpus() if wants_gpus else []
+        our = _our_pids(local_active) if any(g.processes for g in gpus) else frozenset()
+        dependencies = {i: (status, f"stage {stage + 1} (job {i})" if stage is not None else f"job {i}")
+                        for i, (status, stage) in deps.items()}
+        decisions = queueplan.plan(waiting, active, gpus, settings.effective_cpu_slots(),
+                                   settings.foreign_memory_mib, our, self.outputs, dependencies)
+        live = {j.id for j in waiting} | {j.id for j in active}
+        for job_id in [i for i in self._outputs if i not in live]:
+            del self._outputs[job_id]
+        return waiting, decisions
+
+    def tick(self):
+        """One round: reconcile, block, decide, start, and store the reasons of those that wait."""
+        store = self.store
+        store.reconcile()
+        backends.refresh(store)
+        self.block_after_failures()
+        settings = queueconf.load(store.home)
+        waiting, decisions = self.decide(settings)
+        by_id = {j.id: j for j in waiting}
+        reasons = []
+        for d in decisions:
+            job = by_id[d.job_id]
+            if d.start:
+                backends.dispatch(store, job, list(d.gpus), settings)
+            elif d.reason != job.queue_reason:
+                reasons.append((d.reason, d.job_id))
+        if reasons:
+            with store._write() as conn:
+                conn.executemany("UPDATE jobs SET queue_reason = ? WHERE id = ? AND waiting = 1", reasons)
+        return decisions
 
 
 def serve(store, poll=POLL_S, idle_exit=IDLE_EXIT_S):
@@ -258,10 +132,8 @@ def serve(store, poll=POLL_S, idle_exit=IDLE_EXIT_S):
 
     Returns 0 when done, 3 when another scheduler already holds the lock.
     """
-    from mmcore import jobqueue  # the queue's store operations; imported here, they import this module
-
-    path = lock_path(store)
-    fd = _try_lock(path)
+    path = queuelock.lock_path(store)
+    fd = queuelock.try_lock(path)
     if fd is None:
         return 3
     woken = threading.Event()
@@ -272,13 +144,13 @@ def serve(store, poll=POLL_S, idle_exit=IDLE_EXIT_S):
     os.ftruncate(fd, 0)
     os.pwrite(fd, str(os.getpid()).encode(), 0)
     idle_since = None
-    queue = jobqueue.Queue(store)
+    queue = Queue(store)
     while not stopping.is_set():
         try:
             queue.tick()
         except Exception:  # a bad row or a busy database must not end the queue
             print(f"{time.strftime('%F %T')} scheduler tick failed:\n{traceback.format_exc()}", flush=True)
-        if has_work(store):
+        if queuelock.has_work(store):
             idle_since = None
         else:
             idle_since = idle_since or time.monotonic()
@@ -286,9 +158,9 @@ def serve(store, poll=POLL_S, idle_exit=IDLE_EXIT_S):
                 # Release, then look once more: a job submitted while we released sees no
                 # lock holder and starts a new scheduler; one submitted before is seen here.
                 os.close(fd)
-                if not has_work(store):
+                if not queuelock.has_work(store):
                     return 0
-                fd = _try_lock(path)
+                fd = queuelock.try_lock(path)
                 if fd is None:
                     return 0  # a new scheduler took over
                 os.ftruncate(fd, 0)

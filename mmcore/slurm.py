@@ -21,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 
+from mmcore import queueconf
+
 
 TIMEOUT_S = 20
 PENDING = {"PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD",
@@ -176,15 +178,13 @@ class SlurmBackend:
         return Path(store.home) / "slurm" / f"job-{job.id}.sbatch"
 
     def submit(self, store, job, gpus=(), settings=None):
-        from mmcore import queueconf
-        from mmcore.backends import _claim
-
         settings = settings or queueconf.load(store.home)
         path = self.script_path(store, job)
         path.parent.mkdir(parents=True, exist_ok=True)
         Path(job.log_path).parent.mkdir(parents=True, exist_ok=True)
         path.write_text(batch_script(job, settings))
-        if not _claim(store, job.id, queue_reason="submitting to Slurm"):
+        claimed = store.update_waiting(job.id, waiting=0, dispatched_at=time.time(), queue_reason="submitting to Slurm")
+        if not claimed:
             return False
         slurm_id = _run(["sbatch", "--parsable", str(path)]).strip().split(";")[0]
         store.update(job.id, external_id=slurm_id, queue_reason=f"Slurm job {slurm_id}: submitted")

@@ -132,7 +132,7 @@ class Job:
     note: str | None = None
     stop_requested: float | None = None  # unix time of the stop request, None when none was made
     stop_grace: float | None = None  # seconds between SIGTERM and SIGKILL for that request
-    # The job's progress summary as the Jobs table shows it (see `jobsview.final_progress`), taken
+    # The job's progress summary as the Jobs table shows it (see `progress.final_progress`), taken
     # from its log once when it ended; None for jobs that ended before it was stored, or whose log
     # could not be parsed then.
     final_progress: dict | None = None
@@ -437,6 +437,25 @@ class JobStore:
                 f"UPDATE jobs SET {assignments} WHERE id = ? AND status IN ({', '.join('?' * len(states))})",
                 (*values.values(), int(job_id), *states))
         return cur.rowcount == 1
+
+    def update_waiting(self, job_id, **fields_):
+        """Set columns of a job only while the queue holds it (queued and waiting); True when it did.
+
+        Conditional in one statement, so the scheduler starting a job and a user cancelling or
+        reordering it cannot both win: nothing starts twice, nothing cancelled starts.
+        """
+        values = self._encode(fields_)
+        assignments = ", ".join(f"{k} = ?" for k in values)
+        with self._write() as conn:
+            cur = conn.execute(f"UPDATE jobs SET {assignments} WHERE id = ? AND status = 'queued' AND waiting = 1",
+                               (*values.values(), int(job_id)))
+        return cur.rowcount == 1
+
+    def cancel_waiting(self, job_id):
+        """Take a waiting job out of the queue: it ends as stopped. False when it was not waiting."""
+        now = time.time()
+        return self.update_waiting(job_id, status="stopped", waiting=0, ended_at=now, stop_requested=now,
+                                   queue_reason=None, note="cancelled while queued")
 
     def delete(self, job_id):
         """Remove the row (not its log; see `runner.delete`). An unknown id raises KeyError."""

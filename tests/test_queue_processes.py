@@ -14,7 +14,7 @@ import time
 import pytest
 
 from _runner_helpers import alive, wait_for
-from mmcore import queueconf, scheduler
+from mmcore import queuelock, queueconf
 from mmcore.paths import ROOT
 from mmcore.store import JobStore
 
@@ -32,7 +32,7 @@ with open(sys.argv[1], "a") as f:
 
 DASHBOARD = """
 import sys
-from mmcore import jobqueue, presets, scheduler
+from mmcore import jobqueue, presets, queuelock
 from mmcore.store import JobStore
 store = JobStore(sys.argv[1])
 if sys.argv[2] == "submit":
@@ -41,7 +41,7 @@ if sys.argv[2] == "submit":
         job_id = jobqueue.submit(store, "pretrain", values, name=f"q{i}", gpu_count=0, check=False)
         # A stand-in trainer: the queue decides on the job's resources and files, not its argv.
         store.update(job_id, argv=[sys.executable, sys.argv[3], sys.argv[4], sys.argv[5]], env={"JOB": str(i)})
-print(scheduler.ensure_running(store))
+print(queuelock.ensure_running(store))
 """
 
 
@@ -66,14 +66,14 @@ def test_three_jobs_one_slot_survive_a_killed_scheduler_and_a_restart(tmp_path):
         lines = marks.read_text().splitlines() if marks.exists() else []
         return [line.split() for line in lines if line.startswith(kind)]
 
-    first_pid = wait_for(lambda: scheduler.running_pid(store), 30, what="the scheduler")
+    first_pid = wait_for(lambda: queuelock.running_pid(store), 30, what="the scheduler")
     wait_for(lambda: marks_of("start"), 60, what="the first job to start")
     os.kill(first_pid, signal.SIGKILL)
     wait_for(lambda: not alive(first_pid), 10, what="the scheduler to die")
 
     # The first job's supervisor starts a new scheduler when the job ends; the second job starts.
     wait_for(lambda: len(marks_of("start")) == 2, 60, what="the second job to start")
-    second_pid = scheduler.running_pid(store)
+    second_pid = queuelock.running_pid(store)
     assert second_pid not in (None, first_pid)
     # A restarted dashboard finds the running scheduler instead of starting another.
     assert _dashboard(tmp_path, store, "restart") == str(second_pid)
@@ -90,7 +90,7 @@ def test_three_jobs_one_slot_survive_a_killed_scheduler_and_a_restart(tmp_path):
     for j in jobs:
         assert j.queue_reason is None and j.waiting == 0 and j.dispatched_at is not None
     # The waiting jobs were told why: recorded while they waited (read back from their supervisors' runs).
-    wait_for(lambda: scheduler.running_pid(store) is None, 60, what="the idle scheduler to exit")
+    wait_for(lambda: queuelock.running_pid(store) is None, 60, what="the idle scheduler to exit")
 
 
 def test_one_scheduler_at_a_time(tmp_path):
@@ -98,14 +98,14 @@ def test_one_scheduler_at_a_time(tmp_path):
     holder = subprocess.Popen([sys.executable, "-m", "mmcore.scheduler", "--db", store.path, "--idle-exit", "30"],
                               cwd=ROOT)
     try:
-        wait_for(lambda: scheduler.running_pid(store) == holder.pid, 30, what="the first scheduler")
+        wait_for(lambda: queuelock.running_pid(store) == holder.pid, 30, what="the first scheduler")
         second = subprocess.run([sys.executable, "-m", "mmcore.scheduler", "--db", store.path], cwd=ROOT,
                                 timeout=60)
         assert second.returncode == 3  # the lock is taken: it leaves at once
     finally:
         holder.terminate()
         holder.wait(10)
-    assert scheduler.running_pid(store) is None  # the kernel dropped the lock with the process
+    assert queuelock.running_pid(store) is None  # the kernel dropped the lock with the process
 
 
 def test_waiting_jobs_say_why(tmp_path):

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from mmcore import gpu, jobqueue, presets, queueconf, scheduler
+from mmcore import backends, gpu, jobqueue, presets, queueconf, resources, scheduler
 from mmcore.paths import TRAINER_DIR
 from mmcore.store import JobStore, process_start_time
 
@@ -74,7 +74,7 @@ def job(store, resources=None, user="bob", status="queued", assigned=None, save_
 
 
 def decide(store, nvml, **settings):
-    queue = jobqueue.Queue(store, list_gpus=lambda: gpu.list_gpus(nvml))
+    queue = scheduler.Queue(store, list_gpus=lambda: gpu.list_gpus(nvml))
     _, decisions = queue.decide(queueconf.QueueSettings(**settings))
     return {d.job_id: d for d in decisions}
 
@@ -150,25 +150,25 @@ def test_cpu_slots_first_come_first_served(store):
 def test_priority_and_moves_change_the_order(store):
     a, b, c = job(store), job(store), job(store)
     urgent = job(store, priority=5)
-    assert [j.id for j in jobqueue.waiting_jobs(store)] == [urgent, a, b, c]
+    assert [j.id for j in scheduler.waiting_jobs(store)] == [urgent, a, b, c]
     assert jobqueue.move(store, c, "top")
     assert jobqueue.move(store, a, "down")
-    assert [j.id for j in jobqueue.waiting_jobs(store)] == [urgent, c, b, a]
+    assert [j.id for j in scheduler.waiting_jobs(store)] == [urgent, c, b, a]
     assert jobqueue.move(store, a, "up")
-    assert [j.id for j in jobqueue.waiting_jobs(store)] == [urgent, c, a, b]
+    assert [j.id for j in scheduler.waiting_jobs(store)] == [urgent, c, a, b]
     assert jobqueue.set_priority(store, b, 10)
     d = decide(store, SimNVML(0), cpu_slots=1)
     assert d[b].start and not d[urgent].start
-    with pytest.raises(jobqueue.QueueRefused):
+    with pytest.raises(resources.QueueRefused):
         jobqueue.set_priority(store, b, 10 ** 6)
 
 
 def test_cancel_takes_a_job_out_of_the_queue(store):
     a, b = job(store), job(store)
-    assert jobqueue.cancel(store, a)
+    assert backends.stop(store, a)
     assert store.get(a).status == "stopped" and store.get(a).note == "cancelled while queued"
-    assert not jobqueue.cancel(store, a)
-    assert [j.id for j in jobqueue.waiting_jobs(store)] == [b]
+    assert not backends.stop(store, a)
+    assert [j.id for j in scheduler.waiting_jobs(store)] == [b]
 
 
 def test_jobs_writing_the_same_weight_file_wait_for_each_other(store):
@@ -186,7 +186,7 @@ def test_jobs_writing_the_same_weight_file_wait_for_each_other(store):
 
 def test_output_paths_name_weights_and_resume_state(store):
     j = store.get(job(store, save_weight="pretrain"))
-    paths = jobqueue.output_paths(j)
+    paths = resources.output_paths(j)
     assert paths == (os.path.normpath(TRAINER_DIR / presets.DEMO_WEIGHTS / "pretrain_64.pth"),
                      os.path.normpath(TRAINER_DIR / "../checkpoints/pretrain_64_resume.pth"))
 
@@ -199,23 +199,23 @@ def test_stages_wait_for_the_stage_before_and_are_held_when_it_fails(store):
     d = decide(store, SimNVML(0), cpu_slots=4)
     assert not d[second].start and d[second].reason == f"#1 in the queue · waiting for stage 1 (job {first}) to succeed"
     store.update(first, status="failed")
-    queue = jobqueue.Queue(store, list_gpus=lambda: [])
+    queue = scheduler.Queue(store, list_gpus=lambda: [])
     assert queue.block_after_failures() == [second, third]
     assert store.get(third).status == "blocked" and f"job {second}" in store.get(third).note
 
 
 def test_resources_from_values():
-    assert jobqueue.resources_for({"device": "cpu"}) == {}
-    assert jobqueue.resources_for({"device": "cuda:1"}) == {"gpu_ids": [1]}
-    assert jobqueue.resources_for({"device": "", "gpus": [0, 2]}) == {"gpu_ids": [0, 2]}
-    assert jobqueue.resources_for({"device": "auto"}, gpu_count=2) == {"gpus": 1}
-    assert jobqueue.resources_for({"device": "auto"}, gpu_count=0) == {}
-    assert jobqueue.resources_for({"device": "cpu"}, gpus=2) == {"gpus": 2}
-    assert jobqueue.resources_for({}, gpus=[3]) == {"gpu_ids": [3]}
-    with pytest.raises(jobqueue.QueueRefused):
-        jobqueue.resources_for({}, gpus=-1)
-    assert jobqueue.values_for_gpus({"device": "cpu"}, [2]) == {"device": "cuda:2", "gpus": []}
-    assert jobqueue.values_for_gpus({"device": "cpu"}, [2, 3]) == {"device": "", "gpus": [2, 3]}
+    assert resources.resources_for({"device": "cpu"}) == {}
+    assert resources.resources_for({"device": "cuda:1"}) == {"gpu_ids": [1]}
+    assert resources.resources_for({"device": "", "gpus": [0, 2]}) == {"gpu_ids": [0, 2]}
+    assert resources.resources_for({"device": "auto"}, gpu_count=2) == {"gpus": 1}
+    assert resources.resources_for({"device": "auto"}, gpu_count=0) == {}
+    assert resources.resources_for({"device": "cpu"}, gpus=2) == {"gpus": 2}
+    assert resources.resources_for({}, gpus=[3]) == {"gpu_ids": [3]}
+    with pytest.raises(resources.QueueRefused):
+        resources.resources_for({}, gpus=-1)
+    assert resources.values_for_gpus({"device": "cpu"}, [2]) == {"device": "cuda:2", "gpus": []}
+    assert resources.values_for_gpus({"device": "cpu"}, [2, 3]) == {"device": "", "gpus": [2, 3]}
 
 
 def test_cpu_slots_from_the_environment(tmp_path, monkeypatch):

@@ -9,7 +9,7 @@ import pytest
 
 from _runner_helpers import wait_for
 from _trainer_helpers import DEMO, head_jsonl
-from mmcore import backends, jobqueue, logparse, presets, queueconf, slurm
+from mmcore import backends, jobqueue, logparse, presets, queueconf, resources, slurm
 from mmcore.paths import ROOT, TRAINER_DIR
 from mmcore.store import JobStore
 
@@ -35,7 +35,7 @@ def home(tmp_path, cluster):
     for job in store.list(limit=None):
         if job.active and job.external_id:
             subprocess.run(["scancel", job.external_id], check=False)
-        for path in jobqueue.output_paths(job):
+        for path in resources.output_paths(job):
             if "checkpoints" in path:
                 for f in (path, path + ".tmp"):
                     if os.path.exists(f):
@@ -82,7 +82,7 @@ def test_stop_from_the_dashboard_ends_with_143_and_can_resume(tmp_path, home):
     assert backends.stop(home, job_id)
     job = wait_for(lambda: _finished(home, job_id), 120, 0.5, "the stop to be reconciled")
     assert (job.status, job.exit_code) == ("stopped", 143), open(job.log_path).read()
-    resume = [p for p in jobqueue.output_paths(job) if p.endswith("_resume.pth")][0]
+    resume = [p for p in resources.output_paths(job) if p.endswith("_resume.pth")][0]
     assert os.path.isfile(resume)
     # Resuming queues a new Slurm job that starts from that state.
     from mmcore import forms
@@ -118,7 +118,7 @@ def test_two_task_torchrun_rendezvous_trains(tmp_path, home):
     assert list(frame["step"]) == [1, 2]  # 32 lines over two ranks, batch 8: two steps
     import torch
 
-    resume = [p for p in jobqueue.output_paths(job) if p.endswith("_resume.pth")][0]
+    resume = [p for p in resources.output_paths(job) if p.endswith("_resume.pth")][0]
     assert torch.load(resume, weights_only=False)["world_size"] == 2
 
 
