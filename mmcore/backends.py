@@ -80,8 +80,12 @@ def refresh(store):
         slurm.SlurmBackend().refresh(store)
 
 
-def stop(store, job_id, grace=runner.DEFAULT_GRACE_S):
-    """Stop a job wherever it runs, or take it out of the queue; False when it had already ended."""
+def stop(store, job_id, grace=runner.DEFAULT_GRACE_S, wait=False):
+    """Stop a job wherever it runs, or take it out of the queue; False when it had already ended.
+
+    `wait`: return once its end is recorded (at most the grace period and a little more locally;
+    on Slurm, the cluster's KillWait bounds it).
+    """
     job = store.get(job_id)
     if job is None:
         raise KeyError(f"no job with id {job_id}")
@@ -91,4 +95,13 @@ def stop(store, job_id, grace=runner.DEFAULT_GRACE_S):
         job = store.get(job_id)  # it started meanwhile
     if not job.active:
         return False
-    return get(job.backend).stop(store, job, grace)
+    if job.backend == "local":
+        return runner.stop(store, job_id, grace=grace, wait=wait)
+    stopping = get(job.backend).stop(store, job, grace)
+    deadline = time.monotonic() + 120
+    while wait and time.monotonic() < deadline:
+        refresh(store)
+        if store.get(job_id).finished:
+            break
+        time.sleep(0.5)
+    return stopping

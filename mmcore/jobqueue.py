@@ -7,7 +7,7 @@ the resources it asks for (`mmcore.resources`) and makes sure the scheduler runs
 `mmcore.backends.stop` (it ends as stopped, "cancelled while queued").
 """
 from mmcore import command, gpu, queueconf, queuelock
-from mmcore.resources import QueueRefused, resources_for, values_for_gpus
+from mmcore.resources import QueueRefused, resources_for, values_on
 from mmcore.scheduler import waiting_jobs
 
 
@@ -20,16 +20,11 @@ def submit(store, train_type, values, name=None, user=None, backend=None, gpus=N
     file checks (pipeline stages whose base weights an earlier stage has yet to write). Further
     `fields` are stored with the job (pipeline_id, stage, depends_on, priority).
     """
-    settings = queueconf.load(store.home)
-    backend = backend or settings.default_backend
+    backend = backend or queueconf.load(store.home).default_backend
     if gpu_count is None:
-        gpu_count = gpu.gpu_count() if backend == "local" else max(64, settings.slurm_gpus_per_node)
+        gpu_count = gpu_count_for(store, backend)
     if gpus is not None:
-        asked = resources_for(values, gpus, gpu_count)
-        if "gpus" in asked:  # checked as if on GPUs 0..N-1; the queue names the ones it gets
-            values = values_for_gpus(values, list(range(asked["gpus"])))
-        elif "gpu_ids" in asked:
-            values = values_for_gpus(values, asked["gpu_ids"])
+        values = values_on(values, resources_for(values, gpus, gpu_count))
     try:
         cmd = command.build_command(train_type, values)
     except command.ValidationError as exc:
@@ -44,6 +39,15 @@ def submit(store, train_type, values, name=None, user=None, backend=None, gpus=N
                    gpu_count=gpu_count, **fields)
 
 
+def gpu_count_for(store, backend):
+    """GPUs a job may ask for: this machine's for local jobs; for Slurm, what a node is set to
+    offer (any number when unset: the cluster decides)."""
+    if backend == "local":
+        return gpu.gpu_count()
+    settings = queueconf.load(store.home)
+    return settings.slurm_gpus_per_node * settings.slurm_nodes or 1024
+
+
 def _preflight(train_type, values, gpu_count):
     from mmcore import preflight  # preflight reads the disk; only a checked submission needs it
 
@@ -55,12 +59,11 @@ def _preflight(train_type, values, gpu_count):
 
 def enqueue(store, train_type, name, values, cmd, backend=None, gpus=None, user=None, gpu_count=None, **fields):
     """Write a checked job (its `cmd` built from `values`) into the queue and wake the scheduler."""
-    settings = queueconf.load(store.home)
-    backend = backend or settings.default_backend
+    backend = backend or queueconf.load(store.home).default_backend
     if backend not in queueconf.BACKENDS:
         raise QueueRefused(f"backend must be one of {', '.join(queueconf.BACKENDS)}, got {backend!r}")
     if gpu_count is None:
-        gpu_count = gpu.gpu_count() if backend == "local" else max(64, settings.slurm_gpus_per_node)
+        gpu_count = gpu_count_for(store, backend)
     resources = resources_for(values, gpus, gpu_count)
     if backend == "local":
         wanted = resources.get("gpus") or len(resources.get("gpu_ids", ()))

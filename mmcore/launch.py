@@ -58,9 +58,10 @@ def check(train_type, values, gpu_count, extra_errors=None):
     return LaunchCheck(train_type, values, command=command.command_of(checked), problems=problems)
 
 
-def start(store, name, launch_check, backend=None):
-    """Put a job from a passed check in the queue, which starts it as soon as its resources are
-    free (`mmcore.jobqueue`); return the job id. `backend`: "local", "slurm" or None (the default).
+def start(store, name, launch_check, user=None, backend=None, gpus=None):
+    """Put a job owned by `user` (None: the OS user) from a passed check in the queue, which starts
+    it as soon as its resources are free (`mmcore.jobqueue`); return the job id. `backend`:
+    "local", "slurm" or None (the configured default); `gpus`: as `mmcore.resources.resources_for` takes it.
 
     Raises LaunchRefused with every reason when the check found problems.
     """
@@ -68,14 +69,14 @@ def start(store, name, launch_check, backend=None):
         raise LaunchRefused(launch_check.reasons)
     try:
         return jobqueue.enqueue(store, launch_check.train_type, name, launch_check.values, launch_check.command,
-                                backend=backend)
+                                backend=backend, gpus=gpus, user=user)
     except jobqueue.QueueRefused as exc:
         raise LaunchRefused(exc.reasons) from None
 
 
-def launch(store, train_type, name, values, gpu_count, backend=None):
-    """Check command values and queue the job; return its id (LaunchRefused when it cannot be queued)."""
-    return start(store, name, check(train_type, values, gpu_count), backend)
+def launch(store, train_type, name, values, gpu_count, user=None, backend=None, gpus=None):
+    """Check command values and queue the job as `user`; return its id (LaunchRefused when it cannot be queued)."""
+    return start(store, name, check(train_type, values, gpu_count), user, backend, gpus)
 
 
 def resume_values(train_type, params):
@@ -88,10 +89,10 @@ def resume_values(train_type, params):
     return values
 
 
-def resume(store, job, gpu_count):
+def resume(store, job, gpu_count, user=None):
     """Queue a new job that resumes `job` from its last checkpoint, on the same backend; return its id."""
     name = f"{job.name}-resume" if job.name else f"{job.train_type}-resume"
     values = resume_values(job.train_type, job.params)
     if not values.get("run_dir"):  # continue the resumed job's records rather than start new ones
         values["run_dir"] = str(metrics.job_run_dir(job, store.home))
-    return launch(store, job.train_type, name, values, gpu_count, backend=job.backend)
+    return launch(store, job.train_type, name, values, gpu_count, user, backend=job.backend)

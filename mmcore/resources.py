@@ -61,6 +61,16 @@ def values_for_gpus(values, assigned):
     return values
 
 
+def values_on(values, resources):
+    """Command values that ask for `resources` (from `resources_for`): any N GPUs are checked as
+    GPUs 0..N-1 (the queue names the ones the job gets when it starts)."""
+    if resources.get("gpu_ids"):
+        return values_for_gpus(values, resources["gpu_ids"])
+    if resources.get("gpus"):
+        return values_for_gpus(values, list(range(resources["gpus"])))
+    return values_for_gpus(values, [])
+
+
 def output_paths(job):
     """Absolute paths of the weight files, then the resume file, a job writes (() when it cannot tell)."""
     try:

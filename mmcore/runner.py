@@ -202,11 +202,13 @@ class Supervisor:
             return True
         try:
             job = self.store.get(self.job_id)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, RuntimeError) as exc:
             # A database hiccup must not end a training run: look again at the next poll.
             self._write_log(f"# supervisor: cannot read the job store ({exc}); retrying\n")
             return False
-        return job is None or job.stop_requested is not None
+        # Only an explicit request stops the job: a row that cannot be found (a replaced or restored
+        # database) is no reason to end a training run.
+        return job is not None and job.stop_requested is not None
 
     def _record(self, **fields):
         """Write fields to the job's row, retrying a locked or busy database a few times."""

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import psutil
 
+from mmcore import storeguard
 from mmcore.paths import ROOT
 
 HOME_ENV = "MINIMIND_DASHBOARD_HOME"
@@ -249,6 +250,9 @@ class JobStore:
         self.home = Path(self.path).parent
         self.logs_dir = self.home / "logs"
         self.queued_grace = queued_grace
+        # A missing/empty file beside old logs, or a file that is not SQLite: refuse rather than start
+        # an empty history (StoreDamaged says how to restore a backup).
+        storeguard.check_intact(self.path, self.logs_dir)
         self.home.mkdir(parents=True, exist_ok=True)
         self._migrate()
 
@@ -359,8 +363,19 @@ class JobStore:
             extra = {"queue_pos": float(job_id), **self._encode(queue_fields)}
             assignments = ", ".join(f"{k} = ?" for k in extra)
             conn.execute(f"UPDATE jobs SET log_path = ?, {assignments} WHERE id = ?",
-                         (self.log_path_for(job_id), *extra.values(), job_id))
+                         (self._fresh_log_path(job_id), *extra.values(), job_id))
+        storeguard.backup_if_due(self.path)
         return job_id
+
+    def _fresh_log_path(self, job_id):
+        """`log_path_for(job_id)`, or `job-<id>-<n>.log` when a file of that name exists already
+        (ids restarted in a restored or replaced database): a new job never appends to an old log."""
+        path = Path(self.log_path_for(job_id))
+        n = 1
+        while path.exists():
+            n += 1
+            path = self.logs_dir / f"job-{job_id}-{n}.log"
+        return str(path)
 
     def get(self, job_id):
         """The job with this id, or None when there is none."""

@@ -4,7 +4,7 @@ import time
 
 import streamlit as st
 
-from mmcore import actions, forms, gpu, jobtable, logparse, navigation, progress, registry
+from mmcore import actions, forms, gpu, jobtable, logparse, navigation, progress, registry, storeguard
 from mmcore.store import STATUSES, JobStore
 
 navigation.ensure_app_navigation()
@@ -25,8 +25,8 @@ def progress_cache():
 
 try:
     store = JobStore()
-except (sqlite3.Error, RuntimeError, OSError) as exc:  # unreadable, locked or newer-schema database
-    st.error(f"The job store cannot be opened: {exc}")
+except (sqlite3.Error, RuntimeError, OSError) as exc:  # missing, damaged, locked or newer-schema database
+    st.error(storeguard.explain(exc))
     st.stop()
 cache = progress_cache()
 types = registry.TYPES
@@ -170,8 +170,12 @@ def details(job):
 def jobs_view():
     """The table and the selected job; the fragment reruns on its own while jobs are active."""
     show_flash()
-    jobs = store.list(status=status_filter or None, train_type=type_filter or None, limit=limit)
-    total = store.count(status=status_filter or None, train_type=type_filter or None)
+    try:
+        jobs = store.list(status=status_filter or None, train_type=type_filter or None, limit=limit)
+        total = store.count(status=status_filter or None, train_type=type_filter or None)
+    except sqlite3.Error as exc:  # damaged pages inside the file surface only when they are read
+        st.error(storeguard.explain(exc, store.path))
+        return
     if not jobs:
         st.info("No jobs yet: launch one on the Train page." if total == 0 and not (status_filter or type_filter)
                 else "No job matches these filters.")
@@ -217,7 +221,11 @@ def jobs_view():
         st.rerun()
 
 
-active = jobtable.needs_refresh(store.counts())
+try:
+    active = jobtable.needs_refresh(store.counts())
+except sqlite3.Error as exc:
+    st.error(storeguard.explain(exc, store.path))
+    st.stop()
 state["jobs.was_active"] = active
 st.button("Refresh", key="jobs.refresh", icon=":material/refresh:")
 st.fragment(jobs_view, run_every=jobtable.REFRESH_S if active else None)()

@@ -1,11 +1,12 @@
 """Logs: charts of every metric in one or more training logs (jobs, files in the logs folder, or an
 uploaded log), smoothed and overlaid for comparison, with CSV export and the end of each log."""
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
 import streamlit as st
 
-from mmcore import charts, jobtable, logparse, navigation, progress
+from mmcore import charts, jobtable, logparse, navigation, progress, storeguard
 from mmcore.store import JobStore
 
 navigation.ensure_app_navigation()
@@ -39,12 +40,16 @@ def parser_for(path):
     return parser
 
 
-store = JobStore()
 st.title("Logs")
+try:
+    store = JobStore()
+    jobs = {job.id: job for job in store.list(limit=JOB_LIMIT)}
+except (sqlite3.Error, RuntimeError, OSError) as exc:  # missing, damaged, locked or newer-schema database
+    st.error(storeguard.explain(exc))
+    st.stop()
 
 # -- what to chart ----------------------------------------------------------------------------------
 
-jobs = {job.id: job for job in store.list(limit=JOB_LIMIT)}
 wanted_id, problem = jobtable.parse_job_id(st.query_params.get("job"))
 if problem:
     st.error(problem)

@@ -3,7 +3,7 @@ import sqlite3
 
 import streamlit as st
 
-from mmcore import forms, gpu, launch, navigation, registry
+from mmcore import forms, gpu, launch, navigation, registry, storeguard
 from mmcore.store import JobStore
 
 navigation.ensure_app_navigation()
@@ -15,6 +15,8 @@ gpu_names = {g.index: f"GPU {g.index}: {g.name}" for g in gpus}
 labels = forms.type_labels()
 
 st.title("Train")
+if store_problem := storeguard.problem():
+    st.error(store_problem)  # launching needs the job store: say so before the form is filled in
 
 cloned = forms.take_clone(state, gpu_ids)
 state.setdefault(forms.TYPE_KEY, next(iter(labels)))

@@ -100,4 +100,4 @@ def test_a_broken_job_store_is_a_message_not_a_traceback(home):
     assert any("Job store unavailable" in e for e in texts(at.sidebar.error))
     at.switch_page("pages/jobs.py").run()
     assert not at.exception
-    assert any("The job store cannot be opened" in e for e in texts(at.error))
+    assert any("is not an SQLite database" in e and "python -m mmcore restore" in e for e in texts(at.error))
