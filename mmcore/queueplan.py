@@ -7,13 +7,12 @@ served). A GPU is free when no job of ours holds it and no other process uses mo
 from later jobs (no starvation of big jobs), jobs that would write the same weight or resume file
 wait for each other, and a pipeline stage waits for the stage before it (`depends_on`).
 """
-from dataclasses import dataclass
+from typing import NamedTuple
 
 MIB = 1 << 20
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):  # a tuple: a round makes one per waiting job, 1,000s of them
     job_id: int
     start: bool
     gpus: tuple = ()  # GPU indexes the job gets when it starts

@@ -29,7 +29,6 @@ from pathlib import Path
 
 import psutil
 
-from mmcore import progress
 from mmcore.metrics import job_run_dir, with_run_dir
 from mmcore.paths import ROOT
 from mmcore.store import JobStore, default_home, process_matches, process_start_time
@@ -234,6 +233,10 @@ class Supervisor:
             return None
         try:
             # Round-tripped here so that a value JSON cannot hold fails now, not the final write.
+            # Imported here: it brings in pandas (seconds of start-up on a busy machine), which a
+            # supervisor needs only once its job has ended, not before it starts the trainer.
+            from mmcore import progress
+
             return json.loads(json.dumps(progress.final_progress(self.job).as_dict()))
         except Exception as exc:
             self._write_log(f"# supervisor: cannot summarise the log's progress ({exc!r})\n")

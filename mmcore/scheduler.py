@@ -8,12 +8,15 @@ store's scheduler lock (`mmcore.queuelock`: one at a time), and exits when nothi
 for; `queuelock.ensure_running()` starts it again.
 """
 import argparse
+import json
 import os
 import signal
 import sys
 import threading
 import time
 import traceback
+from dataclasses import dataclass
+from types import SimpleNamespace
 
 import psutil
 
@@ -25,12 +28,36 @@ IDLE_EXIT_S = 20.0  # a scheduler with nothing to wait for exits after this long
 BLOCKING = ("failed", "stopped", "lost", "blocked")
 
 
-def waiting_jobs(store):
-    """Jobs in the queue, in the order the scheduler considers them."""
+@dataclass
+class Entry:
+    """The columns of a job the decision reads (its params and command are read only to start it)."""
+    id: int
+    user: str
+    backend: str
+    resources: dict
+    priority: int
+    queue_pos: float
+    queue_reason: str | None
+    depends_on: int | None
+    assigned_gpus: list | None
+    trainer_pid: int | None
+
+
+_ENTRY_SQL = ("SELECT id, user, backend, resources, priority, queue_pos, queue_reason, depends_on, assigned_gpus,"
+              " trainer_pid FROM jobs WHERE ")
+
+
+def _entries(store, where, order=""):
     with store._connect() as conn:
-        rows = conn.execute("SELECT * FROM jobs WHERE status = 'queued' AND waiting = 1"
-                            " ORDER BY priority DESC, queue_pos, id").fetchall()
-    return [store._job(r) for r in rows]
+        rows = conn.execute(_ENTRY_SQL + where + order).fetchall()
+    return [Entry(r["id"], r["user"], r["backend"], json.loads(r["resources"]) if r["resources"] not in (None, "{}") else {},
+                  r["priority"], r["queue_pos"], r["queue_reason"], r["depends_on"],
+                  json.loads(r["assigned_gpus"]) if r["assigned_gpus"] else None, r["trainer_pid"]) for r in rows]
+
+
+def waiting_jobs(store):
+    """Jobs in the queue (as `Entry`), in the order the scheduler considers them."""
+    return _entries(store, "status = 'queued' AND waiting = 1", " ORDER BY priority DESC, queue_pos, id")
 
 
 def _our_pids(active):
@@ -57,9 +84,19 @@ class Queue:
         self._outputs = {}
 
     def outputs(self, job):
-        if job.id not in self._outputs:
-            self._outputs[job.id] = output_paths(job)
-        return self._outputs[job.id]
+        return self._outputs.get(job.id, ())
+
+    def _load_outputs(self, jobs):
+        """Work out the files of jobs not seen before (one query for all of them)."""
+        missing = [j.id for j in jobs if j.id not in self._outputs]
+        for start in range(0, len(missing), 500):
+            chunk = missing[start:start + 500]
+            with self.store._connect() as conn:
+                rows = conn.execute(f"SELECT id, train_type, params, cwd FROM jobs WHERE id IN "
+                                    f"({', '.join('?' * len(chunk))})", chunk).fetchall()
+            for r in rows:
+                job = SimpleNamespace(train_type=r["train_type"], params=json.loads(r["params"]), cwd=r["cwd"])
+                self._outputs[r["id"]] = output_paths(job)
 
     def block_after_failures(self):
         """Hold (`blocked`) every waiting stage whose stage before failed, was stopped or is blocked."""
@@ -86,12 +123,12 @@ class Queue:
         if not waiting:
             self._outputs.clear()
             return [], []
+        active = _entries(store, "status IN ('queued', 'running') AND waiting = 0")
         with store._connect() as conn:
-            rows = conn.execute("SELECT * FROM jobs WHERE status IN ('queued', 'running') AND waiting = 0").fetchall()
             deps = {r["id"]: (r["status"], r["stage"]) for r in conn.execute(
                 "SELECT id, status, stage FROM jobs WHERE id IN (SELECT depends_on FROM jobs"
                 " WHERE status = 'queued' AND waiting = 1 AND depends_on IS NOT NULL)")}
-        active = [store._job(r) for r in rows]
+        self._load_outputs(waiting + active)
         local_active = [j for j in active if j.backend == "local"]
         wants_gpus = any(queueplan.wanted(j)[0] != "cpu" and j.backend == "local" for j in waiting)
         gpus = self.list_gpus() if wants_gpus else []
@@ -108,8 +145,7 @@ class Queue:
     def tick(self):
         """One round: reconcile, block, decide, start, and store the reasons of those that wait."""
         store = self.store
-        store.reconcile()
-        backends.refresh(store)
+        backends.refresh(store)  # reconciles local jobs too
         self.block_after_failures()
         settings = queueconf.load(store.home)
         waiting, decisions = self.decide(settings)
@@ -118,7 +154,9 @@ class Queue:
         for d in decisions:
             job = by_id[d.job_id]
             if d.start:
-                backends.dispatch(store, job, list(d.gpus), settings)
+                full = store.get(d.job_id)
+                if full is not None and full.in_queue:
+                    backends.dispatch(store, full, list(d.gpus), settings)
             elif d.reason != job.queue_reason:
                 reasons.append((d.reason, d.job_id))
         if reasons:

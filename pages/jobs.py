@@ -4,7 +4,7 @@ import time
 
 import streamlit as st
 
-from mmcore import actions, forms, gpu, jobtable, logparse, navigation, progress, registry, storeguard
+from mmcore import actions, forms, gpu, jobtable, logparse, navigation, progress, queueui, registry, storeguard
 from mmcore.store import STATUSES, JobStore
 
 navigation.ensure_app_navigation()
@@ -119,6 +119,7 @@ def details(job):
         st.markdown(f"**Job {job.id} · {jobtable.type_short(job.train_type)} · {job.name}** — {job.status}")
         if job.note:
             st.caption(job.note)
+        queueui.queue_details(store, job)
         buttons = st.columns(5)
         buttons[0].button("Stop", on_click=on_stop, args=(job.id,), disabled=not job.active, key="jobs.stop",
                           help="SIGTERM to the training processes (they save their resume state), "
@@ -170,6 +171,7 @@ def details(job):
 def jobs_view():
     """The table and the selected job; the fragment reruns on its own while jobs are active."""
     show_flash()
+    queueui.pipelines_section(store)
     try:
         jobs = store.list(status=status_filter or None, train_type=type_filter or None, limit=limit)
         total = store.count(status=status_filter or None, train_type=type_filter or None)

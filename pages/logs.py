@@ -6,7 +6,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from mmcore import charts, jobtable, logparse, navigation, progress, storeguard
+from mmcore import charts, jobtable, logparse, navigation, progress, queueui, storeguard
 from mmcore.store import JobStore
 
 navigation.ensure_app_navigation()
@@ -61,6 +61,12 @@ elif wanted_id is not None and state.get(QUERY_KEY) != wanted_id:
         jobs.setdefault(job.id, job)
         state[JOBS_KEY] = [job.id]  # a link from the Jobs page shows that job
         state[QUERY_KEY] = wanted_id
+stage_ids, problem = queueui.pipeline_jobs(store, st.query_params.get("pipeline"))
+if problem:
+    st.error(problem)
+elif stage_ids and state.get("logs.query_pipeline") != st.query_params.get("pipeline"):
+    state[JOBS_KEY] = stage_ids  # a pipeline's link from Jobs charts all its stages
+    state["logs.query_pipeline"] = st.query_params.get("pipeline")
 for job_id in state.get(JOBS_KEY, []):  # chosen earlier, now beyond the newest JOB_LIMIT
     if job_id not in jobs and (job := store.get(job_id)) is not None:
         jobs[job_id] = job

@@ -3,7 +3,7 @@ import sqlite3
 
 import streamlit as st
 
-from mmcore import forms, gpu, launch, navigation, registry, storeguard
+from mmcore import forms, gpu, launch, navigation, queueui, registry, storeguard
 from mmcore.store import JobStore
 
 navigation.ensure_app_navigation()
@@ -95,10 +95,13 @@ with st.container(border=True):
         st.warning("Fix the fields marked above to see the command.")
     for problem in check.problems:
         st.warning(problem, icon=":material/warning:")
+    backend = "local" if store_problem else queueui.backend_choice(JobStore(), "train.backend")
+    if backend == "slurm" and check.command is not None:
+        queueui.slurm_preview(JobStore(), train_type, forms.job_name(form), check.command)
 
     if st.button("Launch", type="primary"):
         try:
-            job_id = launch.start(JobStore(), forms.job_name(form), check)
+            job_id = launch.start(JobStore(), forms.job_name(form), check, backend=backend)
         except launch.LaunchRefused as exc:
             st.error("Launch refused:\n" + "\n".join(f"- {reason}" for reason in exc.reasons))
         except (OSError, ValueError, KeyError, RuntimeError, sqlite3.Error) as exc:  # store or process start failed
@@ -111,3 +114,6 @@ with st.container(border=True):
         st.success(f"Launched job {launched}.")
         st.page_link("pages/jobs.py", label="Watch it on Jobs", icon=":material/list:",
                      query_params={"job": str(launched)})
+
+if not store_problem:
+    queueui.pipeline_section(JobStore(), len(gpus))
