@@ -4,8 +4,9 @@ import time
 
 import streamlit as st
 
-from mmcore import actions, forms, gpu, jobtable, logparse, navigation, progress, queueui, registry, storeguard
+from mmcore import actions, forms, gpu, health, jobtable, logparse, metrics, navigation, progress, queueui, registry, storeguard
 from mmcore.store import STATUSES, JobStore
+from mmcore.watch import RunWatch
 
 navigation.ensure_app_navigation()
 
@@ -15,6 +16,12 @@ FLASH_S = 10.0  # long enough to read, though the page refreshes itself every fe
 CONFIRM_KEY = "jobs.confirm_delete"  # id of the job whose deletion awaits confirmation
 SELECT_KEY = "jobs.selected"
 LIMITS = (50, 200, 1000, None)
+
+
+@st.cache_resource
+def run_watch():
+    """One follower of the runs' metrics streams for every session: trends and health checks."""
+    return RunWatch()
 
 
 @st.cache_resource
@@ -120,6 +127,11 @@ def details(job):
         if job.note:
             st.caption(job.note)
         queueui.queue_details(store, job)
+        findings = run_watch().summary(metrics.job_run_dir(job, store.home), job.train_type,
+                                       health.load_settings(store.home)).findings
+        for finding in findings:
+            st.warning(f"**{finding.title}** since step {finding.since_step}: {finding.message} "
+                       f"Try: {finding.advice}", icon=":material/health_and_safety:")
         buttons = st.columns(5)
         buttons[0].button("Stop", on_click=on_stop, args=(job.id,), disabled=not job.active, key="jobs.stop",
                           help="SIGTERM to the training processes (they save their resume state), "
@@ -184,8 +196,14 @@ def jobs_view():
         st.page_link("pages/train.py", label="Go to Train", icon=":material/model_training:")
         return
     rows = jobtable.job_rows(jobs, cache)
+    settings = health.load_settings(store.home)
+    for row, job in zip(rows, jobs):  # the trend and health of each job's metrics stream
+        summary = run_watch().summary(metrics.job_run_dir(job, store.home), job.train_type, settings)
+        row["trend"], row["health"] = summary.trend, health.badge(summary.findings)
+    order = list(jobtable.COLUMNS)
+    order[order.index("metric") + 1:order.index("metric") + 1] = ["trend", "health"]
     st.dataframe(
-        rows, hide_index=True, width="stretch", column_order=jobtable.COLUMNS,
+        rows, hide_index=True, width="stretch", column_order=order,
         column_config={
             # Narrow columns, so that every column fits a laptop screen without scrolling sideways.
             "id": st.column_config.NumberColumn("ID", format="%d", width=40),
@@ -196,6 +214,11 @@ def jobs_view():
                                                         width=100),
             "step": st.column_config.TextColumn("Step", width=70),
             "metric": st.column_config.TextColumn("Latest loss / reward", width=110),
+            "trend": st.column_config.LineChartColumn("Trend", width=90,
+                                                      help="Reward (RL) or loss over the run, from its metrics stream"),
+            "health": st.column_config.TextColumn("Health", width=110,
+                                                  help="Health checks on the run's metrics (details on its row below "
+                                                       "and on Logs)"),
             "eta": st.column_config.TextColumn("ETA", width=55),
             "started": st.column_config.TextColumn("Started", width=115),
             "duration": st.column_config.TextColumn("Duration", width=65),
