@@ -7,7 +7,7 @@ folders are created on first use. The dashboard never imports torch; trainers ru
 import streamlit as st
 import streamlit.components.v1 as components
 
-from mmcore import gpu, i18n, jobtable, navigation
+from mmcore import gpu, i18n, jobtable, navigation, queuelock
 from mmcore.i18n import t
 from mmcore.store import JobStore
 
@@ -54,7 +54,10 @@ def status_panel():
     else:
         st.caption(t("app.cpu_only"))
     try:
-        counts = JobStore().counts()
+        store = JobStore()
+        counts = store.counts()
+        # A queue left without its scheduler (a crash, a reboot) gets one back while anyone looks.
+        queuelock.ensure_running(store)
     except Exception as exc:  # a broken or locked database must not take the navigation down with it
         st.error(t("app.store_unavailable", error=exc))
     else:
