@@ -1,16 +1,18 @@
 """The queue, backends and pipelines on the pages: small Streamlit sections the pages place.
 
 Train: `backend_choice` (this machine or Slurm, with what the cluster offers and the batch script
-a job would run) and `pipeline_section` (templates, each stage's command, one Launch button).
+a job would run) and `pipeline_section` (templates, each stage's command, one Run button).
 Jobs: `queue_details` (a waiting job's place and reason, moves, priority) and `pipelines_section`
 (each pipeline as one group with its stages' states, retry/resume from the failed stage).
-Logs: `pipeline_picker` (chart every stage of a pipeline).
+Logs: `pipeline_jobs` (a `?pipeline=N` link charts every stage of that pipeline).
+All: `settings_section` (the queue settings; admins change them).
 """
+import dataclasses
 import sqlite3
 
 import streamlit as st
 
-from mmcore import backends, jobqueue, pipelines, queueconf, roles, slurm
+from mmcore import audit, backends, jobqueue, pipelines, queueconf, roles, slurm
 from mmcore.resources import QueueRefused
 
 BACKEND_LABELS = {"local": "This machine (queue)", "slurm": "Slurm cluster"}
@@ -200,3 +202,51 @@ def pipeline_jobs(store, query_value):
     if pipeline is None:
         return [], f"There is no pipeline with id {text}."
     return pipeline.job_ids, None
+
+
+# -- settings ------------------------------------------------------------------------------------
+
+def settings_section(store, identity=None):
+    """The queue's settings (admins change them; everyone sees them)."""
+    current = queueconf.load(store.home)
+    admin = _admin(identity)
+    with st.expander("Queue settings"):
+        if not admin:
+            st.caption("Only an admin may change these.")
+        with st.form("queue.settings"):
+            cols = st.columns(3)
+            cpu_slots = cols[0].number_input("CPU job slots (0: one per 4 cores)", 0, 256, current.cpu_slots,
+                                             disabled=not admin,
+                                             help=f"{queueconf.CPU_SLOTS_ENV} overrides this when set.")
+            foreign = cols[1].number_input("Other processes' GPU memory that makes a GPU busy (MiB)", 0, 1 << 20,
+                                           current.foreign_memory_mib, disabled=not admin)
+            backend = cols[2].selectbox("Default backend", queueconf.BACKENDS,
+                                        index=queueconf.BACKENDS.index(current.default_backend),
+                                        format_func=BACKEND_LABELS.get, disabled=not admin)
+            cols = st.columns(4)
+            partition = cols[0].text_input("Slurm partition", current.slurm_partition, disabled=not admin)
+            account = cols[1].text_input("Slurm account", current.slurm_account, disabled=not admin)
+            limit = cols[2].text_input("Slurm time limit", current.slurm_time, placeholder="e.g. 2:00:00",
+                                       disabled=not admin)
+            nodes = cols[3].number_input("Slurm nodes", 1, 1024, current.slurm_nodes, disabled=not admin)
+            cols = st.columns(3)
+            gpus = cols[0].number_input("GPUs per node (--gres)", 0, 64, current.slurm_gpus_per_node,
+                                        disabled=not admin)
+            tasks = cols[1].number_input("torchrun agents per node", 1, 64, current.slurm_tasks_per_node,
+                                         disabled=not admin)
+            cpus = cols[2].number_input("CPUs per task (0: not set)", 0, 1024, current.slurm_cpus_per_task,
+                                        disabled=not admin)
+            if st.form_submit_button("Save", disabled=not admin):
+                new = queueconf.QueueSettings(
+                    cpu_slots=int(cpu_slots), foreign_memory_mib=int(foreign), default_backend=backend,
+                    slurm_partition=partition.strip(), slurm_account=account.strip(), slurm_time=limit.strip(),
+                    slurm_nodes=int(nodes), slurm_gpus_per_node=int(gpus), slurm_tasks_per_node=int(tasks),
+                    slurm_cpus_per_task=int(cpus), slurm_rdzv_port=current.slurm_rdzv_port)
+                try:
+                    queueconf.save(store.home, new)
+                    audit.record(identity or roles.os_user(), "settings", None,
+                                 {"queue": dataclasses.asdict(new)}, home=store.home)
+                except (ValueError, OSError, sqlite3.Error) as exc:
+                    st.error(f"Not saved: {exc}")
+                else:
+                    st.success("Saved: the queue uses these from its next round.")

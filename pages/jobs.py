@@ -253,4 +253,5 @@ except sqlite3.Error as exc:
     st.stop()
 state["jobs.was_active"] = active
 st.button("Refresh", key="jobs.refresh", icon=":material/refresh:")
+queueui.settings_section(store)
 st.fragment(jobs_view, run_every=jobtable.REFRESH_S if active else None)()
