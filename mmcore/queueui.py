@@ -12,7 +12,7 @@ import sqlite3
 
 import streamlit as st
 
-from mmcore import audit, backends, jobqueue, pipelines, queueconf, roles, slurm
+from mmcore import audit, backends, forms, jobqueue, pipelines, queueconf, roles, slurm
 from mmcore.resources import QueueRefused
 
 BACKEND_LABELS = {"local": "This machine (queue)", "slurm": "Slurm cluster"}
@@ -28,6 +28,14 @@ def _admin(identity):
 
 
 # -- Train ---------------------------------------------------------------------------------------
+
+def launch_what():
+    """One job (the form) or a pipeline (templates): a choice at the top of Train."""
+    if forms.CLONE_KEY in st.session_state:  # "Clone to Train" from Jobs opens the job's form
+        st.session_state["train.what"] = "job"
+    return st.radio("Launch", ("job", "pipeline"), format_func={"job": "One job", "pipeline": "A pipeline"}.get,
+                    horizontal=True, key="train.what", label_visibility="collapsed")
+
 
 def backend_choice(store, key):
     """Where a launch runs: a radio when Slurm is installed here; returns "local" or "slurm"."""

@@ -18,6 +18,11 @@ st.title("Train")
 if store_problem := storeguard.problem():
     st.error(store_problem)  # launching needs the job store: say so before the form is filled in
 
+if queueui.launch_what() == "pipeline":
+    if not store_problem:
+        queueui.pipeline_section(JobStore(), len(gpus))
+    st.stop()
+
 cloned = forms.take_clone(state, gpu_ids)
 state.setdefault(forms.TYPE_KEY, next(iter(labels)))
 train_type = st.selectbox("Training type", list(labels), format_func=labels.get, key=forms.TYPE_KEY,
@@ -115,5 +120,3 @@ with st.container(border=True):
         st.page_link("pages/jobs.py", label="Watch it on Jobs", icon=":material/list:",
                      query_params={"job": str(launched)})
 
-if not store_problem:
-    queueui.pipeline_section(JobStore(), len(gpus))

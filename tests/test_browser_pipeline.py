@@ -1,5 +1,6 @@
-"""End to end in headless Chromium: the Demo chain pipeline from one click on Train to four
-succeeded stages on Jobs, each stage starting from the weights the stage before saved.
+"""End to end in headless Chromium: the Demo chain pipeline from one click on Train (Launch: A
+pipeline, then Run pipeline) to four succeeded stages on Jobs, each stage starting from the weights
+the stage before saved.
 
 The app runs from a copy whose bundled demo data is cut to a few lines per file (the template is
 unchanged: one epoch per stage of the tiny demo model), so the chain takes a minute or two of CPU.
@@ -40,6 +41,8 @@ def test_demo_chain_runs_end_to_end_from_one_click(tmp_path):
         try:
             with browser.screenshot_on_failure(page, "pipeline"):
                 browser.open_app(page, server.url)
+                page.get_by_text("A pipeline", exact=True).click()  # the Train page shows the templates
+                browser.wait_for_rerun(page)
                 card = browser.card(page, "Pipeline")
                 card.wait_for()
                 codes = [" ".join(c.split()) for c in card.locator('[data-testid="stCode"]').all_inner_texts()]

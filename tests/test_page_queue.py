@@ -56,6 +56,8 @@ def test_jobs_groups_a_pipeline_and_retries_its_failed_stage():
 def test_train_shows_the_pipeline_templates_with_linked_commands():
     at = open_page()
     assert not at.exception, at.exception
+    at.radio(key="train.what").set_value("pipeline").run()
+    assert not at.exception, at.exception
     codes = [c.value for c in at.code]
     assert any("train_full_sft.py" in c and "--from_weight pretrain --weight_dir ../out/demo" in c for c in codes)
     assert any("train_grpo.py" in c and "--reasoning 1" in c for c in codes)
