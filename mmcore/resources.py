@@ -1,13 +1,7 @@
 """What a queued job asks for and what it writes: its resources, its command on the GPUs it
 gets, and the weight and resume files that must not have two writers at once."""
-import os
-from pathlib import Path
-
-from mmcore import command
-from mmcore.paths import ensure_root_on_path
-
-ensure_root_on_path()
-from trainer import specs  # noqa: E402  (torch-free)
+from mmcore import command, ownership
+from mmcore.paths import TRAINER_DIR
 
 
 class QueueRefused(ValueError):
@@ -72,20 +66,7 @@ def values_on(values, resources):
 
 
 def output_paths(job):
-    """Absolute paths of the weight files, then the resume file, a job writes (() when it cannot tell)."""
-    try:
-        checked = command.check(job.train_type, job.params)
-        spec = specs.spec(job.train_type)
-    except (ValueError, KeyError):
-        return ()
-    if checked.errors:
-        return ()
-    values = checked.effective()
-    cwd = Path(job.cwd or ".")
-    try:
-        save_dir = Path(os.path.normpath(cwd / values["save_dir"]))
-        found = [str(save_dir / name) for name in spec.weight_files(values)]
-        found.append(os.path.normpath(cwd / specs.CHECKPOINT_DIR / spec.resume_file(values)))
-    except (KeyError, TypeError):
-        return ()
-    return tuple(found)
+    """Paths of the files a job writes, its weights first, then its resume state, resolved the way
+    its trainer opens them (`mmcore.ownership.written_files`); () when its values cannot tell."""
+    files = ownership.written_files(job.train_type, job.params, job.cwd or TRAINER_DIR)
+    return tuple(sorted((str(p) for p in files), key=lambda p: (p.endswith("_resume.pth"), p)))

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from mmcore import charts, health, jobtable, logparse, metrics, navigation, progress, queueui, rlview, rollouts, storeguard
+from mmcore import (charts, health, jobtable, livepage, logfiles, logheader, logparse, metrics, navigation, progress,
+                    queueui, rlview, rollouts, storeguard, tailview)
 from mmcore.store import JobStore
 
 navigation.ensure_app_navigation()
@@ -23,7 +24,7 @@ PARSERS_KEY = "logs.parsers"  # log path -> LogParser: each rerun reads only wha
 QUERY_KEY = "logs.query_job"  # the ?job= value already applied to the job selection
 JOB_LIMIT = 200
 TAIL_CHOICES = (50, 200, 1000)
-REFRESH_S = 5.0  # while a chosen job runs
+FOLLOW_S = 2.0  # charts and tails follow a growing log at most this often
 
 
 @dataclass
@@ -117,7 +118,7 @@ runs = [Run(jobtable.job_label(jobs[i]), jobs[i].log_path, jobs[i], metrics.job_
 runs += [Run(name, str(store.logs_dir / name)) for name in chosen_files]
 runs += [Run(name, None, None, metrics.records_dir(store.home) / name) for name in chosen_folders]
 for upload in uploads or []:
-    path = logparse.save_upload(upload.getvalue(), upload.name, folder=store.home / "uploads")
+    path = logfiles.save_upload(upload.getvalue(), upload.name, folder=store.home / "uploads")
     runs.append(Run(f"{upload.name} (uploaded)", str(path)))
 
 seen = {}
@@ -138,20 +139,15 @@ log_y = controls[1].toggle("Log scale", key="logs.log_y", help="Logarithmic y ax
 tail_lines = controls[2].selectbox("Tail lines", TAIL_CHOICES, index=1, key="logs.tail_lines")
 with controls[3]:
     st.button("Refresh", key="logs.refresh", icon=":material/refresh:")
-active = any(run.job is not None and run.job.active for run in runs)
-if active:
-    st.caption(f"A chosen job is running: its charts refresh every {REFRESH_S:g} s.")
+livepage.follow(paths=[run.path for run in runs if run.path]
+                + [str(Path(run.run_dir) / metrics.METRICS_FILE) for run in runs if run.run_dir is not None],
+                progress_s=FOLLOW_S)
 
 
 # -- charts ------------------------------------------------------------------------------------------
 
 def show_runs():
     """Read the logs (incrementally), then summaries, charts and the CSV download."""
-    for run in runs:  # a timed rerun runs only this function: read the jobs' states again
-        if run.job is not None:
-            run.job = store.get(run.job.id) or run.job
-    if active and not any(run.job is not None and run.job.active for run in runs):
-        st.rerun()  # every chosen job has ended: a full rerun draws the page without the timer
     tables, types = {}, set()
     for run in runs:
         if run.path is None:  # a records folder alone: chart its metrics stream
@@ -166,7 +162,7 @@ def show_runs():
         except OSError as exc:
             st.error(f"{run.label}: cannot read {run.path}: {exc}")
             continue
-        note = logparse.explain(parser, run.label)
+        note = logfiles.explain(parser, run.label)
         if note is not None:
             getattr(st, note[0])(note[1])
         if parser.last_error:
@@ -196,7 +192,7 @@ def show_runs():
                             key=f"logs.chart.{metric}", config={"displaylogo": False})
 
     # The CSV is built only when clicked: for a long log it costs more than the whole page.
-    st.download_button("Download CSV", lambda: charts.to_csv(tables), file_name="minimind-metrics.csv",
+    st.download_button("Download CSV", lambda: charts.to_csv(tables), file_name=charts.csv_file_name(tables),
                        mime="text/csv", icon=":material/download:", key="logs.csv", on_click="ignore",
                        help="Every parsed record of the charted logs, one row per logged step, with a run column.")
 
@@ -207,7 +203,7 @@ def summary(run, df, parser):
     prog = progress.summarize(
         df, started_at=job.started_at if job is not None and job.active else None,
         total_epochs=(progress.job_epochs(job) if job is not None else None)
-        or logparse.epochs_from_command(parser.header.get("command")))
+        or logheader.epochs_from_command(parser.header.get("command")))
     parts = [f"**{run.label}**", f"step {prog.step:,} / {prog.total:,} ({prog.percent:.0f}%)"]
     if prog.loss is not None:
         parts.append(f"{prog.loss_name} {prog.loss:.4g}")
@@ -395,16 +391,16 @@ def show_tails():
             continue
         with st.expander(f"Log tail: {run.label}", expanded=len(runs) == 1):
             try:
-                lines = logparse.tail(run.path, tail_lines)
+                lines = logfiles.tail(run.path, tail_lines)
             except FileNotFoundError:
                 st.caption(f"No log file at {run.path}.")
             except OSError as exc:
                 st.error(f"Cannot read {run.path}: {exc}")
             else:
-                st.code("\n".join(lines) or "(empty)", language=None, height=400)
+                st.html(tailview.tail_html(lines))
 
 
-st.fragment(show_runs, run_every=REFRESH_S if active else None)()
-st.fragment(show_records, run_every=REFRESH_S if active else None)()
+show_runs()
+show_records()
 st.subheader("Log tail")
 show_tails()
