@@ -32,9 +32,9 @@ def _admin(identity):
 def launch_what():
     """One job (the form) or a pipeline (templates): a choice at the top of Train."""
     if forms.CLONE_KEY in st.session_state:  # "Clone to Train" from Jobs opens the job's form
-        st.session_state["train.what"] = "job"
+        st.session_state["queue.launch_what"] = "job"
     return st.radio("Launch", ("job", "pipeline"), format_func={"job": "One job", "pipeline": "A pipeline"}.get,
-                    horizontal=True, key="train.what", label_visibility="collapsed")
+                    horizontal=True, key="queue.launch_what", label_visibility="collapsed")
 
 
 def backend_choice(store, key):
@@ -74,7 +74,7 @@ def pipeline_section(store, gpu_count, identity=None):
         st.markdown("**Pipeline**")
         st.caption("Stages run one after another; each starts from the weights the stage before saved "
                    "(weight_dir and from_weight filled in). A failed or stopped stage holds the rest.")
-        key = st.selectbox("Template", list(labels), format_func=labels.get, key="train.pipeline.template")
+        key = st.selectbox("Template", list(labels), format_func=labels.get, key="queue.pipeline.template")
         template = pipelines.TEMPLATES[key]
         try:
             stages = template.stages()
@@ -82,8 +82,8 @@ def pipeline_section(store, gpu_count, identity=None):
             st.error("\n".join(exc.reasons))
             return
         name = st.text_input("Pipeline name", value=template.label.lower().replace(" ", "-"),
-                             key="train.pipeline.name")
-        backend = backend_choice(store, "train.pipeline.backend")
+                             key="queue.pipeline.name")
+        backend = backend_choice(store, "queue.pipeline.backend")
         shown = pipelines.commands(stages)
         for i, ((train_type, _), cmd) in enumerate(zip(stages, shown)):
             st.markdown(f"Stage {i + 1}: {pipelines.specs.spec(train_type).label}")
@@ -91,7 +91,7 @@ def pipeline_section(store, gpu_count, identity=None):
         problems = pipelines.check(stages, gpu_count if backend == "local" else 1024)
         for problem in problems:
             st.warning(problem, icon=":material/warning:")
-        if st.button("Run pipeline", type="primary", key="train.pipeline.launch", disabled=bool(problems)):
+        if st.button("Run pipeline", type="primary", key="queue.pipeline.launch", disabled=bool(problems)):
             try:
                 pid = pipelines.create(store, name.strip() or template.label, stages, user=identity, backend=backend,
                                        gpu_count=gpu_count, template=key)
@@ -100,8 +100,8 @@ def pipeline_section(store, gpu_count, identity=None):
             except (OSError, sqlite3.Error) as exc:
                 st.error(f"Could not queue the pipeline: {exc}")
             else:
-                st.session_state["train.pipeline.launched"] = pid
-        launched = st.session_state.get("train.pipeline.launched")
+                st.session_state["queue.pipeline.launched"] = pid
+        launched = st.session_state.get("queue.pipeline.launched")
         if launched is not None:
             st.success(f"Queued pipeline {launched}.")
             st.page_link("pages/jobs.py", label="Watch it on Jobs", icon=":material/list:")

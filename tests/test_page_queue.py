@@ -33,6 +33,8 @@ def test_jobs_shows_a_waiting_jobs_reason_and_moves_it():
 
     assert [j.id for j in scheduler.waiting_jobs(store)] == [second, first]
     next(b for b in at.button if b.label == "Stop").click().run()
+    next(b for b in at.button if b.label == "Yes, stop").click().run()
+    assert not at.exception, at.exception
     assert store.get(second).status == "stopped" and store.get(second).note == "cancelled while queued"
 
 
@@ -56,7 +58,7 @@ def test_jobs_groups_a_pipeline_and_retries_its_failed_stage():
 def test_train_shows_the_pipeline_templates_with_linked_commands():
     at = open_page()
     assert not at.exception, at.exception
-    at.radio(key="train.what").set_value("pipeline").run()
+    at.radio(key="queue.launch_what").set_value("pipeline").run()
     assert not at.exception, at.exception
     codes = [c.value for c in at.code]
     assert any("train_full_sft.py" in c and "--from_weight pretrain --weight_dir ../out/demo" in c for c in codes)
