@@ -14,6 +14,7 @@ import streamlit as st
 
 from mmcore import audit, backends, forms, jobqueue, pipelines, queueconf, roles, slurm
 from mmcore.resources import QueueRefused
+from mmcore.safetext import md
 
 BACKEND_LABELS = {"local": "This machine (queue)", "slurm": "Slurm cluster"}
 STAGE_MARK = {"succeeded": "✓", "running": "▶", "queued": "…", "failed": "✗", "stopped": "■", "lost": "?",
@@ -79,7 +80,7 @@ def pipeline_section(store, gpu_count, identity=None):
         try:
             stages = template.stages()
         except pipelines.PipelineRefused as exc:
-            st.error("\n".join(exc.reasons))
+            st.error("\n".join(md(r) for r in exc.reasons))
             return
         name = st.text_input("Pipeline name", value=template.label.lower().replace(" ", "-"),
                              key="queue.pipeline.name")
@@ -90,15 +91,15 @@ def pipeline_section(store, gpu_count, identity=None):
             st.code(cmd, language="bash", wrap_lines=True)
         problems = pipelines.check(stages, gpu_count if backend == "local" else 1024)
         for problem in problems:
-            st.warning(problem, icon=":material/warning:")
+            st.warning(md(problem), icon=":material/warning:")
         if st.button("Run pipeline", type="primary", key="queue.pipeline.launch", disabled=bool(problems)):
             try:
                 pid = pipelines.create(store, name.strip() or template.label, stages, user=identity, backend=backend,
                                        gpu_count=gpu_count, template=key)
             except (pipelines.PipelineRefused, QueueRefused) as exc:
-                st.error("Pipeline refused:\n" + "\n".join(f"- {r}" for r in exc.reasons))
+                st.error("Pipeline refused:\n" + "\n".join(f"- {md(r)}" for r in exc.reasons))
             except (OSError, sqlite3.Error) as exc:
-                st.error(f"Could not queue the pipeline: {exc}")
+                st.error(f"Could not queue the pipeline: {md(exc)}")
             else:
                 st.session_state["queue.pipeline.launched"] = pid
         launched = st.session_state.get("queue.pipeline.launched")
@@ -135,16 +136,16 @@ def queue_details(store, job, identity=None):
     """Where a job runs and, while it waits, its place, its reason and the queue's controls."""
     flash = st.session_state.pop("queue.flash", None)
     if flash:
-        getattr(st, flash[0])(flash[1])
+        getattr(st, flash[0])(md(flash[1]))
     where = BACKEND_LABELS.get(job.backend, job.backend)
     extra = f" · Slurm job {job.external_id}" if job.external_id else ""
     if job.assigned_gpus:
         extra += f" · GPUs {', '.join(map(str, job.assigned_gpus))}"
     if job.pipeline_id is not None:
         extra += f" · pipeline {job.pipeline_id}, stage {job.stage + 1}"
-    st.caption(f"Runs on: {where}{extra}")
+    st.caption(md(f"Runs on: {where}{extra}"))
     if job.status == "queued" and job.queue_reason:
-        st.info(job.queue_reason, icon=":material/hourglass_top:")
+        st.info(md(job.queue_reason), icon=":material/hourglass_top:")
     if not job.in_queue:
         return
     cols = st.columns([1, 1, 1, 2])
@@ -181,7 +182,7 @@ def pipelines_section(store, identity=None, limit=10):
         for p in found:
             stages = " → ".join(f"{STAGE_MARK.get(j.status, '')} {j.stage + 1} {pipelines.specs.spec(j.train_type).short}"
                                 f" ({j.status}, job {j.id})" for j in p.stages)
-            st.markdown(f"**Pipeline {p.id} · {p.name}** — {p.status}")
+            st.markdown(f"**Pipeline {p.id} · {md(p.name)}** — {p.status}")
             st.text(stages)
             cols = st.columns(4)
             failed = p.status in ("failed", "stopped", "lost")
@@ -255,6 +256,6 @@ def settings_section(store, identity=None):
                     audit.record(identity or roles.os_user(), "settings", None,
                                  {"queue": dataclasses.asdict(new)}, home=store.home)
                 except (ValueError, OSError, sqlite3.Error) as exc:
-                    st.error(f"Not saved: {exc}")
+                    st.error(f"Not saved: {md(exc)}")
                 else:
                     st.success("Saved: the queue uses these from its next round.")
