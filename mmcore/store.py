@@ -22,6 +22,7 @@ from pathlib import Path
 
 import psutil
 
+from mmcore import storeguard
 from mmcore.paths import ROOT
 
 HOME_ENV = "MINIMIND_DASHBOARD_HOME"
@@ -107,7 +108,7 @@ class Job:
     note: str | None = None
     stop_requested: float | None = None  # unix time of the stop request, None when none was made
     stop_grace: float | None = None  # seconds between SIGTERM and SIGKILL for that request
-    # The job's progress summary as the Jobs table shows it (see `jobsview.final_progress`), taken
+    # The job's progress summary as the Jobs table shows it (see `progress.final_progress`), taken
     # from its log once when it ended; None for jobs that ended before it was stored, or whose log
     # could not be parsed then.
     final_progress: dict | None = None
@@ -203,6 +204,9 @@ class JobStore:
         self.home = Path(self.path).parent
         self.logs_dir = self.home / "logs"
         self.queued_grace = queued_grace
+        # A missing/empty file beside old logs, or a file that is not SQLite: refuse rather than start
+        # an empty history (StoreDamaged says how to restore a backup).
+        storeguard.check_intact(self.path, self.logs_dir)
         self.home.mkdir(parents=True, exist_ok=True)
         self._migrate()
 
@@ -307,8 +311,19 @@ class JobStore:
                  json.dumps(env), time.time(), user if user is not None else _os_user(),
                  host if host is not None else socket.gethostname()))
             job_id = cur.lastrowid
-            conn.execute("UPDATE jobs SET log_path = ? WHERE id = ?", (self.log_path_for(job_id), job_id))
+            conn.execute("UPDATE jobs SET log_path = ? WHERE id = ?", (self._fresh_log_path(job_id), job_id))
+        storeguard.backup_if_due(self.path)
         return job_id
+
+    def _fresh_log_path(self, job_id):
+        """`log_path_for(job_id)`, or `job-<id>-<n>.log` when a file of that name exists already
+        (ids restarted in a restored or replaced database): a new job never appends to an old log."""
+        path = Path(self.log_path_for(job_id))
+        n = 1
+        while path.exists():
+            n += 1
+            path = self.logs_dir / f"job-{job_id}-{n}.log"
+        return str(path)
 
     def get(self, job_id):
         """The job with this id, or None when there is none."""
