@@ -28,18 +28,21 @@ class StepTimer:
     def __init__(self, device="cpu"):
         self.cuda = str(device).startswith("cuda")
         self.seconds = {}
+        self.cpu_seconds = {}  # this process's CPU time: on a crowded machine, the steadier measure
+        self.sampled_tokens = 0
 
     @contextmanager
     def part(self, name):
         if self.cuda:
             torch.cuda.synchronize()
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         try:
             yield
         finally:
             if self.cuda:
                 torch.cuda.synchronize()
             self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
+            self.cpu_seconds[name] = self.cpu_seconds.get(name, 0.0) + time.process_time() - start_cpu
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -155,7 +158,7 @@ def rollout(timer, model, tokenizer, prompts, references, max_prompt_len, max_ge
         completion_ids = sample(model, prompt_ids, prompt_mask, max_gen_len, tokenizer.pad_token_id,
                                 tokenizer.eos_token_id, num_return_sequences=n)
         mask = completion_mask(completion_ids, tokenizer.eos_token_id)
-        timer.sampled_tokens = getattr(timer, "sampled_tokens", 0) + completion_ids.numel()
+        timer.sampled_tokens += completion_ids.numel()
         completion_ids, mask = trim_completions(completion_ids, mask)
         prompt_ids = prompt_ids.repeat_interleave(n, dim=0)
         prompt_mask = prompt_mask.repeat_interleave(n, dim=0)
