@@ -127,6 +127,59 @@ class Samples:
     logps: torch.Tensor | None = None
 
 
+class _FusedDecoder:
+    """The one-token decode step of a dense MiniMind as plain tensor calls on fused weights: q/k/v
+    in one matrix, gate/up in one, no module calls. Same maths as the blocks (RMSNorm in float32,
+    rotary, grouped-query attention over the cache, SwiGLU); built from the model's weights at the
+    start of each `sample` call, so it always decodes the current policy."""
+
+    def __init__(self, model):
+        body, c = model.model, model.config
+        self.heads, self.kv_heads, self.head_dim = c.num_attention_heads, c.num_key_value_heads, c.head_dim
+        self.act = body.layers[0].mlp.act_fn
+        self.embed, self.head = body.embed_tokens.weight, model.lm_head.weight
+        self.cos, self.sin = body.freqs_cos, body.freqs_sin
+        self.norm = (body.norm.weight, body.norm.eps)
+        self.layers = []
+        for layer in body.layers:
+            attn, mlp = layer.self_attn, layer.mlp
+            self.layers.append((
+                (layer.input_layernorm.weight, layer.input_layernorm.eps),
+                torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight]).detach(),
+                attn.o_proj.weight,
+                (layer.post_attention_layernorm.weight, layer.post_attention_layernorm.eps),
+                torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]).detach(),
+                mlp.down_proj.weight))
+
+    @staticmethod
+    def _rms(x, norm):
+        weight, eps = norm
+        xf = x.float()
+        return weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).type_as(x)
+
+    def __call__(self, token, position, key_mask, cache):
+        """Logits [B, V] after `token` [B] at `position` [B, 1]; writes its keys/values into `cache`."""
+        rows, h, kvh, d = token.size(0), self.heads, self.kv_heads, self.head_dim
+        at, end = cache.length, cache.length + 1
+        x = self.embed[token]  # [B, H]
+        cos, sin = self.cos[position], self.sin[position]  # [B, 1, D]
+        half = d // 2
+        for i, (norm_in, w_qkv, w_o, norm_post, w_gate_up, w_down) in enumerate(self.layers):
+            qkv = F.linear(self._rms(x, norm_in), w_qkv).view(rows, h + 2 * kvh, d)
+            qk, v = qkv[:, :h + kvh], qkv[:, h + kvh:]
+            rotated = torch.cat((-qk[..., half:], qk[..., :half]), dim=-1)
+            qk = qk * cos + rotated * sin
+            cache.keys[i][:, :, at] = qk[:, h:]
+            cache.values[i][:, :, at] = v
+            out = F.scaled_dot_product_attention(
+                qk[:, :h].unsqueeze(2), cache.keys[i][:, :, :end], cache.values[i][:, :, :end],
+                attn_mask=None if key_mask is None else key_mask[..., :end], enable_gqa=h != kvh)
+            x = x + F.linear(out.reshape(rows, h * d), w_o)
+            gate, up = F.linear(self._rms(x, norm_post), w_gate_up).chunk(2, dim=-1)
+            x = x + F.linear(self.act(gate) * up, w_down)
+        return torch.mm(self.head, self._rms(x, self.norm).t()).t()
+
+
 def _decode_layers(model, hidden, position_ids, attn_mask, is_causal, cache):
     """The transformer body on new positions with the cache; returns the last position's logits."""
     body = model.model
@@ -206,10 +259,15 @@ def _sample(model, prompt_ids, prompt_mask, max_new, eos_id, pad_id, n, how, ret
         done.logical_or_(token == eos_id)
         return token
 
-    def decode(token, t, next_pos):
-        end = prompt_len + t + 1
-        mask = key_mask[..., :end] if pads else None
-        return _decode_layers(model, body.embed_tokens(token.unsqueeze(1)), next_pos, mask, False, cache)
+    if model.config.use_moe:  # routed experts: through the blocks themselves
+        def decode(token, t, next_pos):
+            mask = key_mask[..., :prompt_len + t + 1] if pads else None
+            return _decode_layers(model, body.embed_tokens(token.unsqueeze(1)), next_pos, mask, False, cache)
+    else:
+        fused = _FusedDecoder(model)
+
+        def decode(token, t, next_pos):
+            return fused(token, next_pos, key_mask if pads else None, cache)
 
     if compile:
         decode = torch.compile(decode, dynamic=True, **({} if compile is True else {"backend": compile}))
