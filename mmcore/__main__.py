@@ -22,7 +22,7 @@ import sys
 
 from mmcore import api, audit, roles, storeguard
 from mmcore.export import add_export
-from mmcore.store import DB_NAME, default_home
+from mmcore.paths import DB_NAME, default_home
 
 
 def _time(ts):

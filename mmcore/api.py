@@ -42,7 +42,9 @@ class StoreUnavailable(Refused):
 def open_store(path=None):
     """The dashboard's job store, or StoreUnavailable with the reason and what to do."""
     try:
-        return JobStore(path)
+        store = JobStore(path)
+        store.reconcile()  # once per call: a job whose supervisor died reads as lost
+        return store
     except (sqlite3.Error, RuntimeError, OSError) as exc:
         raise StoreUnavailable(f"the job store cannot be read: {exc}") from exc
 

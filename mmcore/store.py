@@ -6,8 +6,11 @@ web server's sessions and one `mmcore.runner` per job), so it runs in WAL mode w
 every write is a short `BEGIN IMMEDIATE` transaction, and every call opens its own connection (safe
 across threads and forked processes).
 
-The store also notices jobs whose supervisor died without recording an ending: `reconcile()`, run on
-every read, turns such `queued`/`running` rows into `lost`.
+The store also notices jobs whose supervisor died without recording an ending: `reconcile()` turns
+such `queued`/`running` rows into `lost`. Reads do not reconcile (a probe of every active job's
+process on every read adds up): the app reconciles once per page run (streamlit_app.py), the live
+watch now and then (`mmcore.live`), and so do the actions that act on a job's state (stop, delete,
+resume) and each `mmcore.api` call.
 """
 import getpass
 import json
@@ -23,10 +26,8 @@ from pathlib import Path
 import psutil
 
 from mmcore import storeguard
-from mmcore.paths import ROOT
+from mmcore.paths import DB_NAME, default_home
 
-HOME_ENV = "MINIMIND_DASHBOARD_HOME"
-DB_NAME = "jobs.db"
 
 STATUSES = ("queued", "running", "succeeded", "failed", "stopped", "lost")
 ACTIVE_STATUSES = ("queued", "running")
@@ -144,11 +145,6 @@ class Job:
 
 COLUMNS = tuple(f.name for f in fields(Job))
 UPDATABLE = frozenset(COLUMNS) - {"id"}
-
-
-def default_home():
-    """The folder holding jobs.db and logs/: `$MINIMIND_DASHBOARD_HOME`, else `<repo>/runs`."""
-    return Path(os.environ.get(HOME_ENV) or ROOT / "runs")
 
 
 def _os_user():
@@ -327,7 +323,6 @@ class JobStore:
 
     def get(self, job_id):
         """The job with this id, or None when there is none."""
-        self.reconcile()
         with self._connect() as conn:
             row = conn.execute("SELECT * FROM jobs WHERE id = ?", (int(job_id),)).fetchone()
         return self._job(row) if row is not None else None
@@ -352,7 +347,6 @@ class JobStore:
 
         `limit=None` returns every matching job.
         """
-        self.reconcile()
         where, args = self._where(status, train_type)
         sql = f"SELECT * FROM jobs{where} ORDER BY id DESC LIMIT ? OFFSET ?"
         with self._connect() as conn:
@@ -361,14 +355,12 @@ class JobStore:
 
     def count(self, status=None, train_type=None):
         """How many jobs match the same filters as `list`."""
-        self.reconcile()
         where, args = self._where(status, train_type)
         with self._connect() as conn:
             return conn.execute(f"SELECT COUNT(*) FROM jobs{where}", args).fetchone()[0]
 
     def counts(self):
         """Number of jobs per status, every status present (zero when none)."""
-        self.reconcile()
         with self._connect() as conn:
             rows = conn.execute("SELECT status, COUNT(*) FROM jobs GROUP BY status").fetchall()
         result = dict.fromkeys(STATUSES, 0)

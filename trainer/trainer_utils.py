@@ -43,6 +43,8 @@ ROOT = os.path.dirname(TRAINER_DIR)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from trainer import ownership  # noqa: E402  (torch-free)
+
 #: Where resume states are written: `../checkpoints` seen from trainer/, like upstream.
 CHECKPOINT_DIR = os.path.join(ROOT, "checkpoints")
 #: The tokenizer shipped in model/.
@@ -210,7 +212,7 @@ def init_model(config, from_weight, weight_dir, device, tokenizer=True):
             raise MissingWeightError(
                 f"weight file not found: {os.path.abspath(path)} (from_weight={from_weight!r}, "
                 f"weight_dir={weight_dir!r}); train that stage first or pass --from_weight none")
-        state = torch.load(path, map_location="cpu")
+        state = torch.load(path, map_location="cpu", weights_only=True)  # tensors only: no code from a file
         missing, unexpected = model.load_state_dict(state, strict=False)
         # Tied lm_head / rotary buffers may legitimately be absent; anything else means a wrong file.
         real_missing = [k for k in missing if k != "lm_head.weight" and "freqs" not in k]
@@ -337,6 +339,7 @@ def save_resume(path, *, model, optimizer, epoch, step, world_size, scaler=None,
         "world_size": world_size,
         "rng": rng_states(),
         "wandb_id": wandb_id,
+        "written_by": ownership.writer(),  # which job wrote it: a Resume refuses another job's state
     }
     for key, value in extra.items():
         if isinstance(value, torch.nn.Module):
@@ -356,7 +359,11 @@ def load_resume(path, world_size):
     if not os.path.isfile(path):
         warn(f"--from_resume 1 but no resume state at {os.path.abspath(path)}; starting from the beginning")
         return None
-    state = torch.load(path, map_location="cpu", weights_only=False)
+    # weights_only: tensors and plain containers only, so a planted file cannot run code.
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    problem = ownership.resume_problem(state.get("written_by"), path)
+    if problem:
+        raise SetupError(problem)
     saved_ws = state.get("world_size", 1) or 1
     if saved_ws != world_size:
         state["step"] = state["step"] * saved_ws // world_size
