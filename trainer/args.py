@@ -205,6 +205,7 @@ UPPER = {
     "max_seq_len": 32768, "max_gen_len": 32768,  # the model's max_position_embeddings
     "beta": 1e3, "clip_epsilon": 10.0, "vf_coef": 1e3, "kl_coef": 1e3, "update_old_actor_freq": 1_000_000,
     "num_generations": 256, "rollout_groups": 1_000_000, "rollout_max_mb": 1e7, "temperature": 100.0,
+    "top_k": 6400,  # the vocabulary size
 }
 #: What each non-numeric option holds, for the checks of names and paths.
 KINDS = {
