@@ -51,7 +51,8 @@ def test_sections_group_the_types_own_parameters_under_its_name():
     titles = [title for _, title, _ in sections]
     assert titles == ["Training", "Model", "Data, saving and loading", "SPO parameters", "Devices", "Monitoring"]
     own = dict((group, [p.name for p in params]) for group, _, params in sections)["type_specific"]
-    assert own == ["max_gen_len", "beta", "reasoning", "reward_model_path", "rollout_groups", "rollout_max_mb"]
+    assert own == ["max_gen_len", "beta", "reasoning", "reward_model_path", "rollout_groups", "rollout_max_mb",
+                   "temperature", "top_k", "top_p"]
     assert "num_generations" not in own
     assert [title for _, title, _ in forms.sections("pretrain")] == [
         "Training", "Model", "Data, saving and loading", "Devices", "Monitoring"]
