@@ -10,7 +10,7 @@ from pathlib import Path
 import streamlit as st
 
 from mmcore import (charts, health, jobtable, livepage, logfiles, logheader, logparse, metrics, navigation, progress,
-                    rlview, rollouts, storeguard, tailview, urlstate)
+                    queueui, rlview, rollouts, storeguard, tailview, urlstate)
 from mmcore.safetext import md, md_lines
 from mmcore.store import JobStore
 
@@ -78,6 +78,12 @@ url_defaults = {}  # state key -> the default this run chose from the data (kept
 # The URL holds the whole view (runs, metrics, smoothing, axes, ranges): a link shows what its sender saw.
 for problem in urlstate.apply("logs", state, st.query_params):
     st.warning(md(problem))
+stage_ids, problem = queueui.pipeline_jobs(store, st.query_params.get("pipeline"))
+if problem:
+    st.error(md(problem))
+elif stage_ids and state.get("logs.query_pipeline") != st.query_params.get("pipeline"):
+    state[JOBS_KEY] = stage_ids  # a pipeline's link from Jobs charts all its stages
+    state["logs.query_pipeline"] = st.query_params.get("pipeline")
 for job_id in state.get(JOBS_KEY, []):  # chosen earlier or in a link, beyond the newest JOB_LIMIT
     if job_id not in jobs:
         if (job := store.get(job_id)) is not None:
