@@ -17,7 +17,7 @@ FLASH_KEY = "jobs.flash"  # (kind, message, unix time) of the last action, shown
 FLASH_S = 10.0  # long enough to read, though the page refreshes itself every few seconds
 CONFIRM_KEY = "jobs.awaiting_confirmation"  # ("stop" | "delete", job id) of the action awaiting confirmation
 SELECT_KEY = "jobs.selected"  # the selected job's id (the selector's own key changes with its options)
-PROGRESS_S = 5.0  # a running job's progress in the table follows its log at most this often
+PROGRESS_S = 10.0  # a running job's progress in the table follows its log at most this often (a rerun per tab)
 LIMITS = (50, 200, 1000, None)
 
 
