@@ -5,7 +5,7 @@ import time
 import streamlit as st
 
 from mmcore import (actions, forms, gpu, health, jobtable, launch, livepage, logfiles, metrics, navigation,
-                    progress, registry, storeguard, tailview)
+                    progress, queueui, registry, storeguard, tailview)
 from mmcore.safetext import md, md_lines
 from mmcore.store import STATUSES, JobStore
 from mmcore.watch import RunWatch
@@ -151,6 +151,7 @@ def details(job):
         st.markdown(f"**Job {job.id} · {md(jobtable.type_short(job.train_type))} · {md(job.name)}** — {job.status}")
         if job.note:
             st.caption(md(job.note))
+        queueui.queue_details(store, job)
         findings = run_watch().summary(metrics.job_run_dir(job, store.home), job.train_type,
                                        health.load_settings(store.home)).findings
         for finding in findings:
@@ -204,6 +205,7 @@ def details(job):
 def jobs_view():
     """The table and the selected job; the fragment reruns on its own while jobs are active."""
     show_flash()
+    queueui.pipelines_section(store)
     try:
         jobs = store.list(status=status_filter or None, train_type=type_filter or None, limit=limit)
         total = store.count(status=status_filter or None, train_type=type_filter or None)
@@ -272,4 +274,5 @@ def jobs_view():
 
 livepage.follow(logs=True, progress_s=PROGRESS_S)
 st.button("Refresh", key="jobs.refresh", icon=":material/refresh:")
+queueui.settings_section(store)
 jobs_view()
