@@ -10,7 +10,7 @@ from pathlib import Path
 import streamlit as st
 
 from mmcore import (charts, health, jobtable, livepage, logfiles, logheader, logparse, metrics, navigation, progress,
-                    queueui, rlview, rollouts, storeguard, tailview, urlstate)
+                    queueui, resumes, rlview, rollouts, storeguard, tailview, urlstate)
 from mmcore.safetext import md, md_lines
 from mmcore.store import JobStore
 
@@ -44,6 +44,7 @@ class Run:
     path: str
     job: object = None
     run_dir: object = None
+    parts: list = None  # [(job id, log path)] of a job and its resumes, oldest first
 
     @property
     def train_type(self):
@@ -74,6 +75,7 @@ except (sqlite3.Error, RuntimeError, OSError) as exc:  # missing, damaged, locke
 
 # -- what to chart ----------------------------------------------------------------------------------
 
+resume_marks = []  # (global step, text) where a charted run was resumed
 url_defaults = {}  # state key -> the default this run chose from the data (kept out of the URL)
 # The URL holds the whole view (runs, metrics, smoothing, axes, ranges): a link shows what its sender saw.
 for problem in urlstate.apply("logs", state, st.query_params):
@@ -118,8 +120,18 @@ uploads = sources[3].file_uploader(
     "Upload a log", type=["log", "txt"], accept_multiple_files=True, key="logs.upload",
     help="A log from elsewhere, e.g. an upstream MiniMind run's output.")
 
-runs = [Run(jobtable.job_label(jobs[i]), jobs[i].log_path, jobs[i], metrics.job_run_dir(jobs[i], store.home))
-        for i in chosen_jobs]
+# A job and its resumes are one run: one line, whichever of them was chosen.
+lines = resumes.lineages(jobs.values(), store.home)
+runs, charted = [], set()
+for i in chosen_jobs:
+    lineage = lines[i]
+    if tuple(lineage) in charted:
+        continue
+    charted.add(tuple(lineage))
+    last = jobs[lineage[-1]]
+    label = jobtable.job_label(last) + (f" (resumed from {', '.join(map(str, lineage[:-1]))})" if len(lineage) > 1 else "")
+    runs.append(Run(label, last.log_path, last, metrics.job_run_dir(last, store.home),
+                    parts=[(j, jobs[j].log_path) for j in lineage]))
 runs += [Run(name, str(store.logs_dir / name)) for name in chosen_files]
 runs += [Run(name, None, None, metrics.records_dir(store.home) / name) for name in chosen_folders]
 for upload in uploads or []:
@@ -164,6 +176,7 @@ def with_positions(df, run):
 def read_runs():
     """Each run's table (incrementally read), with its notes, last error and summary line."""
     tables, types = {}, set()
+    resume_marks.clear()
     for run in runs:
         if run.path is None:  # a records folder alone: chart its metrics stream
             df = metrics.read(run.run_dir)
@@ -172,20 +185,24 @@ def read_runs():
                 types.add(run.train_type)
             continue
         try:
-            parser = parser_for(run.path)
+            parsers = [(job_id, parser_for(path)) for job_id, path in (run.parts or [(None, run.path)])]
         except OSError as exc:
             st.error(f"{md(run.label)}: cannot read {md(run.path)}: {md(exc)}")
             continue
+        parser = parsers[-1][1]
         note = logfiles.explain(parser, run.label)
         if note is not None:
             getattr(st, note[0])(md_lines(note[1]))
         if parser.last_error:
             with st.expander(f"{md(run.label)}: last error", expanded=note is not None, icon=":material/error:"):
                 st.code(parser.last_error, language=None)
-        if len(parser):
-            tables[run.label] = with_positions(parser.frame(), run)
+        joined, marks = resumes.join([(job_id, p.frame()) for job_id, p in parsers if len(p)])
+        if len(joined):
+            tables[run.label] = with_positions(joined, run)
+            resume_marks.extend((step, f"resumed as job {job_id}") for step, job_id in marks)
             types.add((run.job.train_type if run.job else None) or parser.header.get("type"))
-            summary(run, parser.frame(), parser)
+            first = int(parser.frame()["global_step"].iloc[0]) if len(parser) else None
+            summary(run, joined, parser, resumes.start_step(run.job, first) if run.job is not None else 0)
     return tables, types
 
 
@@ -244,7 +261,8 @@ def show_runs():
         with grid[i % 2]:
             low, high = state.get(f"logs.ylo.{metric}"), state.get(f"logs.yhi.{metric}")
             st.plotly_chart(charts.metric_figure(metric, tables, smoothing=smoothing, log_y=metric in log_metrics,
-                                                 x=charts.X_CHOICES[x], x_range=(x_from, x_to), y_range=(low, high)),
+                                                 x=charts.X_CHOICES[x], x_range=(x_from, x_to), y_range=(low, high),
+                                                 marks=resume_marks if x == "step" else ()),
                             key=f"logs.chart.{metric}", config={"displaylogo": False})
             with st.popover("Y range", icon=":material/height:"):
                 st.number_input("Y from", value=None, key=f"logs.ylo.{metric}", format="%g", placeholder="auto")
@@ -264,11 +282,12 @@ def view_link():
     return base + ("?" + urllib.parse.urlencode(params, safe=",") if params else "")
 
 
-def summary(run, df, parser):
-    """One line per run: progress, latest loss/reward and, for running jobs, the ETA."""
+def summary(run, df, parser, start_step=0):
+    """One line per run: progress, latest loss/reward and, for running jobs, the ETA (counted from
+    `start_step`, where a resumed job began)."""
     job = run.job
     prog = progress.summarize(
-        df, started_at=job.started_at if job is not None and job.active else None,
+        df, start_step=start_step, started_at=job.started_at if job is not None and job.active else None,
         total_epochs=(progress.job_epochs(job) if job is not None else None)
         or logheader.epochs_from_command(parser.header.get("command")))
     parts = [f"**{md(run.label)}**", f"step {prog.step:,} / {prog.total:,} ({prog.percent:.0f}%)"]

@@ -11,7 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from mmcore.paths import ROOT
-from mmcore import charts
+from mmcore import charts, metrics
 from mmcore.store import JobStore
 from test_logparse import DATA
 from _pages_helpers import texts
@@ -212,3 +212,26 @@ def test_running_job_shows_eta_and_refreshes():
         assert "step 5 / 20 (25%)" in summary and "ETA" in summary and "loss 1.5" in summary
     finally:
         runner.stop(store, job_id, grace=1, wait=True)
+
+
+def test_a_resumed_job_continues_its_parents_curve():
+    store = JobStore()
+    parent = finished_job(store, "pretrain", None, name="long")
+    with open(store.get(parent).log_path, "w") as f:
+        f.write("".join(f"Epoch:[1/1]({s}/1000) loss:{5 - s / 1000} lr:0.0005 epoch_Time:1.0min:\n"
+                        for s in (100, 200, 300, 400, 500)))
+    records = metrics.job_dir(store.home, parent)
+    resumed = store.create("pretrain", "long-resume", {"epochs": "1", "from_resume": "1"},
+                           ["python", "x.py", "--run_dir", str(records)], "/tmp", {})
+    store.update(resumed, status="succeeded", started_at=time.time() - 30, ended_at=time.time())
+    with open(store.get(resumed).log_path, "w") as f:
+        f.write("".join(f"Epoch:[1/1]({s}/1000) loss:{4 - s / 1000} lr:0.0005 epoch_Time:1.0min:\n"
+                        for s in (410, 420, 600)))
+    at = open_logs({"job": str(resumed)})
+    assert not at.exception
+    loss = next(s for s in chart_specs(at) if s["layout"]["title"]["text"] == charts.chart_title("loss"))
+    lines = [t for t in loss["data"] if t.get("mode", "lines").startswith("lines")]
+    assert len(lines) == 1  # one run, one line
+    assert decoded(lines[0]["x"]) == [100, 200, 300, 400, 410, 420, 600]
+    assert lines[0]["name"] == f"{resumed} — long-resume (resumed from {parent})"
+    assert [shape["x0"] for shape in loss["layout"]["shapes"]] == [410]  # the resume point
