@@ -95,6 +95,8 @@ with st.container(border=True):
         st.warning("Fix the fields marked above to see the command.")
     for problem in check.problems:
         st.warning(problem, icon=":material/warning:")
+    for note in check.warnings:
+        st.warning(note, icon=":material/info:")
 
     if st.button("Launch", type="primary"):
         try:
