@@ -31,7 +31,7 @@ def trained(tmp_path_factory):
     repo = make_repo_copy(tmp / "repo")
     data = head_jsonl(DEMO / "pretrain.jsonl", repo / "data" / "pretrain.jsonl", 16)
     argv = tiny_args(data_path=data, save_weight="pretrain", from_weight="none", tokenizer_path=tok2,
-                     save_interval=1, keep_checkpoints=2)
+                     save_interval=1, keep_checkpoints=2, accumulation_steps=1)
     first = run_trainer(repo, "train_pretrain.py", argv)
     assert first.returncode == 0, proc_output(first)
     first_meta = weight_meta.read_meta(str(repo / "out" / "pretrain_64.pth"))

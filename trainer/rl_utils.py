@@ -534,6 +534,7 @@ def run_rl_training(args, info, *, trained, config, dataset, collate_fn, step_fn
             tu.save_resume(ckpt, model=policy.module, optimizer=policy.optimizer, scaler=scaler, epoch=epoch,
                            step=boundary_step, world_size=info.world_size, global_step=epoch * iters + boundary_step,
                            wandb_id=wandb_id, **extras)
+            tu.record_save(args, epoch, boundary_step, epoch * iters + boundary_step)
 
     stop.arm()
     for t in trained:
@@ -666,7 +667,7 @@ def check_rl_inputs(args):
 def load_policy_and_reference(args, config):
     """The policy and a frozen reference, both from `{weight_dir}/reason_...` (reasoning) or `full_sft_...`."""
     base = base_weight_name(args.reasoning)
-    policy, tokenizer = tu.init_model(config, base, args.weight_dir, args.device)
+    policy, tokenizer = tu.init_model(config, base, args.weight_dir, args.device, tokenizer=args.tokenizer_path)
     reference, _ = tu.init_model(config, base, args.weight_dir, args.device, tokenizer=False)
     reference.eval().requires_grad_(False)
     return policy, reference, tokenizer

@@ -2,7 +2,7 @@
 
 `{weight}.meta.json` (e.g. `out/full_sft_512.pth.meta.json`) holds the model size, the training type,
 the tokenizer's folder and fingerprint, the dashboard job id (from `MINIMIND_JOB_ID`, set by the job
-runner), epoch/step and the time. The dashboard's model catalogue and preflight read it without
+supervisor), epoch/step and the time. The dashboard's model catalogue and preflight read it without
 torch; a weight without one (e.g. downloaded from upstream) simply has unknown provenance.
 Torch-free: imported by the trainers and by the dashboard.
 """
@@ -11,9 +11,10 @@ import json
 import os
 import time
 
+from trainer.ownership import JOB_ENV  # the job id the dashboard's supervisor gives its trainer
+
 META_SUFFIX = ".meta.json"
 FORMAT = "minimind-weight-meta/1"
-JOB_ID_ENV = "MINIMIND_JOB_ID"
 
 #: The tokenizer bundled with the repository (the trainers' default `--tokenizer_path ../model`).
 BUNDLED_TOKENIZER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "model")
@@ -49,7 +50,7 @@ def tokenizer_fingerprint(folder):
 def build_meta(weight_path, *, kind, train_type, hidden_size, num_hidden_layers, use_moe, tokenizer_path=None,
                epoch=None, step=None, global_step=None, base_weight=None, extra=None):
     tokenizer_path = os.path.abspath(tokenizer_path or BUNDLED_TOKENIZER)
-    job = os.environ.get(JOB_ID_ENV, "")
+    job = os.environ.get(JOB_ENV, "")
     return {
         "format": FORMAT,
         "file": os.path.basename(weight_path),
