@@ -59,8 +59,9 @@ def resume_job(store, job_id, gpu_count):
     job = store.get(job_id)
     if job is None:
         return Outcome("error", f"There is no job with id {job_id}.")
-    if job.active:
-        return Outcome("error", f"Job {job_id} is {job.status}: it can be resumed once it has ended.")
+    refusal = launch.resume_refusal(job)
+    if refusal:
+        return Outcome("error", refusal)
     try:
         new_id = launch.resume(store, job, gpu_count)
     except launch.LaunchRefused as exc:

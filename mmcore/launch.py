@@ -6,8 +6,10 @@ started from that check (`start`), so a page that shows the check's findings lau
 what it showed.
 """
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from mmcore import command, metrics, ownership, preflight, registry, runner
+from trainer import specs
 
 
 class LaunchRefused(Exception):
@@ -91,6 +93,32 @@ def resume_values(train_type, params):
     values = {**registry.defaults(train_type), **params}
     values["from_resume"] = "1"
     return values
+
+
+def resume_checkpoint(job):
+    """Where `job`'s trainer keeps its resume state (../checkpoints/<name>_<hidden>[_moe]_resume.pth
+    from its working folder), or None when its parameters do not say (unknown type, invalid values)."""
+    try:
+        checked = command.check(job.train_type, resume_values(job.train_type, job.params))
+        if not checked.ok:
+            return None
+        values = checked.effective()
+        spec = specs.spec(job.train_type)
+        return Path(job.cwd or preflight.TRAINER_DIR) / specs.CHECKPOINT_DIR / spec.resume_file(values)
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
+def resume_refusal(job):
+    """Why `job` cannot be resumed now (running, or it never saved resume state), or None when it can."""
+    if job.active:
+        return f"Job {job.id} is {job.status}: it can be resumed once it has ended."
+    path = resume_checkpoint(job)
+    if path is None or not path.is_file():
+        return (f"Job {job.id} saved no resume state"
+                + (f" ({path.resolve()} does not exist)" if path is not None else "")
+                + ": it stopped before its first checkpoint. Clone it to Train to start it again.")
+    return None
 
 
 def resume(store, job, gpu_count, user=None):

@@ -9,7 +9,7 @@ from pathlib import Path
 import streamlit as st
 
 from mmcore import (charts, health, jobtable, livepage, logfiles, logheader, logparse, metrics, navigation, progress,
-                    rlview, rollouts, storeguard)
+                    rlview, rollouts, storeguard, tailview)
 from mmcore.store import JobStore
 
 navigation.ensure_app_navigation()
@@ -186,7 +186,7 @@ def show_runs():
                             key=f"logs.chart.{metric}", config={"displaylogo": False})
 
     # The CSV is built only when clicked: for a long log it costs more than the whole page.
-    st.download_button("Download CSV", lambda: charts.to_csv(tables), file_name="minimind-metrics.csv",
+    st.download_button("Download CSV", lambda: charts.to_csv(tables), file_name=charts.csv_file_name(tables),
                        mime="text/csv", icon=":material/download:", key="logs.csv", on_click="ignore",
                        help="Every parsed record of the charted logs, one row per logged step, with a run column.")
 
@@ -391,7 +391,7 @@ def show_tails():
             except OSError as exc:
                 st.error(f"Cannot read {run.path}: {exc}")
             else:
-                st.code("\n".join(lines) or "(empty)", language=None, height=400)
+                st.html(tailview.tail_html(lines))
 
 
 show_runs()

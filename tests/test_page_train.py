@@ -258,3 +258,23 @@ def test_device_modes_with_gpus(monkeypatch):
 
     at.radio(key="train.sft.device_mode").set_value("cpu").run()
     assert "--device cpu" in preview(at)
+
+
+def test_launched_message_goes_when_the_type_changes_or_a_job_is_cloned():
+    from mmcore import forms
+    at = open_page("pages/train.py", state={forms.LAUNCHED_KEY: 7})
+    assert any("Launched job 7" in s for s in texts(at.success))
+    at.selectbox(key=forms.TYPE_KEY).set_value("grpo").run()
+    assert not any("Launched job" in s for s in texts(at.success))
+
+    at = open_page("pages/train.py", state={forms.LAUNCHED_KEY: 7})
+    at.session_state[forms.CLONE_KEY] = {"train_type": "dpo", "params": {"beta": "0.2"}, "job_id": 3, "name": "d"}
+    at.run()
+    assert not any("Launched job" in s for s in texts(at.success))
+    assert any("Filled from job 3" in s for s in texts(at.info))
+
+
+def test_dtype_says_what_it_costs_on_a_cpu_only_machine():
+    at = train_page("pretrain")
+    notes = [c for c in texts(at.caption) if "float32" in c]
+    assert notes and "No NVIDIA GPU" in notes[0] and "CUDA only" in notes[0]
