@@ -84,28 +84,34 @@ def prompt_messages(prompt):
 
 def reward_model_score(reward_model, prompt, response, reasoning):
     """Clipped reward-model score of one response; with reasoning, blended with its answer's score."""
-    messages = prompt_messages(prompt)
-    score = clip_score(reward_model.score(messages + [{"role": "assistant", "content": response}]))
-    if reasoning:
-        answer = extract_answer(response, True)
-        if answer is not None:
-            answer_score = clip_score(reward_model.score(messages + [{"role": "assistant", "content": answer}]))
-            score = blend_scores(score, answer_score)
-    return score
+    return reward_model_scores(reward_model, [prompt], [response], reasoning)[0]
+
+
+def reward_model_scores(reward_model, prompts, responses, reasoning):
+    """`reward_model_score` of each response, every chat of the batch scored in one call
+    (`RewardModel.score_many`): the responses first, then the answers of those that have one."""
+    histories = [prompt_messages(prompt) for prompt in prompts]
+    chats = [h + [{"role": "assistant", "content": r}] for h, r in zip(histories, responses)]
+    answers = [extract_answer(r, True) if reasoning else None for r in responses]
+    with_answer = [i for i, answer in enumerate(answers) if answer is not None]
+    chats += [histories[i] + [{"role": "assistant", "content": answers[i]}] for i in with_answer]
+    score_many = getattr(reward_model, "score_many", None)  # any object with score(messages) also works
+    raw = [clip_score(x) for x in (score_many(chats) if score_many else map(reward_model.score, chats))]
+    scores = raw[:len(responses)]
+    for j, i in enumerate(with_answer):
+        scores[i] = blend_scores(scores[i], raw[len(responses) + j])
+    return scores
 
 
 def compute_rewards(prompts, responses, references, reasoning, reward_model=None):
     """Reward of each response (all three lists aligned): format rewards with reasoning, plus either
     the reward model's score or, without a reward model, the rule reward against the reference."""
-    rewards = []
-    for prompt, response, reference in zip(prompts, responses, references):
-        reward = format_reward(response) if reasoning else 0.0
-        if reward_model is not None:
-            reward += reward_model_score(reward_model, prompt, response, reasoning)
-        else:
-            reward += rule_reward(response, reference, reasoning)
-        rewards.append(reward)
-    return torch.tensor(rewards, dtype=torch.float32)
+    rewards = [format_reward(response) if reasoning else 0.0 for response in responses]
+    if reward_model is not None:
+        scores = reward_model_scores(reward_model, prompts, responses, reasoning)
+    else:
+        scores = [rule_reward(response, reference, reasoning) for response, reference in zip(responses, references)]
+    return torch.tensor([r + s for r, s in zip(rewards, scores)], dtype=torch.float32)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -161,13 +167,36 @@ class RewardModel:
     @torch.no_grad()
     def score(self, messages):
         """The reward of a chat whose last message is the assistant's response."""
+        return self.score_many([messages])[0]
+
+    #: Chats per classifier forward pass in `score_many`.
+    BATCH = 16
+
+    @torch.no_grad()
+    def score_many(self, chats):
+        """`score` of each chat: a classifier scores them in right-padded batches (each row attends to
+        its own tokens only, so it gets the score it gets alone); a get_score model is asked
+        once per chat, or once in all through its `get_scores` where it has one."""
         if self.kind == "get_score":
-            return float(self.model.get_score(self.tokenizer, messages))
-        ids = self.tokenizer(self._chat_text(messages), return_tensors="pt", add_special_tokens=False)["input_ids"]
+            if callable(getattr(self.model, "get_scores", None)) and len(chats) > 1:
+                return [float(x) for x in self.model.get_scores(self.tokenizer, chats)]
+            return [float(self.model.get_score(self.tokenizer, messages)) for messages in chats]
         limit = getattr(self.model.config, "max_position_embeddings", None)
-        if limit:
-            ids = ids[:, -limit:]  # keep the response's end, where a classifier reads the score
-        return float(self.model(input_ids=ids.to(self.device)).logits[0, 0])
+        pad_id = self.model.config.pad_token_id
+        scores = []
+        for start in range(0, len(chats), self.BATCH):
+            rows = [self.tokenizer(self._chat_text(m), add_special_tokens=False)["input_ids"]
+                    for m in chats[start:start + self.BATCH]]
+            rows = [r[-limit:] if limit else r for r in rows]  # keep the response's end, where the score is read
+            width = max(len(r) for r in rows)
+            ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+            mask = torch.zeros((len(rows), width), dtype=torch.long)
+            for i, r in enumerate(rows):
+                ids[i, :len(r)], mask[i, :len(r)] = torch.tensor(r, dtype=torch.long), 1
+            # The classifier reads each row at its last non-pad token, as it does for a chat alone.
+            logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits
+            scores += [float(x) for x in logits[:, 0]]
+        return scores
 
 
 def check_reward_model_path(path):
@@ -210,18 +239,16 @@ def encode_prompts(tokenizer, prompts, max_len, device):
     return ids[:, start:].to(device), mask[:, start:].to(device)
 
 
-@torch.no_grad()
 def sample(model, prompt_ids, prompt_mask, max_new_tokens, pad_id, eos_id, num_return_sequences=1,
-           temperature=0.8):
-    """Sample completions with the KV cache; returns completion ids [B * n, R] (prompts repeated n times)."""
-    was_training = model.training
-    model.eval()
-    out = model.generate(input_ids=prompt_ids, attention_mask=prompt_mask, max_new_tokens=max_new_tokens,
-                         do_sample=True, temperature=temperature, top_k=0, top_p=1.0,
-                         num_return_sequences=num_return_sequences, pad_token_id=pad_id, eos_token_id=eos_id,
-                         use_cache=True)
-    model.train(was_training)
-    return out[:, prompt_ids.size(1):]
+           temperature=0.8, top_k=50, top_p=1.0):
+    """Sample completions with the lean sampler (`model.sampling`): the prompts encoded once, a
+    pre-allocated KV cache, stopping when every response has ended. Returns `Samples`: completion
+    ids [B * n, R] (prompts repeated n times, pad after EOS), their mask, and the sampled tokens'
+    log-probs under the sampling policy."""
+    from model.sampling import sample as lean_sample
+    return lean_sample(model, prompt_ids, prompt_mask, max_new_tokens, eos_id=eos_id, pad_id=pad_id,
+                       num_samples=num_return_sequences, temperature=temperature, top_k=top_k, top_p=top_p,
+                       return_logps=True)
 
 
 def completion_mask(completion_ids, eos_id):
@@ -246,12 +273,17 @@ def token_logps(logits, targets):
     return torch.gather(F.log_softmax(logits.float(), dim=-1), 2, targets.unsqueeze(-1)).squeeze(-1)
 
 
-def completion_logps(model, input_ids, attention_mask, num_completion):
+def completion_logps(model, input_ids, attention_mask, num_completion, shared_prefix=None):
     """Per-token log-probs of the last `num_completion` tokens of `input_ids` under `model` -> [B, R].
 
-    Returns (logps, aux_loss); only the logits needed are computed (`logits_to_keep`).
+    Returns (logps, aux_loss); only the logits needed are computed (`logits_to_keep`). With
+    `shared_prefix=(prompt_len, group_size)` each group's prompt is computed once (see
+    `model.shared_prefix`).
     """
-    out = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=num_completion + 1)
+    if shared_prefix is not None:
+        out = model(input_ids=input_ids, attention_mask=attention_mask, shared_prefix=shared_prefix)
+    else:
+        out = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=num_completion + 1)
     logps = token_logps(out.logits[:, :-1, :], input_ids[:, -num_completion:])
     aux = getattr(out, "aux_loss", None)
     return logps, (aux if aux is not None else logps.new_zeros(()))
@@ -271,6 +303,8 @@ class Rollout:
     input_ids: torch.Tensor        # [B, P + R] prompt (left-padded) + completion
     attention_mask: torch.Tensor   # [B, P + R] prompt mask + completion mask
     completion_mask: torch.Tensor  # [B, R]
+    sample_logps: torch.Tensor = None  # [B, R] the sampled tokens' log-probs under the sampling policy
+    group_size: int = 1            # consecutive responses sharing one prompt
 
     @property
     def num_completion(self):
@@ -280,14 +314,14 @@ class Rollout:
         return self.completion_mask.sum(dim=1).float()
 
 
-def rollout(model, tokenizer, prompts, references, max_prompt_len, max_gen_len, device, num_generations=1):
+def rollout(model, tokenizer, prompts, references, max_prompt_len, max_gen_len, device, num_generations=1,
+            temperature=0.8, top_k=50, top_p=1.0):
     """Sample `num_generations` responses per prompt from `model` (unwrapped, not DDP) and assemble
     the sequences the loss passes run on, trimmed after the longest response."""
     prompt_ids, prompt_mask = encode_prompts(tokenizer, prompts, max_prompt_len, device)
-    completion_ids = sample(model, prompt_ids, prompt_mask, max_gen_len, tokenizer.pad_token_id,
-                            tokenizer.eos_token_id, num_return_sequences=num_generations)
-    mask = completion_mask(completion_ids, tokenizer.eos_token_id)
-    completion_ids, mask = trim_completions(completion_ids, mask)
+    out = sample(model, prompt_ids, prompt_mask, max_gen_len, tokenizer.pad_token_id, tokenizer.eos_token_id,
+                 num_return_sequences=num_generations, temperature=temperature, top_k=top_k, top_p=top_p)
+    completion_ids, mask = trim_completions(out.tokens, out.mask)
     prompt_ids = prompt_ids.repeat_interleave(num_generations, dim=0)
     prompt_mask = prompt_mask.repeat_interleave(num_generations, dim=0)
     return Rollout(
@@ -297,7 +331,24 @@ def rollout(model, tokenizer, prompts, references, max_prompt_len, max_gen_len, 
         input_ids=torch.cat([prompt_ids, completion_ids], dim=1),
         attention_mask=torch.cat([prompt_mask, mask.to(prompt_mask.dtype)], dim=1),
         completion_mask=mask,
+        sample_logps=out.logps[:, :mask.size(1)],
+        group_size=num_generations,
     )
+
+
+def rollout_logps(model, ro):
+    """`completion_logps` of a rollout's responses under `model` (plain or DDP-wrapped). Groups of
+    responses to one prompt share one pass over it when that is exact (dense model, no dropout)."""
+    config = tu.unwrap_model(model).config
+    shared = None
+    if ro.group_size > 1 and not config.use_moe and config.dropout == 0:
+        shared = (ro.input_ids.size(1) - ro.num_completion, ro.group_size)
+    return completion_logps(model, ro.input_ids, ro.attention_mask, ro.num_completion, shared_prefix=shared)
+
+
+def sampling_options(args):
+    """The rollout's sampling keywords from the RL options."""
+    return {"temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -665,11 +716,14 @@ def check_rl_inputs(args):
 
 
 def load_policy_and_reference(args, config):
-    """The policy and a frozen reference, both from `{weight_dir}/reason_...` (reasoning) or `full_sft_...`."""
+    """The policy and a frozen reference, both from `{weight_dir}/reason_...` (reasoning) or `full_sft_...`.
+    Without a KL penalty (`beta` or PPO's `kl_coef` 0) the reference is None: it is never built."""
     base = base_weight_name(args.reasoning)
     policy, tokenizer = tu.init_model(config, base, args.weight_dir, args.device, tokenizer=args.tokenizer_path)
-    reference, _ = tu.init_model(config, base, args.weight_dir, args.device, tokenizer=False)
-    reference.eval().requires_grad_(False)
+    reference = None
+    if getattr(args, "beta", getattr(args, "kl_coef", 1)) > 0:
+        reference, _ = tu.init_model(config, base, args.weight_dir, args.device, tokenizer=False)
+        reference.eval().requires_grad_(False)
     return policy, reference, tokenizer
 
 

@@ -4,7 +4,7 @@
     cd trainer && torchrun --nproc_per_node 2 train_grpo.py
 
 Options: `trainer/args.py` (type "grpo"). Starts from `{weight_dir}/reason_{h}.pth` with --reasoning 1,
-else `full_sft_{h}.pth`. For each prompt, `num_generations` responses are sampled (temperature 0.8);
+else `full_sft_{h}.pth`. For each prompt, `num_generations` responses are sampled (temperature 0.8, top-k 50: --temperature, --top_k, --top_p);
 each response's reward is normalised within its group, (r - mean) / (std + 1e-4), and the policy is
 pushed towards the better ones with a per-token loss plus a k3 KL penalty (`beta`) against the frozen
 starting model, as in TRL's GRPOTrainer with one update per batch.
@@ -33,16 +33,15 @@ def main():
 
     def step_fn(batch):
         ro = rl.rollout(run.policy, run.tokenizer, batch["prompt"], batch["answer"], args.max_seq_len,
-                        args.max_gen_len, args.device, num_generations=n)
+                        args.max_gen_len, args.device, num_generations=n, **rl.sampling_options(args))
         rewards = rl.compute_rewards(ro.prompts, ro.responses, ro.references, args.reasoning,
                                      run.reward_model).to(args.device)
         advantages, group_std = rl.group_advantages(rewards, n)
-        logps, aux_loss = rl.completion_logps(run.model, ro.input_ids, ro.attention_mask, ro.num_completion)
+        logps, aux_loss = rl.rollout_logps(run.model, ro)
         if args.beta > 0:
             with torch.no_grad():
-                ref_logps, _ = rl.completion_logps(run.reference, ro.input_ids, ro.attention_mask,
-                                                   ro.num_completion)
-        else:  # no KL penalty: the reference pass is not needed
+                ref_logps, _ = rl.rollout_logps(run.reference, ro)
+        else:  # no KL penalty: there is no reference model
             ref_logps = logps.detach()
         loss, kl = rl.grpo_loss(logps, ref_logps, advantages, ro.completion_mask, args.beta)
         loss = loss + aux_loss

@@ -54,24 +54,36 @@ def main():
     critic_path = tu.weight_path(args.save_dir, rl.critic_weight_name(args.save_weight), config.hidden_size,
                                  config.use_moe)
 
+    # Whether the old actor holds the actor's current weights: then the rollout's own log-probs (the
+    # sampling policy's) are the old actor's, and its forward pass is skipped.
+    old_is_current = [True]
+
     def refresh_old_actor():
         old_actor.load_state_dict(actor.state_dict())
+        old_is_current[0] = True
 
     def after_update(step):
+        old_is_current[0] = False
         if step % args.update_old_actor_freq == 0:
             refresh_old_actor()
 
     def step_fn(batch):
         ro = rl.rollout(actor, tokenizer, batch["prompt"], batch["answer"], args.max_seq_len, args.max_gen_len,
-                        args.device)
+                        args.device, **rl.sampling_options(args))
         rewards = rl.compute_rewards(ro.prompts, ro.responses, ro.references, args.reasoning,
                                      reward_model).to(args.device)
         values = rl.last_token_values(critic_model(ro.input_ids, ro.attention_mask), ro.attention_mask)
         logps, aux_loss = rl.completion_logps(actor_model, ro.input_ids, ro.attention_mask, ro.num_completion)
         mask = ro.completion_mask.to(logps.dtype)
         with torch.no_grad():
-            old_logps, _ = rl.completion_logps(old_actor, ro.input_ids, ro.attention_mask, ro.num_completion)
-            ref_logps, _ = rl.completion_logps(reference, ro.input_ids, ro.attention_mask, ro.num_completion)
+            if old_is_current[0]:
+                old_logps = ro.sample_logps
+            else:
+                old_logps, _ = rl.completion_logps(old_actor, ro.input_ids, ro.attention_mask, ro.num_completion)
+            if reference is not None:
+                ref_logps, _ = rl.completion_logps(reference, ro.input_ids, ro.attention_mask, ro.num_completion)
+            else:  # kl_coef 0: no reference model
+                ref_logps = logps.detach()
         out = rl.ppo_losses((logps * mask).sum(dim=1), (old_logps * mask).sum(dim=1), (ref_logps * mask).sum(dim=1),
                             values.float(), rewards, args.clip_epsilon, args.vf_coef, args.kl_coef)
         metrics = {"actor_loss": out["policy_loss"].item(), "critic_loss": out["value_loss"].item(),

@@ -33,17 +33,16 @@ def main():
 
     def step_fn(batch):
         ro = rl.rollout(run.policy, run.tokenizer, batch["prompt"], batch["answer"], args.max_seq_len,
-                        args.max_gen_len, args.device)
+                        args.max_gen_len, args.device, **rl.sampling_options(args))
         rewards = rl.compute_rewards(ro.prompts, ro.responses, ro.references, args.reasoning,
                                      run.reward_model).to(args.device)
         baseline = value_tracker.baseline()
         advantages = rl.spo_advantages(rewards, value_tracker.baseline_reward())
-        logps, aux_loss = rl.completion_logps(run.model, ro.input_ids, ro.attention_mask, ro.num_completion)
+        logps, aux_loss = rl.rollout_logps(run.model, ro)
         if args.beta > 0:
             with torch.no_grad():
-                ref_logps, _ = rl.completion_logps(run.reference, ro.input_ids, ro.attention_mask,
-                                                   ro.num_completion)
-        else:  # no KL penalty: the reference pass is not needed
+                ref_logps, _ = rl.rollout_logps(run.reference, ro)
+        else:  # no KL penalty: there is no reference model
             ref_logps = logps.detach()
         loss, kl = rl.spo_loss(logps, ref_logps, advantages, ro.completion_mask, args.beta)
         loss = loss + aux_loss
