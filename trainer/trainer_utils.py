@@ -198,7 +198,8 @@ def load_tokenizer(path=TOKENIZER_DIR):
 
     from trainer import weight_meta
     tokenizer = AutoTokenizer.from_pretrained(path)
-    log(f"Tokenizer: {path} ({len(tokenizer)} tokens, fingerprint {weight_meta.tokenizer_fingerprint(path)})")
+    if os.path.realpath(path) != os.path.realpath(TOKENIZER_DIR):  # say so when it is not the usual one
+        log(f"Tokenizer: {path} ({len(tokenizer)} tokens, fingerprint {weight_meta.tokenizer_fingerprint(path)})")
     return tokenizer
 
 
