@@ -5,7 +5,7 @@ import time
 import streamlit as st
 
 from mmcore import (actions, forms, gpu, health, jobtable, launch, livepage, logfiles, metrics, navigation,
-                    progress, queueui, registry, storeguard, tailview)
+                    progress, queueui, registry, resumes, storeguard, tailview)
 from mmcore.safetext import md, md_lines
 from mmcore.store import STATUSES, JobStore
 from mmcore.watch import RunWatch
@@ -217,7 +217,8 @@ def jobs_view():
                 else "No job matches these filters.")
         st.page_link("pages/train.py", label="Go to Train", icon=":material/model_training:")
         return
-    rows = jobtable.job_rows(jobs, cache)
+    jobs, parents = resumes.table_order(jobs, store.home)  # a job's resumes sit under it: one run
+    rows = jobtable.mark_resumes(jobtable.job_rows(jobs, cache), parents)
     settings = health.load_settings(store.home)
     for row, job in zip(rows, jobs):  # the trend and health of each job's metrics stream
         summary = run_watch().summary(metrics.job_run_dir(job, store.home), job.train_type, settings)

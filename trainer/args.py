@@ -9,7 +9,7 @@ import argparse
 import os
 from dataclasses import dataclass, replace
 
-from trainer import roots
+from trainer import lifeline, roots
 
 TRAIN_TYPES = ("pretrain", "sft", "lora", "dpo", "ppo", "grpo", "spo", "distill_reason", "distillation")
 
@@ -288,6 +288,7 @@ def parse_args(train_type, argv=None):
     Exits with a usage error for a combination the model cannot build, and, when the dashboard
     started the job (see trainer/roots.py), for a path outside the allowed folders.
     """
+    lifeline.tie_to_parent()  # a job the dashboard started ends (and saves) when its launcher dies
     parser = build_parser(train_type)
     args = parser.parse_args(argv)
     errors = cross_errors(train_type, vars(args))
