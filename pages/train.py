@@ -105,6 +105,8 @@ with st.container(border=True):
         st.warning("Fix the fields marked above to see the command.")
     for problem in check.problems:
         st.warning(md(problem), icon=":material/warning:")
+    for note in check.warnings:
+        st.warning(md(note), icon=":material/info:")
     backend = "local" if store_problem else queueui.backend_choice(JobStore(), "queue.backend")
     if backend == "slurm" and check.command is not None:
         queueui.slurm_preview(JobStore(), train_type, forms.job_name(form), check.command)
