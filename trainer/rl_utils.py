@@ -585,6 +585,7 @@ def run_rl_training(args, info, *, trained, config, dataset, collate_fn, step_fn
             tu.save_resume(ckpt, model=policy.module, optimizer=policy.optimizer, scaler=scaler, epoch=epoch,
                            step=boundary_step, world_size=info.world_size, global_step=epoch * iters + boundary_step,
                            wandb_id=wandb_id, **extras)
+            tu.record_save(args, epoch, boundary_step, epoch * iters + boundary_step)
 
     stop.arm()
     for t in trained:
@@ -718,7 +719,7 @@ def load_policy_and_reference(args, config):
     """The policy and a frozen reference, both from `{weight_dir}/reason_...` (reasoning) or `full_sft_...`.
     Without a KL penalty (`beta` or PPO's `kl_coef` 0) the reference is None: it is never built."""
     base = base_weight_name(args.reasoning)
-    policy, tokenizer = tu.init_model(config, base, args.weight_dir, args.device)
+    policy, tokenizer = tu.init_model(config, base, args.weight_dir, args.device, tokenizer=args.tokenizer_path)
     reference = None
     if getattr(args, "beta", getattr(args, "kl_coef", 1)) > 0:
         reference, _ = tu.init_model(config, base, args.weight_dir, args.device, tokenizer=False)

@@ -62,7 +62,7 @@ def main():
     from dataset.lm_dataset import SFTDataset, pad_collate
 
     config = tu.model_config(args.hidden_size, args.num_hidden_layers, args.use_moe)
-    model, tokenizer = tu.init_model(config, args.from_weight, args.weight_dir, args.device)
+    model, tokenizer = tu.init_model(config, args.from_weight, args.weight_dir, args.device, tokenizer=args.tokenizer_path)
     tu.log_model_size(model, config)
     tag_id_seqs = [tokenizer(tag, add_special_tokens=False).input_ids for tag in TAGS]
     tu.check_data_file(args.data_path)

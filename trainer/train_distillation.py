@@ -57,7 +57,7 @@ def main():
 
     student_config = tu.model_config(args.student_hidden_size, args.student_num_layers, args.use_moe)
     teacher_config = tu.model_config(args.teacher_hidden_size, args.teacher_num_layers, args.use_moe)
-    model, tokenizer = tu.init_model(student_config, args.from_student_weight, args.weight_dir, args.device)
+    model, tokenizer = tu.init_model(student_config, args.from_student_weight, args.weight_dir, args.device, tokenizer=args.tokenizer_path)
     tu.log_model_size(model, student_config, label="Student")
     if args.from_teacher_weight == "none":
         tu.warn("--from_teacher_weight none: the teacher is randomly initialised, its logits carry no knowledge")

@@ -74,7 +74,7 @@ def main():
     from dataset.lm_dataset import DPODataset, pad_collate
 
     config = tu.model_config(args.hidden_size, args.num_hidden_layers, args.use_moe)
-    model, tokenizer = tu.init_model(config, args.from_weight, args.weight_dir, args.device)
+    model, tokenizer = tu.init_model(config, args.from_weight, args.weight_dir, args.device, tokenizer=args.tokenizer_path)
     tu.log_model_size(model, config, label="Policy")
     ref_model, _ = tu.init_model(config, args.from_weight, args.weight_dir, args.device, tokenizer=False)
     ref_model.eval().requires_grad_(False)

@@ -25,7 +25,7 @@ def main():
     from dataset.lm_dataset import SFTDataset, pad_collate
 
     config = tu.model_config(args.hidden_size, args.num_hidden_layers, args.use_moe)
-    model, tokenizer = tu.init_model(config, args.from_weight, args.weight_dir, args.device)
+    model, tokenizer = tu.init_model(config, args.from_weight, args.weight_dir, args.device, tokenizer=args.tokenizer_path)
     tu.log_model_size(model, config)
     tu.check_data_file(args.data_path)
     dataset = SFTDataset(args.data_path, tokenizer, max_length=args.max_seq_len)

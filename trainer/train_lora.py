@@ -27,7 +27,7 @@ def main():
     from model.model_lora import apply_lora, save_lora
 
     config = tu.model_config(args.hidden_size, args.num_hidden_layers, args.use_moe)
-    model, tokenizer = tu.init_model(config, args.from_weight, args.weight_dir, args.device)
+    model, tokenizer = tu.init_model(config, args.from_weight, args.weight_dir, args.device, tokenizer=args.tokenizer_path)
     apply_lora(model)
     for name, param in model.named_parameters():
         param.requires_grad = ".lora." in name

@@ -193,12 +193,31 @@ def weight_path(directory, name, hidden_size, use_moe=False):
 
 
 def load_tokenizer(path=TOKENIZER_DIR):
-    """The tokenizer shipped in `<repo>/model` (never downloaded)."""
+    """The tokenizer in folder `path` (default: the one shipped in `<repo>/model`; never downloaded)."""
     from transformers import AutoTokenizer
-    return AutoTokenizer.from_pretrained(path)
+
+    from trainer import weight_meta
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    if os.path.realpath(path) != os.path.realpath(TOKENIZER_DIR):  # say so when it is not the usual one
+        log(f"Tokenizer: {path} ({len(tokenizer)} tokens, fingerprint {weight_meta.tokenizer_fingerprint(path)})")
+    return tokenizer
+
+
+def record_save(args, epoch, step, global_step):
+    """Write the metadata beside the weight files just saved (and keep --keep_checkpoints snapshots)."""
+    from trainer import specs, weight_meta
+    script = os.path.basename(sys.argv[0])
+    train_type = next((s.key for s in specs.SPECS.values() if s.script == script), None)
+    if train_type is None:  # the loop driven from elsewhere (e.g. a test): nothing names the files
+        return
+    values = vars(args)
+    paths = [os.path.join(args.save_dir, name) for name in specs.spec(train_type).weight_files(values)]
+    weight_meta.after_save(values, train_type, [p for p in paths if os.path.isfile(p)], epoch=epoch, step=step,
+                           global_step=global_step)
 
 
 def init_model(config, from_weight, weight_dir, device, tokenizer=True):
+    # `tokenizer`: True (the bundled tokenizer), a tokenizer folder, or False (none).
     """Build a `MiniMindForCausalLM` and load `{weight_dir}/{from_weight}_{h}[_moe].pth` into it.
 
     `from_weight='none'` keeps the random initialisation. A missing weight file raises
@@ -222,7 +241,7 @@ def init_model(config, from_weight, weight_dir, device, tokenizer=True):
                              f"{len(real_missing)} missing and {len(unexpected)} unexpected keys, "
                              f"e.g. {(real_missing + list(unexpected))[:3]}")
     model = model.to(device)
-    return model, (load_tokenizer() if tokenizer else None)
+    return model, (load_tokenizer(tokenizer if isinstance(tokenizer, str) else TOKENIZER_DIR) if tokenizer else None)
 
 
 def count_params(model, trainable_only=False):
@@ -582,6 +601,7 @@ def run_supervised_training(args, info, *, model, config, dataset, collate_fn, l
             save_fn(model)
             save_resume(ckpt, model=model, optimizer=optimizer, scaler=scaler, epoch=epoch, step=boundary_step,
                         world_size=info.world_size, global_step=epoch * iters + boundary_step, wandb_id=wandb_id)
+            record_save(args, epoch, boundary_step, epoch * iters + boundary_step)
 
     stop.arm()
     model.train()
