@@ -5,43 +5,64 @@ active jobs and who is using the dashboard. Nothing to set up first: the job sto
 folders are created on first use. The dashboard never imports torch; trainers run as child processes.
 """
 import streamlit as st
+import streamlit.components.v1 as components
 
-from mmcore import gpu, jobsview, navigation
+from mmcore import gpu, i18n, jobtable, navigation
+from mmcore.i18n import t
 from mmcore.store import JobStore
 
 st.set_page_config(page_title="MiniMind Train Dashboard", page_icon="🧠", layout="wide")
 navigation.mark_entry(st.session_state)
+i18n.choose_language(st.session_state, **i18n.browser_preferences(st.context))
 
 page = st.navigation([
-    st.Page("pages/train.py", title="Train", icon=":material/model_training:", default=True),
-    st.Page("pages/jobs.py", title="Jobs", icon=":material/list:"),
-    st.Page("pages/logs.py", title="Logs", icon=":material/monitoring:"),
+    st.Page("pages/train.py", title=t("app.nav.train"), icon=":material/model_training:", default=True),
+    st.Page("pages/jobs.py", title=t("app.nav.jobs"), icon=":material/list:"),
+    st.Page("pages/logs.py", title=t("app.nav.logs"), icon=":material/monitoring:"),
 ])
+
+
+def on_language():
+    """The switch's choice becomes the session's language, and the browser remembers it."""
+    lang = st.session_state[LANGUAGE_WIDGET]
+    st.session_state[i18n.STATE_KEY] = lang
+    st.session_state[REMEMBER_KEY] = lang
+
+
+LANGUAGE_WIDGET = "app.language_switch"
+REMEMBER_KEY = "app.language_remember"  # a choice to store in the browser's cookie on this run
+with st.sidebar:
+    # Drawn before the page, so a page that stops early (st.stop) still shows them.
+    st.markdown(f"### {t('app.title')}")
+    st.session_state[LANGUAGE_WIDGET] = st.session_state[i18n.STATE_KEY]
+    st.selectbox(f"🌐 {t('app.language')}", list(i18n.LANGUAGES), format_func=i18n.LANGUAGES.get,
+                 key=LANGUAGE_WIDGET, on_change=on_language, help=t("app.language.help"))
+    if REMEMBER_KEY in st.session_state:
+        components.html(i18n.remember_script(st.session_state.pop(REMEMBER_KEY)), height=0)
 
 
 @st.fragment(run_every=5)
 def status_panel():
     """GPUs and job counts, refreshed every few seconds without rerunning the page."""
     gpus = gpu.list_gpus()
-    st.markdown("**GPUs**")
+    st.markdown(f"**{t('app.gpus')}**")
     if gpus:
         for g in gpus:
-            st.caption(jobsview.gpu_line(g))
+            st.caption(jobtable.gpu_line(g))
             st.progress(min(1.0, g.memory_fraction))
     else:
-        st.caption("CPU only: no NVIDIA GPU found.")
+        st.caption(t("app.cpu_only"))
     try:
         counts = JobStore().counts()
     except Exception as exc:  # a broken or locked database must not take the navigation down with it
-        st.error(f"Job store unavailable: {exc}")
+        st.error(t("app.store_unavailable", error=exc))
     else:
-        st.markdown(f"**Jobs** · {counts['running']} running · {counts['queued']} queued")
+        st.markdown(t("app.job_counts", running=counts["running"], queued=counts["queued"]))
 
 
 page.run()
 
 # Drawn after the page, so a job the page just launched or stopped is already counted.
 with st.sidebar:
-    st.markdown("### MiniMind Train Dashboard")
     status_panel()
-    st.caption(f"Running as {jobsview.whoami()}")
+    st.caption(t("app.running_as", user=jobtable.whoami()))

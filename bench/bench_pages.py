@@ -105,7 +105,7 @@ def big_jobs(home):
 def fill_store(home, n_jobs, big_records, seed=0):
     """Create the jobs and their logs in `home`; return {"pretrain": id, "grpo": id} of the big ones."""
     os.environ["MINIMIND_DASHBOARD_HOME"] = str(home)
-    from mmcore import command, forms, jobsview, registry
+    from mmcore import command, forms, progress, registry
     from mmcore.store import JobStore, process_start_time
 
     rng = random.Random(seed)
@@ -140,7 +140,7 @@ def fill_store(home, n_jobs, big_records, seed=0):
             write_log(store.log_path_for(job_id), job_id, train_type, name, cmd.argv, cmd.cwd, status, records,
                       int(values["epochs"]), rng)
         if status in ("succeeded", "failed", "stopped"):  # what the runner stores when a job ends
-            store.update(job_id, final_progress=jobsview.final_progress(store.get(job_id)))
+            store.update(job_id, final_progress=progress.final_progress(store.get(job_id)).as_dict())
         return job_id
 
     types = list(registry.TYPES)

@@ -18,15 +18,12 @@ import json
 import os
 from array import array
 
+from trainer.specs import SPECS
+
 KINDS = ("pretrain", "sft", "dpo", "rlaif")
 
-#: The data format each training type reads.
-KIND_OF_TYPE = {
-    "pretrain": "pretrain",
-    "sft": "sft", "lora": "sft", "distillation": "sft", "distill_reason": "sft",
-    "dpo": "dpo",
-    "ppo": "rlaif", "grpo": "rlaif", "spo": "rlaif",
-}
+#: The data format each training type reads (trainer/specs.py says it).
+KIND_OF_TYPE = {key: s.data_kind for key, s in SPECS.items()}
 
 ROLES = ("system", "user", "assistant", "tool")
 

@@ -12,9 +12,9 @@ import plotly.colors
 import plotly.graph_objects as go
 
 from mmcore.logparse import INDEX_COLUMNS
+from trainer.specs import RL_TYPES
 
 PALETTE = plotly.colors.qualitative.Plotly  # run i keeps colour i in every chart
-RL_TYPES = ("ppo", "grpo", "spo")
 MAX_POINTS = 4000  # per trace: a browser draws a million-point line slowly and no better
 UNSMOOTHED_KINDS = ("lr", "time")  # schedules and estimates, not noisy signals: an EMA would only make them lag
 

@@ -19,6 +19,9 @@ quoted rendering for previews and log headers only.
 "0,1"; two or more ids launch torchrun and ``device`` is then ignored; a single id means
 ``cuda:N`` when ``device`` is not given) and ``train_monitor``. Keys that are not parameters of the
 type (say, from_weight for GRPO) are ignored, so a page may submit one dict for every type.
+
+`check` parses them once into `CheckedValues`; the command (`command_of`) and the file checks
+(`mmcore.preflight`) both read that.
 """
 import math
 import os
@@ -29,12 +32,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mmcore import registry  # puts the repository root on sys.path, for `dataset`
+from mmcore import registry
 from mmcore.paths import TRAINER_DIR
-from dataset import formats  # torch-free
-
-#: Lines of the data file that preflight checks: enough to catch a wrong format, fast on huge files.
-PREFLIGHT_DATA_LINES = 50
+from trainer import args as trainer_args
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -58,7 +58,7 @@ class Command:
     display: str = ""  # shell-quoted, for previews and log headers; never executed
 
 
-def _text(value):
+def _submitted_text(value):
     """A submitted value as stripped text; widgets that return numbers or booleans are accepted too."""
     if value is None:
         return ""
@@ -116,14 +116,38 @@ def _parse_gpus(raw):
     return gpus, None
 
 
-def _check(train_type, values):
-    """Parse every field -> (typed values, errors). Invalid fields are absent from the typed values."""
+@dataclass(frozen=True)
+class CheckedValues:
+    """Submitted values parsed once: what every later step (command, preflight) reads.
+
+    `typed` holds each valid parameter's typed value (None = not given: the script's default
+    applies), plus `device` (None = the script chooses, or torchrun), `gpus` (list of ints) and
+    `train_monitor`; a field with a problem is absent from it and has a message in `errors`.
+    """
+    train_type: str
+    typed: dict
+    errors: dict
+
+    @property
+    def ok(self):
+        return not self.errors
+
+    def effective(self):
+        """Option name -> the value the script will use (its default where none was given), for
+        every valid option of the type; an invalid option is absent."""
+        tt = registry.get_type(self.train_type)
+        return {p.name: p.default if self.typed[p.name] is None else self.typed[p.name]
+                for p in tt.params if p.name in self.typed and p.name not in ("device", "train_monitor")}
+
+
+def check(train_type, values):
+    """Parse every submitted field -> CheckedValues (KeyError for an unknown training type)."""
     tt = registry.get_type(train_type)
     typed, errors = {}, {}
     for p in tt.params:
         if p.name in ("device", "train_monitor"):
             continue
-        text = _text(values.get(p.name))
+        text = _submitted_text(values.get(p.name))
         if not text:
             if p.required:
                 errors[p.name] = "is required"
@@ -136,19 +160,27 @@ def _check(train_type, values):
         else:
             typed[p.name] = value
 
-    monitor = _text(values.get("train_monitor")) or "none"
+    monitor = _submitted_text(values.get("train_monitor")) or "none"
     if monitor in registry.MONITORS:
         typed["train_monitor"] = monitor
     else:
         errors["train_monitor"] = f"must be one of {', '.join(registry.MONITORS)}"
 
+    device, gpus, device_errors = parse_devices(values)
+    errors.update(device_errors)
+    typed["gpus"], typed["device"] = gpus, device
+    return CheckedValues(train_type, typed, errors)
+
+
+def parse_devices(values):
+    """(device, gpus, errors) of submitted values: `device` is "cpu", "cuda:N" or None (the script
+    chooses; always None with two or more GPUs, which run torchrun), `gpus` a list of ints."""
+    errors = {}
     gpus, problem = _parse_gpus(values.get("gpus"))
     if problem:
         errors["gpus"] = problem
-    typed["gpus"] = gpus
-
-    device = _text(values.get("device"))
-    if device in ("", registry.param(train_type, "device").default):
+    device = _submitted_text(values.get("device"))
+    if device in ("", trainer_args.AUTO_DEVICE):
         device = None  # the script picks cuda:0 when CUDA is available, else cpu
     elif _CUDA_DEVICE.fullmatch(device):
         device = f"cuda:{int(device[5:])}"
@@ -157,8 +189,7 @@ def _check(train_type, values):
         device = None
     if device is None and len(gpus) == 1:
         device = f"cuda:{gpus[0]}"
-    typed["device"] = None if len(gpus) >= 2 else device
-    return typed, errors
+    return (None if len(gpus) >= 2 else device), gpus, errors
 
 
 def validate(train_type, values):
@@ -167,10 +198,10 @@ def validate(train_type, values):
     Raises ValidationError listing every problem at once (field -> message); KeyError for an
     unknown training type.
     """
-    typed, errors = _check(train_type, values)
-    if errors:
-        raise ValidationError(errors)
-    return typed
+    checked = check(train_type, values)
+    if checked.errors:
+        raise ValidationError(checked.errors)
+    return checked.typed
 
 
 def torchrun_argv():
@@ -219,9 +250,17 @@ def build_argv(train_type, values):
 
 
 def build_command(train_type, values, trainer_dir=TRAINER_DIR):
-    """The full command: argv, working directory (trainer/) and extra environment."""
-    typed = validate(train_type, values)
-    argv = _argv_from_typed(train_type, typed)
+    """The full command: argv, working directory (trainer/) and extra environment (validated)."""
+    checked = check(train_type, values)
+    if checked.errors:
+        raise ValidationError(checked.errors)
+    return command_of(checked, trainer_dir)
+
+
+def command_of(checked, trainer_dir=TRAINER_DIR):
+    """The command of values that `check` found valid."""
+    typed = checked.typed
+    argv = _argv_from_typed(checked.train_type, typed)
     env = {}
     if len(typed["gpus"]) >= 2:
         env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in typed["gpus"])
@@ -230,134 +269,3 @@ def build_command(train_type, values, trainer_dir=TRAINER_DIR):
         env["PET_STANDALONE"] = "1"
     display = shlex.join([f"{k}={v}" for k, v in env.items()] + argv)
     return Command(argv=argv, cwd=str(trainer_dir), env=env, display=display)
-
-
-def _resolve(trainer_dir, path):
-    """A path as the trainer sees it: relative paths are relative to its working directory."""
-    return Path(os.path.normpath(Path(trainer_dir) / path))
-
-
-def _unwritable(folder):
-    """Why `folder` cannot be written or created, or None when it can."""
-    existing = folder
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        return f"{existing} is a file, not a folder"
-    if not os.access(existing, os.W_OK | os.X_OK):
-        return f"{existing} is not writable" if existing == folder else f"it cannot be created in {existing} (not writable)"
-    return None
-
-
-def _label(train_type, name):
-    try:
-        return f"{registry.param(train_type, name).label} ({name})"
-    except KeyError:
-        return {"gpus": "GPUs (gpus)"}.get(name, name)
-
-
-def preflight(train_type, values, gpu_count, trainer_dir=TRAINER_DIR):
-    """Problems that would make the job fail at once, as clear messages; [] when none were found.
-
-    Checks: invalid values, more GPUs than exist, the data file (exists, first lines in the type's
-    format), the base weights the type loads, the reward model, and that save_dir and ../checkpoints
-    are writable. Relative paths resolve against `trainer_dir`, the jobs' working directory.
-    """
-    typed, errors = _check(train_type, values)
-    problems = [f"{_label(train_type, name)} {message}." for name, message in errors.items()]
-    tt = registry.get_type(train_type)
-
-    def value(name):
-        """The value the script will use (the default when not given); None if invalid or unknown."""
-        if name in errors or name not in tt.names:
-            return None
-        return tt.param(name).default if typed[name] is None else typed[name]
-
-    # Devices.
-    gpus = typed["gpus"]
-    plural = "GPU" if gpu_count == 1 else "GPUs"
-    if len(gpus) > gpu_count:
-        problems.append(f"{len(gpus)} GPUs selected, but this machine has {gpu_count} {plural}.")
-    else:
-        asked = gpus if len(gpus) >= 2 else []
-        device = typed["device"]
-        if device and device.startswith("cuda:"):
-            asked = [int(device.split(":")[1])]
-        for index in asked:
-            if gpu_count == 0:
-                problems.append(f"GPU {index} selected, but this machine has no NVIDIA GPU: train on the CPU.")
-            elif index >= gpu_count:
-                problems.append(f"GPU {index} does not exist: this machine has {gpu_count} {plural} "
-                                f"(ids 0 to {gpu_count - 1}).")
-
-    # Training data: present, and its first lines in this type's format.
-    data_path = value("data_path")
-    if data_path:
-        kind = formats.KIND_OF_TYPE[train_type]
-        path = _resolve(trainer_dir, data_path)
-        try:
-            formats.validate_file(str(path), kind, max_lines=PREFLIGHT_DATA_LINES)
-        except FileNotFoundError:
-            problems.append(f"Data file not found: {path} (data_path {data_path!r}; relative paths start in "
-                            f"{trainer_dir}).")
-        except formats.DataFormatError as e:
-            problems.append(f"Data file is not usable for {tt.label}: {e}.")
-        except OSError as e:
-            problems.append(f"Data file cannot be read: {path} ({e.strerror}).")
-
-    # Base weights: {weight_dir}/{prefix}_{hidden_size}[_moe].pth.
-    weight_dir = value("weight_dir")
-    moe = "_moe" if value("use_moe") == 1 else ""
-    needed = []  # (prefix, hidden size, why)
-    if train_type in ("ppo", "grpo", "spo"):
-        reasoning = value("reasoning")
-        if reasoning is not None:
-            prefix = "reason" if reasoning == 1 else "full_sft"
-            needed.append((prefix, value("hidden_size"), f"reasoning={reasoning} starts from {prefix}"))
-    elif train_type == "distillation":
-        student, teacher = value("from_student_weight"), value("from_teacher_weight")
-        if student and student != "none":
-            needed.append((student, value("student_hidden_size"), f"student: from_student_weight={student}"))
-        if teacher == "none":
-            problems.append("Distillation needs a teacher: from_teacher_weight cannot be none.")
-        elif teacher:
-            needed.append((teacher, value("teacher_hidden_size"), f"teacher: from_teacher_weight={teacher}"))
-    else:
-        start = value("from_weight")
-        if train_type == "lora" and start == "none":
-            problems.append("LoRA trains on top of a base model: from_weight cannot be none (e.g. full_sft).")
-        elif start and start != "none":
-            needed.append((start, value("hidden_size"), f"from_weight={start}"))
-    if weight_dir:
-        reported = set()
-        for prefix, hidden, why in needed:
-            if hidden is None:
-                continue
-            path = _resolve(trainer_dir, weight_dir) / f"{prefix}_{hidden}{moe}.pth"
-            if not path.is_file() and path not in reported:  # a student and teacher may share one file
-                reported.add(path)
-                problems.append(f"Base weight not found: {path} ({why}). Train that stage first, "
-                                f"or point weight_dir at the folder that holds it.")
-
-    # Reward model (PPO, GRPO, SPO).
-    reward = value("reward_model_path")
-    if reward and reward.lower() != "none":  # the trainers read "none" case-insensitively
-        path = _resolve(trainer_dir, reward)
-        if not path.is_dir():
-            problems.append(f"Reward model not found: {path} (reward_model_path {reward!r}). Put the model "
-                            f"folder there, or set reward_model_path to none to use rule rewards only.")
-        elif not (path / "config.json").is_file():
-            problems.append(f"Reward model folder {path} has no config.json: it must be a transformers model "
-                            f"folder (or set reward_model_path to none).")
-
-    # Where the job writes: its weights, and its resume state in ../checkpoints.
-    save_dir = value("save_dir")
-    if save_dir:
-        why = _unwritable(_resolve(trainer_dir, save_dir))
-        if why:
-            problems.append(f"Cannot save to {_resolve(trainer_dir, save_dir)}: {why}.")
-    checkpoints = _resolve(trainer_dir, "../checkpoints")
-    why = _unwritable(checkpoints)
-    if why:
-        problems.append(f"Cannot write resume state to {checkpoints}: {why}.")
-    return problems

@@ -14,9 +14,8 @@ The page keeps a form in `st.session_state` under keys that include the training
 (`field_key`), so switching type shows that type's own fields, filled with its defaults.
 """
 import datetime
-from dataclasses import dataclass, field
 
-from mmcore import command, registry, runner
+from mmcore import command, launch, registry
 from mmcore.presets import demo_preset
 
 DEVICE_MODES = ("cpu", "single", "multi")
@@ -32,35 +31,6 @@ CLONE_KEY = "train.clone"  # {"train_type": ..., "params": {...}, "job_id": ...}
 LAUNCHED_KEY = "train.launched"  # id of the job the Train page launched last
 
 
-class LaunchRefused(Exception):
-    """A launch that cannot start; `reasons` lists every problem, each a sentence for the user."""
-
-    def __init__(self, reasons):
-        self.reasons = list(reasons)
-        super().__init__("; ".join(self.reasons))
-
-
-@dataclass
-class FormCheck:
-    """What a form would launch and what stands in the way.
-
-    `command` is None while any field is invalid; `errors` maps fields to messages (shown next to
-    each field); `problems` are preflight findings (missing files and the like), shown above Launch.
-    """
-    command: command.Command | None
-    errors: dict = field(default_factory=dict)
-    problems: list = field(default_factory=list)
-
-    @property
-    def ok(self):
-        return self.command is not None and not self.errors and not self.problems
-
-    @property
-    def reasons(self):
-        """Every problem as a sentence: field errors first, then preflight findings."""
-        return [f"{field_label(name)}: {message}" for name, message in self.errors.items()] + list(self.problems)
-
-
 # -- what the form shows ------------------------------------------------------------------------
 
 def type_labels():
@@ -71,18 +41,6 @@ def type_labels():
 def field_key(train_type, name):
     """The session-state key of one form field; it includes the type, so each type has its own widgets."""
     return f"train.{train_type}.{name}"
-
-
-def field_label(name, train_type=None):
-    """A field's label for messages: the parameter's label, or the device/name field's own."""
-    labels = {"device_mode": "Device", "gpu": "GPU", "gpus": "GPUs", "device": "Device", NAME_FIELD: "Job name"}
-    if name in labels:
-        return labels[name]
-    types = [registry.get_type(train_type)] if train_type else registry.TYPES.values()
-    for t in types:
-        if name in t.names:
-            return t.param(name).label
-    return name
 
 
 def sections(train_type):
@@ -152,34 +110,23 @@ def preset_form(train_type, gpu_ids=(), now=None):
     return form
 
 
-def _text(value):
+def _form_text(value):
     if value is None:
         return ""
     return value if isinstance(value, str) else registry.format_value(value)
 
 
 def devices_from_params(params, gpu_ids=()):
-    """The device fields that reproduce a job's device choice, within the GPUs present now.
-
-    A job that ran on GPUs this machine does not have comes back on the first GPU present, or on
-    CPU when there is none.
-    """
+    """The device fields that reproduce a job's device choice (its stored params), within the GPUs
+    present now. A job that ran on GPUs this machine does not have comes back on the first GPU
+    present, or on CPU when there is none."""
     gpu_ids = list(gpu_ids)
     fresh = default_devices(gpu_ids)
-    raw = params.get("gpus") or []
-    if isinstance(raw, str):
-        raw = [g for g in raw.split(",") if g.strip()]
-    try:
-        wanted = [int(g) for g in raw]
-    except (TypeError, ValueError):
-        wanted = []
-    device = _text(params.get("device"))
-    if len(wanted) >= 2 and all(g in gpu_ids for g in wanted):
-        return {**fresh, "device_mode": "multi", "gpus": wanted}
-    if device.startswith("cuda:") and device[5:].isdigit() and int(device[5:]) in gpu_ids:
+    device, gpus, _ = command.parse_devices(params)
+    if len(gpus) >= 2 and all(g in gpu_ids for g in gpus):
+        return {**fresh, "device_mode": "multi", "gpus": gpus}
+    if device and device.startswith("cuda:") and int(device[5:]) in gpu_ids:
         return {**fresh, "device_mode": "single", "gpu": int(device[5:])}
-    if len(wanted) == 1 and wanted[0] in gpu_ids:
-        return {**fresh, "device_mode": "single", "gpu": wanted[0]}
     if device == "cpu" or not gpu_ids:
         return {**fresh, "device_mode": "cpu"}
     return fresh
@@ -193,7 +140,7 @@ def form_from_params(train_type, params, gpu_ids=(), name=None, now=None):
     form = initial_form(train_type, gpu_ids, now)
     for p in form_params(train_type):
         if p.name in params:
-            form[p.name] = _text(params[p.name])
+            form[p.name] = _form_text(params[p.name])
     form.update(devices_from_params(params, gpu_ids))
     if name:
         form[NAME_FIELD] = name
@@ -262,7 +209,7 @@ def take_clone(state, gpu_ids=(), now=None):
 
 def command_values(train_type, form):
     """The values `command.build_command` takes (and a job stores as its params) for a form."""
-    values = {p.name: _text(form.get(p.name)) for p in form_params(train_type)}
+    values = {p.name: _form_text(form.get(p.name)) for p in form_params(train_type)}
     mode = form.get("device_mode") or "cpu"
     if mode == "multi":
         values["device"] = ""
@@ -289,69 +236,21 @@ def _device_errors(form, gpu_count):
     return {}
 
 
-def check_values(train_type, values, gpu_count, extra_errors=None):
-    """Validate command values, then run the preflight checks on valid ones -> FormCheck."""
-    errors = dict(extra_errors or {})
-    try:
-        cmd = command.build_command(train_type, values)
-    except command.ValidationError as exc:
-        errors.update(exc.errors)
-        return FormCheck(command=None, errors=errors)
-    if errors:
-        return FormCheck(command=None, errors=errors)
-    try:
-        problems = list(command.preflight(train_type, values, gpu_count))
-    except OSError as exc:  # an unreadable file or folder is a problem to show, not a crash
-        problems = [f"cannot check the files: {exc}"]
-    return FormCheck(command=cmd, problems=problems)
+def job_name(form):
+    """The job name a form gives."""
+    return _form_text(form.get(NAME_FIELD)).strip()
 
 
 def check_form(train_type, form, gpu_count):
-    """Validate a form and run the preflight checks -> FormCheck."""
+    """Validate a form and run the preflight checks -> launch.LaunchCheck (`launch.start` starts it)."""
     errors = _device_errors(form, gpu_count)
-    if not _text(form.get(NAME_FIELD)).strip():
+    if not job_name(form):
         errors[NAME_FIELD] = "is required"
-    return check_values(train_type, command_values(train_type, form), gpu_count, errors)
+    return launch.check(train_type, command_values(train_type, form), gpu_count, errors)
 
 
-def _start(store, train_type, name, values, cmd):
-    """Write a queued job and start its supervisor; return the job id."""
-    job_id = store.create(train_type=train_type, name=name, params=values, argv=cmd.argv, cwd=cmd.cwd, env=cmd.env)
-    runner.launch(store, job_id)
-    return job_id
+# -- clones -------------------------------------------------------------------------------------
 
-
-def launch(store, train_type, name, values, gpu_count):
-    """Check command values, write a queued job and start its supervisor; return the job id.
-
-    Raises LaunchRefused with every reason when the values are invalid or preflight finds problems.
-    """
-    check = check_values(train_type, values, gpu_count)
-    if not check.ok:
-        raise LaunchRefused(check.reasons)
-    return _start(store, train_type, name, values, check.command)
-
-
-def launch_form(store, train_type, form, gpu_count):
-    """Launch a form's job (the Train page's Launch button); return the job id or raise LaunchRefused."""
-    check = check_form(train_type, form, gpu_count)
-    if not check.ok:
-        raise LaunchRefused(check.reasons)
-    return _start(store, train_type, _text(form.get(NAME_FIELD)).strip(), command_values(train_type, form),
-                  check.command)
-
-
-def resume_values(train_type, params):
-    """A finished job's params for a resumed run: the same values with from_resume=1.
-
-    Values the job does not have (a job written by another tool) take the script's defaults.
-    """
-    values = {**registry.defaults(train_type), **params}
-    values["from_resume"] = "1"
-    return values
-
-
-def resume(store, job, gpu_count):
-    """Start a new job that resumes `job` from its last checkpoint; return the new job's id."""
-    name = f"{job.name}-resume" if job.name else f"{job.train_type}-resume"
-    return launch(store, job.train_type, name, resume_values(job.train_type, job.params), gpu_count)
+def clone_request(job):
+    """What the Train page needs to open prefilled with a job (stored under CLONE_KEY by the Jobs page)."""
+    return {"train_type": job.train_type, "params": dict(job.params), "job_id": job.id, "name": job.name}

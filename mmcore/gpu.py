@@ -54,7 +54,7 @@ def _initialised(nvml):
         return _init_ok[id(nvml)]
 
 
-def _text(value):
+def _as_str(value):
     # Older bindings return bytes.
     return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
 
@@ -81,7 +81,7 @@ def _gpu(nvml, index):
         utilization = int(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
     except nvml.NVMLError:  # not supported on some boards (and under MIG)
         utilization = None
-    return GpuInfo(index=index, name=_text(nvml.nvmlDeviceGetName(handle)), memory_used=int(memory.used),
+    return GpuInfo(index=index, name=_as_str(nvml.nvmlDeviceGetName(handle)), memory_used=int(memory.used),
                    memory_total=int(memory.total), utilization=utilization, processes=_processes(nvml, handle))
 
 

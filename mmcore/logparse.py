@@ -20,7 +20,8 @@ reader converts them. Noise lines cost a fast literal scan.
 `LogParser` remembers its byte position and reads only what was appended since. Records are kept as
 one compact array per column, never as a list of lines or dicts.
 
-Public API: `parse_file`, `LogParser`, `progress`, `tail`, `is_minimind_log`, `explain`, `save_upload`.
+Public API: `parse_file`, `LogParser`, `tail`, `is_minimind_log`, `explain`, `save_upload`,
+`epochs_from_command`; progress summaries are `mmcore.progress`.
 """
 import hashlib
 import io
@@ -28,10 +29,8 @@ import math
 import os
 import re
 import tempfile
-import time
 from array import array
 from collections import deque
-from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -133,7 +132,7 @@ def _find_all(regex, marker, data):
         pos = data.find(marker, pos + 1)
 
 
-def _text(data):
+def _decode(data):
     return data.decode("utf-8", "replace")
 
 
@@ -417,7 +416,7 @@ class LogParser:
         """The column name for a printed metric name (bytes); the column is created on first use."""
         column = self._names.get(name)
         if column is None:
-            column = _text(name)
+            column = _decode(name)
             if column in INDEX_COLUMNS:  # a printed `step:` must not clash with the index columns
                 column += " (printed)"
             self._names[name] = column
@@ -655,7 +654,7 @@ class LogParser:
         header = self.header
         # `#` alone is found at memchr speed; `# ` would be checked at every space.
         for m in _find_all(_OUR_HEADER_RE, b"#", data):
-            key, value = m.group(1).decode(), _text(_clean(m.group(2))).strip()
+            key, value = m.group(1).decode(), _decode(_clean(m.group(2))).strip()
             if key == "job":
                 found = _JOB_RE.match(value)
                 if found and "job_id" not in header:
@@ -675,17 +674,17 @@ class LogParser:
             else:  # command, cwd, env, started
                 header.setdefault(key, value)
         for m in _find_all(_UPSTREAM_START_RE, _UPSTREAM_START, data):
-            found = _UPSTREAM_TYPE_RE.match(_text(_clean(m.group(1))).strip())
+            found = _UPSTREAM_TYPE_RE.match(_decode(_clean(m.group(1))).strip())
             if found and "type" not in header:
                 header["type"] = found.group(1)
                 header.setdefault("source", "upstream")
         for m in _find_all(_UPSTREAM_COMMAND_RE, _UPSTREAM_COMMAND, data):
-            header.setdefault("command", _text(_clean(m.group(1))).strip())
+            header.setdefault("command", _decode(_clean(m.group(1))).strip())
 
     # -- errors --------------------------------------------------------------------------------
 
     def _traceback_text(self):
-        return "\n".join(_text(line) for line in self._traceback["lines"])
+        return "\n".join(_decode(line) for line in self._traceback["lines"])
 
     def _parse_errors(self, data):
         """Collect tracebacks and error lines. Only the last MAX_ERRORS are kept, so they are looked
@@ -721,7 +720,7 @@ class LogParser:
                     continue  # seen already, or the exception line of a traceback
                 line = _clean(data[line_start:data.index(b"\n", i)])
                 if _ERROR_LINE_RE.match(line):
-                    lines[line_start] = _text(line).strip()
+                    lines[line_start] = _decode(line).strip()
         found.extend((start, start, text) for start, text in lines.items())
         found.sort(key=lambda item: item[0])
         self._errors.extend(text for _, _, text in found[-MAX_ERRORS:])
@@ -834,7 +833,7 @@ def tail(path, n=200, block=64 << 10):
         lines.pop()  # the file ends with a newline
     if start > 0:
         lines = lines[1:]  # cut mid-line
-    return [_text(_visible(line)) for line in lines[-n:]]
+    return [_decode(_visible(line)) for line in lines[-n:]]
 
 
 def save_upload(data, name, folder=None):
@@ -850,79 +849,6 @@ def save_upload(data, name, folder=None):
         tmp.write_bytes(data)
         os.replace(tmp, path)
     return path
-
-
-# -- progress ------------------------------------------------------------------------------------------
-
-LOSS_NAMES = ("loss", "Loss", "Actor Loss", "Policy Loss")
-REWARD_NAMES = ("Reward", "reward", "Avg Reward")
-
-
-def _seconds(value):
-    """Unix seconds from a float, a datetime or an ISO-8601 string (None stays None)."""
-    if value is None or isinstance(value, (int, float)):
-        return value
-    if isinstance(value, datetime):
-        return value.timestamp()
-    return datetime.fromisoformat(str(value).strip()).timestamp()
-
-
-def _last_value(records, names):
-    """(name, value) of the latest non-NaN value among `names` (first name found wins), or (None, None)."""
-    if isinstance(records, pd.DataFrame):
-        for name in names:
-            if name in records.columns:
-                col = records[name]
-                index = col.last_valid_index()
-                if index is not None:
-                    return name, float(col[index])
-        return None, None
-    for name in names:
-        for record in reversed(records):
-            value = record.get(name)
-            if value is not None and value == value:
-                return name, float(value)
-    return None, None
-
-
-def progress(records, started_at=None, now=None, total_epochs=None):
-    """Where a run stands, from its records (a list of dicts or a parsed DataFrame).
-
-    Returns a dict: `percent` (0-100), `step` and `total` (global steps: done, and in the whole run),
-    `epoch`, `total_epochs`, `loss` / `loss_name` and `reward` / `reward_name` (latest values, None
-    when not printed), `eta_s` (seconds left: elapsed since `started_at` / fraction done - elapsed;
-    None without a start time or before the first step). All None/0 when there are no records.
-
-    `total_epochs` overrides the log's (RL lines do not print it; without either, the latest epoch
-    is taken as the last). `started_at`/`now` are unix seconds, datetimes or ISO strings.
-    """
-    result = {"percent": 0.0, "step": 0, "total": None, "epoch": None, "total_epochs": None,
-              "loss": None, "loss_name": None, "reward": None, "reward_name": None, "eta_s": None}
-    if isinstance(records, pd.DataFrame):
-        if records.empty:
-            return result
-        last = records.iloc[-1]
-        get = last.get
-    else:
-        if not records:
-            return result
-        get = records[-1].get
-    epoch, steps_per_epoch = int(get("epoch")), int(get("total_steps"))
-    logged_epochs = get("total_epochs")
-    if logged_epochs is None or pd.isna(logged_epochs):
-        logged_epochs = None
-    epochs = int(total_epochs or logged_epochs or epoch)
-    done = int(get("global_step"))
-    total = max(epochs * steps_per_epoch, done)
-    fraction = done / total if total else 0.0
-    result.update(percent=100.0 * fraction, step=done, total=total, epoch=epoch, total_epochs=epochs)
-    result["loss_name"], result["loss"] = _last_value(records, LOSS_NAMES)
-    result["reward_name"], result["reward"] = _last_value(records, REWARD_NAMES)
-    start = _seconds(started_at)
-    if start is not None and fraction > 0:
-        elapsed = max(0.0, (_seconds(now) if now is not None else time.time()) - start)
-        result["eta_s"] = max(0.0, elapsed / fraction - elapsed)
-    return result
 
 
 def epochs_from_command(command):

@@ -12,10 +12,8 @@ import re
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from mmcore.paths import ensure_root_on_path
-
-ensure_root_on_path()
-from trainer import args as trainer_args  # noqa: E402  (torch-free by design)
+from trainer import args as trainer_args  # torch-free by design
+from trainer import specs
 
 #: UI groups, in the order a form shows them.
 GROUPS = ("training", "model", "save_load", "type_specific", "devices", "monitoring")
@@ -28,19 +26,6 @@ WIDGETS = ("number", "text", "select", "checkbox")
 
 MONITORS = ("none", "wandb", "swanlab")
 
-# (key, label, short name for lists). Labels are the seed's; the order is args.TRAIN_TYPES'.
-_TYPE_NAMES = {
-    "pretrain": ("Pretrain", "Pretrain"),
-    "sft": ("SFT - Full", "SFT"),
-    "lora": ("SFT - LoRA", "LoRA"),
-    "dpo": ("RL - DPO", "DPO"),
-    "ppo": ("RL - PPO", "PPO"),
-    "grpo": ("RL - GRPO", "GRPO"),
-    "spo": ("RL - SPO", "SPO"),
-    "distill_reason": ("Reasoning distill", "Reason"),
-    "distillation": ("Distillation", "Distill"),
-}
-
 # Options shared by every trainer; anything else a script has is its own (group type_specific).
 _GROUP_OF_COMMON = {
     "epochs": "training", "batch_size": "training", "learning_rate": "training",
@@ -51,9 +36,13 @@ _GROUP_OF_COMMON = {
     "from_weight": "save_load", "weight_dir": "save_load", "from_resume": "save_load",
     "device": "devices",
     "train_monitor": "monitoring", "wandb_project": "monitoring",
+    "run_dir": "monitoring",  # the run's structured records (metrics stream, rollout store)
 }
 
-_LABELS = {
+#: Every form field's label: the parameters' (a parameter not listed reads as its name, capitalised)
+#: and the Train page's own fields (device choice, job name). Messages name fields by these labels.
+FIELD_LABELS = {
+    "device": "Device", "device_mode": "Device", "gpu": "GPU", "gpus": "GPUs", "job_name": "Job name",
     "save_dir": "Save folder", "save_weight": "Saved weight name", "lora_name": "LoRA name",
     "batch_size": "Batch size", "learning_rate": "Learning rate", "dtype": "Precision (dtype)",
     "num_workers": "Data workers", "accumulation_steps": "Gradient accumulation", "grad_clip": "Gradient clip",
@@ -67,7 +56,8 @@ _LABELS = {
     "num_generations": "Generations per prompt", "from_student_weight": "Student weight",
     "from_teacher_weight": "Teacher weight", "student_hidden_size": "Student hidden size",
     "student_num_layers": "Student layers", "teacher_hidden_size": "Teacher hidden size",
-    "teacher_num_layers": "Teacher layers",
+    "teacher_num_layers": "Teacher layers", "run_dir": "Records folder",
+    "rollout_groups": "Stored groups per step", "rollout_max_mb": "Rollout store limit (MB)",
 }
 
 # A run without data or without a place to save makes no sense, so these may not be left empty;
@@ -102,13 +92,27 @@ class Param:
 
 @dataclass(frozen=True)
 class TrainType:
-    """A training type: its labels, its script in trainer/ and its parameters in command-line order
-    (the common ones first, then the type's own, each in trainer/args.py order)."""
-    key: str
-    label: str
-    short: str
-    script: str
+    """A training type as a form shows it: its spec (trainer/specs.py: label, script, data kind,
+    file rules) and its parameters in command-line order (the common ones first, then the type's
+    own, each in trainer/args.py order)."""
+    spec: specs.TypeSpec
     params: tuple
+
+    @property
+    def key(self):
+        return self.spec.key
+
+    @property
+    def label(self):
+        return self.spec.label
+
+    @property
+    def short(self):
+        return self.spec.short
+
+    @property
+    def script(self):
+        return self.spec.script
 
     def param(self, name):
         for p in self.params:
@@ -151,13 +155,13 @@ def _param_from_arg(arg):
     return Param(
         name=arg.name, type=arg.type, default=arg.default, help=arg.help, group=group,
         widget="text" if arg.name == "device" else _widget(arg.type, arg.choices),
-        label=_LABELS.get(arg.name, arg.name.replace("_", " ").capitalize()),
+        label=FIELD_LABELS.get(arg.name, arg.name.replace("_", " ").capitalize()),
         choices=arg.choices, min=arg.min, max=arg.max, gt_zero=arg.gt_zero, required=arg.name in REQUIRED)
 
 
 _TRAIN_MONITOR = Param(
     name="train_monitor", type=str, default="none", group="monitoring", widget="select",
-    label=_LABELS["train_monitor"], choices=MONITORS,
+    label=FIELD_LABELS["train_monitor"], choices=MONITORS,
     help="Where to report metrics: none, wandb (with the project name below) or swanlab")
 
 
@@ -169,8 +173,7 @@ def _build_type(key):
     # The type's own options follow the common ones (a stable sort keeps args.py order within each),
     # so a command line reads "common flags, then this type's flags", as upstream launchers wrote it.
     params.sort(key=lambda p: p.group == "type_specific")
-    label, short = _TYPE_NAMES[key]
-    return TrainType(key=key, label=label, short=short, script=trainer_args.SCRIPTS[key], params=tuple(params))
+    return TrainType(spec=specs.spec(key), params=tuple(params))
 
 
 #: Every training type, in display order: key -> TrainType.
@@ -188,6 +191,19 @@ def get_type(train_type):
 def param(train_type, name):
     """One parameter of a training type."""
     return get_type(train_type).param(name)
+
+
+def field_label(name, train_type=None):
+    """A form field's label, for messages: "Learning rate", "GPUs"; the name itself for an unknown field.
+
+    `train_type` narrows the look-up to that type's parameters.
+    """
+    if name in FIELD_LABELS:
+        return FIELD_LABELS[name]
+    for t in [get_type(train_type)] if train_type else TYPES.values():
+        if name in t.names:
+            return t.param(name).label
+    return name
 
 
 def params_by_group(train_type):

@@ -29,8 +29,11 @@ from pathlib import Path
 
 import psutil
 
+from mmcore import progress
+from mmcore.metrics import job_run_dir, with_run_dir
 from mmcore.paths import ROOT
 from mmcore.store import JobStore, default_home, process_matches, process_start_time
+from trainer.specs import SPECS
 
 DEFAULT_GRACE_S = 10.0
 POLL_S = 0.5  # how often the supervisor checks its trainer and the stop flag
@@ -228,9 +231,8 @@ class Supervisor:
         if self.job is None or self.log is None:
             return None
         try:
-            from mmcore import jobsview  # here, not at the top: jobsview imports this module
             # Round-tripped here so that a value JSON cannot hold fails now, not the final write.
-            return json.loads(json.dumps(jobsview.final_progress(self.job)))
+            return json.loads(json.dumps(progress.final_progress(self.job).as_dict()))
         except Exception as exc:
             self._write_log(f"# supervisor: cannot summarise the log's progress ({exc!r})\n")
             return None
@@ -280,8 +282,16 @@ class Supervisor:
         finally:
             self.log.close()
 
+    def _trainer_argv(self, job):
+        """The job's argv; a training script's gets `--run_dir` (its records folder) unless it names one."""
+        spec = SPECS.get(job.train_type)
+        if spec is None or not any(os.path.basename(a) == spec.script for a in job.argv):
+            return list(job.argv)
+        return with_run_dir(job.argv, job_run_dir(job, self.store.home))
+
     def _run_trainer(self, job):
-        command = shlex.join(job.argv)
+        argv = self._trainer_argv(job)
+        command = shlex.join(argv)
         name = " ".join(job.name.splitlines())  # one header line, whatever the name holds
         header = [f"# job {job.id} · type {job.train_type} · {name}",
                   f"# command: {command}",
@@ -302,7 +312,7 @@ class Supervisor:
         preexec = functools.partial(_die_with_parent, libc, os.getpid()) if libc is not None else None
         try:
             self.proc = subprocess.Popen(
-                job.argv, cwd=job.cwd or None, env=env, stdin=subprocess.DEVNULL,
+                argv, cwd=job.cwd or None, env=env, stdin=subprocess.DEVNULL,
                 stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
                 preexec_fn=preexec)
         except (OSError, subprocess.SubprocessError) as exc:

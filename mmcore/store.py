@@ -107,7 +107,7 @@ class Job:
     note: str | None = None
     stop_requested: float | None = None  # unix time of the stop request, None when none was made
     stop_grace: float | None = None  # seconds between SIGTERM and SIGKILL for that request
-    # The job's progress summary as the Jobs table shows it (see `jobsview.final_progress`), taken
+    # The job's progress summary as the Jobs table shows it (see `progress.final_progress`), taken
     # from its log once when it ended; None for jobs that ended before it was stored, or whose log
     # could not be parsed then.
     final_progress: dict | None = None

@@ -4,7 +4,7 @@ import time
 
 import streamlit as st
 
-from mmcore import forms, gpu, jobsview, logparse, navigation, registry
+from mmcore import actions, forms, gpu, jobtable, logparse, navigation, progress, registry
 from mmcore.store import STATUSES, JobStore
 
 navigation.ensure_app_navigation()
@@ -20,7 +20,7 @@ LIMITS = (50, 200, 1000, None)
 @st.cache_resource
 def progress_cache():
     """One cache for every session: finished jobs' logs are parsed once per server process."""
-    return jobsview.ProgressCache()
+    return progress.ProgressCache()
 
 
 try:
@@ -40,7 +40,7 @@ type_filter = filters[1].multiselect("Type", list(types), format_func=lambda k: 
 limit = filters[2].selectbox("Show", LIMITS, index=1, format_func=lambda n: "all" if n is None else f"latest {n}",
                              key="jobs.limit")
 
-wanted_id, problem = jobsview.parse_job_id(st.query_params.get("job"))
+wanted_id, problem = jobtable.parse_job_id(st.query_params.get("job"))
 if problem:
     st.error(problem)
 elif wanted_id is not None and store.get(wanted_id) is None:
@@ -76,15 +76,15 @@ def show(outcome):
 
 
 def on_stop(job_id):
-    show(jobsview.stop_job(store, job_id))
+    show(actions.stop_job(store, job_id))
 
 
 def on_resume(job_id):
-    show(jobsview.resume_job(store, job_id, len(gpu.list_gpus())))
+    show(actions.resume_job(store, job_id, len(gpu.list_gpus())))
 
 
 def on_delete(job_id):
-    refusal = jobsview.delete_refusal(store, job_id)
+    refusal = actions.delete_refusal(store, job_id)
     if refusal:
         flash("error", refusal)
     else:
@@ -93,7 +93,7 @@ def on_delete(job_id):
 
 def on_confirm_delete(job_id):
     state.pop(CONFIRM_KEY, None)
-    outcome = jobsview.delete_job(store, job_id, cache)
+    outcome = actions.delete_job(store, job_id, cache)
     if outcome.kind == "success":
         select(None)
     show(outcome)
@@ -116,7 +116,7 @@ def show_flash():
 def details(job):
     """The selected job: actions, parameters, command and the end of its log."""
     with st.container(border=True):
-        st.markdown(f"**Job {job.id} · {jobsview.type_short(job.train_type)} · {job.name}** — {job.status}")
+        st.markdown(f"**Job {job.id} · {jobtable.type_short(job.train_type)} · {job.name}** — {job.status}")
         if job.note:
             st.caption(job.note)
         buttons = st.columns(5)
@@ -133,7 +133,7 @@ def details(job):
             st.page_link("pages/logs.py", label="Charts on Logs", icon=":material/monitoring:",
                          query_params={"job": str(job.id)})
         if clone:
-            state[forms.CLONE_KEY] = jobsview.clone_request(job)
+            state[forms.CLONE_KEY] = forms.clone_request(job)
             st.switch_page("pages/train.py")
 
         if state.get(CONFIRM_KEY) == job.id:
@@ -145,13 +145,13 @@ def details(job):
         left, right = st.columns(2)
         with left:
             st.markdown("**Parameters**")
-            st.dataframe(jobsview.params_rows(job), hide_index=True, width="stretch")
+            st.dataframe(jobtable.params_rows(job), hide_index=True, width="stretch")
         with right:
             st.markdown("**Command**")
             st.code(job.command, language="bash", wrap_lines=True)
             if job.env:
                 st.code(" ".join(f"{k}={v}" for k, v in job.env.items()), language="bash")
-            st.caption(f"Submitted by {jobsview.submitted_by(job)} · created {jobsview.format_time(job.created_at)}"
+            st.caption(f"Submitted by {jobtable.submitted_by(job)} · created {jobtable.format_time(job.created_at)}"
                        + (f" · exit code {job.exit_code}" if job.exit_code is not None else ""))
 
         st.markdown("**Log** (last 200 lines)")
@@ -177,9 +177,9 @@ def jobs_view():
                 else "No job matches these filters.")
         st.page_link("pages/train.py", label="Go to Train", icon=":material/model_training:")
         return
-    rows = jobsview.job_rows(jobs, cache)
+    rows = jobtable.job_rows(jobs, cache)
     st.dataframe(
-        rows, hide_index=True, width="stretch", column_order=jobsview.COLUMNS,
+        rows, hide_index=True, width="stretch", column_order=jobtable.COLUMNS,
         column_config={
             # Narrow columns, so that every column fits a laptop screen without scrolling sideways.
             "id": st.column_config.NumberColumn("ID", format="%d", width=40),
@@ -206,18 +206,18 @@ def jobs_view():
             by_id = {extra.id: extra, **by_id}
         else:
             select(None)
-    job_id = st.selectbox("Job", list(by_id), format_func=lambda i: jobsview.job_label(by_id[i]), key=SELECT_KEY,
+    job_id = st.selectbox("Job", list(by_id), format_func=lambda i: jobtable.job_label(by_id[i]), key=SELECT_KEY,
                           on_change=on_select)
     if job_id is not None:
         details(by_id[job_id])
 
-    if not jobsview.needs_refresh(store.counts()) and state.get("jobs.was_active"):
+    if not jobtable.needs_refresh(store.counts()) and state.get("jobs.was_active"):
         # Everything has ended: one full rerun redraws the page without the refresh timer.
         state["jobs.was_active"] = False
         st.rerun()
 
 
-active = jobsview.needs_refresh(store.counts())
+active = jobtable.needs_refresh(store.counts())
 state["jobs.was_active"] = active
 st.button("Refresh", key="jobs.refresh", icon=":material/refresh:")
-st.fragment(jobs_view, run_every=jobsview.REFRESH_S if active else None)()
+st.fragment(jobs_view, run_every=jobtable.REFRESH_S if active else None)()

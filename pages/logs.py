@@ -5,7 +5,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from mmcore import charts, jobsview, logparse, navigation
+from mmcore import charts, jobtable, logparse, navigation, progress
 from mmcore.store import JobStore
 
 navigation.ensure_app_navigation()
@@ -45,7 +45,7 @@ st.title("Logs")
 # -- what to chart ----------------------------------------------------------------------------------
 
 jobs = {job.id: job for job in store.list(limit=JOB_LIMIT)}
-wanted_id, problem = jobsview.parse_job_id(st.query_params.get("job"))
+wanted_id, problem = jobtable.parse_job_id(st.query_params.get("job"))
 if problem:
     st.error(problem)
 elif wanted_id is not None and state.get(QUERY_KEY) != wanted_id:
@@ -70,7 +70,7 @@ if FILES_KEY in state:
 
 sources = st.columns([3, 2, 2])
 chosen_jobs = sources[0].multiselect(
-    "Jobs", list(jobs), key=JOBS_KEY, format_func=lambda i: jobsview.job_label(jobs[i]),
+    "Jobs", list(jobs), key=JOBS_KEY, format_func=lambda i: jobtable.job_label(jobs[i]),
     placeholder="Choose one or more jobs", help="The newest jobs of the job store; choose several to compare them.")
 chosen_files = sources[1].multiselect(
     "Log files", [p.name for p in log_files], key=FILES_KEY, placeholder="Other logs in the logs folder",
@@ -79,7 +79,7 @@ uploads = sources[2].file_uploader(
     "Upload a log", type=["log", "txt"], accept_multiple_files=True, key="logs.upload",
     help="A log from elsewhere, e.g. an upstream MiniMind run's output.")
 
-runs = [Run(jobsview.job_label(jobs[i]), jobs[i].log_path, jobs[i]) for i in chosen_jobs]
+runs = [Run(jobtable.job_label(jobs[i]), jobs[i].log_path, jobs[i]) for i in chosen_jobs]
 runs += [Run(name, str(store.logs_dir / name)) for name in chosen_files]
 for upload in uploads or []:
     path = logparse.save_upload(upload.getvalue(), upload.name, folder=store.home / "uploads")
@@ -162,16 +162,17 @@ def show_runs():
 def summary(run, df, parser):
     """One line per run: progress, latest loss/reward and, for running jobs, the ETA."""
     job = run.job
-    prog = logparse.progress(
+    prog = progress.summarize(
         df, started_at=job.started_at if job is not None and job.active else None,
-        total_epochs=(jobsview.job_epochs(job) if job is not None else None)
+        total_epochs=(progress.job_epochs(job) if job is not None else None)
         or logparse.epochs_from_command(parser.header.get("command")))
-    parts = [f"**{run.label}**", f"step {prog['step']:,} / {prog['total']:,} ({prog['percent']:.0f}%)"]
-    for key in ("loss", "reward"):
-        if prog[key] is not None:
-            parts.append(f"{prog[key + '_name']} {prog[key]:.4g}")
-    if prog["eta_s"] is not None:
-        parts.append(f"ETA {jobsview.format_duration(prog['eta_s'])}")
+    parts = [f"**{run.label}**", f"step {prog.step:,} / {prog.total:,} ({prog.percent:.0f}%)"]
+    if prog.loss is not None:
+        parts.append(f"{prog.loss_name} {prog.loss:.4g}")
+    if prog.reward is not None:
+        parts.append(f"{prog.reward_name} {prog.reward:.4g}")
+    if prog.eta_s is not None:
+        parts.append(f"ETA {jobtable.format_duration(prog.eta_s)}")
     st.markdown(" · ".join(parts))
 
 

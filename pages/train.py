@@ -3,7 +3,7 @@ import sqlite3
 
 import streamlit as st
 
-from mmcore import forms, gpu, navigation
+from mmcore import forms, gpu, launch, navigation, registry
 from mmcore.store import JobStore
 
 navigation.ensure_app_navigation()
@@ -43,7 +43,7 @@ check = forms.check_form(train_type, form, len(gpus))
 
 def show_error(name):
     if name in check.errors:
-        st.error(f"{forms.field_label(name, train_type)} {check.errors[name]}", icon=":material/error:")
+        st.error(f"{registry.field_label(name, train_type)} {check.errors[name]}", icon=":material/error:")
 
 
 def field(p):
@@ -96,8 +96,8 @@ with st.container(border=True):
 
     if st.button("Launch", type="primary"):
         try:
-            job_id = forms.launch_form(JobStore(), train_type, form, len(gpus))
-        except forms.LaunchRefused as exc:
+            job_id = launch.start(JobStore(), forms.job_name(form), check)
+        except launch.LaunchRefused as exc:
             st.error("Launch refused:\n" + "\n".join(f"- {reason}" for reason in exc.reasons))
         except (OSError, ValueError, KeyError, RuntimeError, sqlite3.Error) as exc:  # store or process start failed
             st.error(f"Could not launch the job: {exc}")

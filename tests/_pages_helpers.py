@@ -9,8 +9,9 @@ from mmcore.paths import ROOT
 TIMEOUT_S = 60  # per script run: the machine is small and shared
 
 
-def open_page(page=None, query=None):
-    """Run the app entry (navigation, sidebar) and, if given, switch to `page` (e.g. "pages/jobs.py").
+def open_page(page=None, query=None, state=None):
+    """Run the app entry (navigation, sidebar) and, if given, switch to `page` (e.g. "pages/jobs.py");
+    `query` and `state` are the URL's query parameters and session state to start with.
 
     Pages link to each other with st.page_link, which only resolves inside the app's navigation,
     so pages are tested through the entry, as a browser sees them.
@@ -18,6 +19,8 @@ def open_page(page=None, query=None):
     at = AppTest.from_file(str(ROOT / "streamlit_app.py"), default_timeout=TIMEOUT_S)
     if query:
         at.query_params.update(query)
+    for key, value in (state or {}).items():  # e.g. the session's language
+        at.session_state[key] = value
     at.run()
     if page is not None:
         at.switch_page(page).run()

@@ -70,8 +70,8 @@ def test_pages_open_through_the_navigation(page, title):
 def test_entry_sets_the_page_title_and_navigation():
     source = (ROOT / "streamlit_app.py").read_text(encoding="utf-8")
     assert 'page_title="MiniMind Train Dashboard"' in source
-    for page, title in (("pages/train.py", "Train"), ("pages/jobs.py", "Jobs"), ("pages/logs.py", "Logs")):
-        assert f'st.Page("{page}", title="{title}"' in source
+    for page, key in (("pages/train.py", "train"), ("pages/jobs.py", "jobs"), ("pages/logs.py", "logs")):
+        assert f'st.Page("{page}", title=t("app.nav.{key}")' in source
 
 
 def test_dashboard_never_imports_torch(tmp_path):

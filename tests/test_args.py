@@ -6,9 +6,11 @@ import pytest
 from trainer import args
 
 COMMON = {"dtype": "bfloat16", "num_workers": 1, "grad_clip": 1.0, "use_moe": 0, "from_resume": 0,
-          "use_wandb": False, "weight_dir": "../out", "device": args.AUTO_DEVICE}
+          "use_wandb": False, "weight_dir": "../out", "device": args.AUTO_DEVICE,
+          "run_dir": ""}  # ours: where the structured records go (empty: the default folder)
 MODEL = {"hidden_size": 512, "num_hidden_layers": 8}
-RL_OWN = {"max_gen_len": 1536, "reasoning": 1, "reward_model_path": "../../internlm2-1_8b-reward"}
+RL_OWN = {"max_gen_len": 1536, "reasoning": 1, "reward_model_path": "../../internlm2-1_8b-reward",
+          "rollout_groups": -1, "rollout_max_mb": 2048.0}  # the last two are ours (the rollout store)
 
 
 def row(save_dir, epochs, batch, lr, accum, log, save, seq, data, wandb, **own):
@@ -55,8 +57,9 @@ def test_rl_types_take_no_from_weight():
 
 def test_type_specific_options_follow_the_seed_order():
     names = lambda t: [a.name for a in args.ARGS[t]]
-    assert names("grpo")[-4:] == ["beta", "num_generations", "reasoning", "reward_model_path"]
-    assert names("spo")[-3:] == ["beta", "reasoning", "reward_model_path"]
+    ours = ["rollout_groups", "rollout_max_mb"]  # additions come after upstream's options
+    assert names("grpo")[-6:] == ["beta", "num_generations", "reasoning", "reward_model_path"] + ours
+    assert names("spo")[-5:] == ["beta", "reasoning", "reward_model_path"] + ours
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from mmcore import command, forms, registry, runner
+from mmcore import command, forms, launch, registry, runner
 from mmcore.presets import demo_preset
 from mmcore.store import JobStore
 
@@ -50,7 +50,7 @@ def test_sections_group_the_types_own_parameters_under_its_name():
     titles = [title for _, title, _ in sections]
     assert titles == ["Training", "Model", "Data, saving and loading", "SPO parameters", "Devices", "Monitoring"]
     own = dict((group, [p.name for p in params]) for group, _, params in sections)["type_specific"]
-    assert own == ["max_gen_len", "beta", "reasoning", "reward_model_path"]
+    assert own == ["max_gen_len", "beta", "reasoning", "reward_model_path", "rollout_groups", "rollout_max_mb"]
     assert "num_generations" not in own
     assert [title for _, title, _ in forms.sections("pretrain")] == [
         "Training", "Model", "Data, saving and loading", "Devices", "Monitoring"]
@@ -119,8 +119,8 @@ def test_preflight_problems_refuse_the_launch(tmp_path):
     check = forms.check_form("grpo", form, gpu_count=0)
     assert check.command is not None and not check.errors
     assert any("Reward model not found" in p for p in check.problems)
-    with pytest.raises(forms.LaunchRefused) as refused:
-        forms.launch_form(store, "grpo", form, gpu_count=0)
+    with pytest.raises(launch.LaunchRefused) as refused:
+        launch.start(store, forms.job_name(form), check)
     assert any("Data file not found" in r for r in refused.value.reasons)
     assert store.count() == 0
 
@@ -171,7 +171,7 @@ def test_take_clone_selects_the_type_and_fills_its_form():
 
 
 def test_resume_values_set_from_resume_and_fill_missing_defaults():
-    values = forms.resume_values("sft", {"epochs": "3", "device": "cpu"})
+    values = launch.resume_values("sft", {"epochs": "3", "device": "cpu"})
     assert values["from_resume"] == "1"
     assert values["epochs"] == "3"
     assert values["data_path"] == registry.defaults("sft")["data_path"]
@@ -181,7 +181,7 @@ def test_launch_creates_a_job_and_starts_it(tmp_path):
     """A valid launch writes the form values, argv, cwd and env, then starts the supervisor."""
     store = JobStore(tmp_path / "jobs.db")
     values = forms.command_values("pretrain", forms.preset_form("pretrain"))
-    job_id = forms.launch(store, "pretrain", "tiny", values, gpu_count=0)
+    job_id = launch.launch(store, "pretrain", "tiny", values, gpu_count=0)
     try:
         job = store.get(job_id)
         assert job.params == values and job.name == "tiny"

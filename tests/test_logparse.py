@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from mmcore import logparse
-from mmcore.logparse import INDEX_COLUMNS, LogParser, is_minimind_log, parse_file, progress, tail
+from mmcore import progress
+from mmcore.logparse import INDEX_COLUMNS, LogParser, is_minimind_log, parse_file, tail
 
 DATA = Path(__file__).parent / "data" / "logs"
 ROOT = Path(__file__).resolve().parent.parent
@@ -351,30 +352,9 @@ def test_open_traceback_is_reported_while_being_written(tmp_path):
     assert parser.errors == ["Traceback (most recent call last):\n  File \"x.py\", line 9, in f"]
 
 
-# -- progress, tail, helpers -------------------------------------------------------------------------
+# -- tail, helpers -------------------------------------------------------------------------
 
-def test_progress_maths():
-    records = [{"epoch": 1, "total_epochs": 2, "step": 50, "total_steps": 100, "global_step": 50, "loss": 3.0},
-               {"epoch": 2, "total_epochs": 2, "step": 50, "total_steps": 100, "global_step": 150, "loss": 2.0}]
-    p = progress(records, started_at=1000.0, now=1300.0)
-    # 150 of 200 steps in 300 s: 400 s in all, 100 s left.
-    assert p["percent"] == 75.0 and p["step"] == 150 and p["total"] == 200
-    assert p["eta_s"] == pytest.approx(100.0)
-    assert (p["loss"], p["loss_name"], p["reward"]) == (2.0, "loss", None)
-    assert (p["epoch"], p["total_epochs"]) == (2, 2)
-    assert progress(records)["eta_s"] is None  # no start time
-    assert progress([])["percent"] == 0.0 and progress([])["total"] is None
-
-
-def test_progress_of_rl_records_and_dataframe():
-    df = parse_file(DATA / "dashboard_grpo.log")
-    p = progress(df, started_at="2026-12-02T10:00:00+00:00", now="2026-12-02T10:01:00+00:00")
-    # RL lines print no total epochs: the latest epoch (1) is taken as the last.
-    assert p["total"] == 10 and p["step"] == 5 and p["percent"] == 50.0
-    assert p["eta_s"] == pytest.approx(60.0)
-    assert (p["loss_name"], p["loss"]) == ("Actor Loss", 0.000549999999)
-    assert (p["reward_name"], p["reward"]) == ("Reward", 0.75)
-    assert progress(df, total_epochs=4)["total"] == 40
+def test_epochs_from_a_logged_command():
     assert logparse.epochs_from_command("python train.py --epochs 3 --x 1") == 3
 
 
@@ -444,8 +424,8 @@ def test_log_of_a_real_pretrain_job(tmp_path, monkeypatch):
     assert (header["job_id"], header["type"], header["name"]) == (job_id, "pretrain", "tiny")
     assert "train_pretrain.py" in header["command"] and (header["finished"], header["exit_code"]) == ("succeeded", 0)
     assert parser.errors == []
-    p = progress(df)
-    assert (p["percent"], p["step"], p["total"]) == (100.0, 6, 6) and p["loss"] == df["loss"].iloc[-1]
+    p = progress.summarize(df)
+    assert (p.percent, p.step, p.total) == (100.0, 6, 6) and p.loss == df["loss"].iloc[-1]
 
 
 def test_long_tqdm_line_in_the_middle_of_a_read(tmp_path, monkeypatch):

@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from _runner_helpers import alive, group_alive, script, wait_for
-from mmcore import jobsview, runner
+from mmcore import jobtable, progress, runner
 from mmcore.store import ROOT, JobStore
 
 
@@ -323,11 +323,11 @@ def test_ended_job_stores_its_progress_summary_and_the_table_needs_no_log(store,
     assert job.final_progress == {
         "percent": 100.0, "step": 3, "total": 3, "epoch": 1, "total_epochs": 1, "loss": 0.5,
         "loss_name": "loss", "reward": None, "reward_name": None, "eta_s": None}
-    assert job.final_progress == jobsview.final_progress(job)  # what parsing the log gives
+    assert job.final_progress == progress.final_progress(job).as_dict()  # what parsing the log gives
 
     # With the log gone, the Jobs table still shows where the job ended.
     Path(job.log_path).unlink()
-    row = jobsview.job_rows([store.get(job_id)], jobsview.ProgressCache())[0]
+    row = jobtable.job_rows([store.get(job_id)], progress.ProgressCache())[0]
     assert (row["progress"], row["step"], row["metric"]) == (100.0, "3/3", "loss 0.5")
 
 

@@ -71,6 +71,8 @@ def _common(type_key, wandb_name, *, save_dir="../out", save_weight, epochs, bat
         Arg("from_resume", int, 0, "Resume from the last checkpoint in ../checkpoints (0 = no, 1 = yes)", choices=(0, 1)),
         Arg("use_wandb", bool, False, "Report metrics to wandb (or swanlab, when that is what is installed)"),
         Arg("wandb_project", str, f"MiniMind-{wandb_name}", "wandb / swanlab project name"),
+        Arg("run_dir", str, "", "Folder for the run's structured records (metrics stream, rollouts); empty: "
+            "the job's own folder from the dashboard, runs/records/<type>-<weight> from the command line"),
     ]
     drop = {name for name, value in (("save_weight", save_weight), ("from_weight", from_weight)) if value is None}
     return [a for a in args if a.name not in drop]
@@ -83,6 +85,10 @@ def _rl_own(*, reasoning_help="Train the reasoning model (1: starts from reason,
         "reasoning": Arg("reasoning", int, 1, reasoning_help, choices=(0, 1)),
         "reward_model_path": Arg("reward_model_path", str, "../../internlm2-1_8b-reward",
                                  "Reward model folder (transformers format); none = rule rewards only"),
+        "rollout_groups": Arg("rollout_groups", int, -1, "Prompt groups per step whose responses go to the "
+                              "rollout store (-1 = all, 0 = none)", min=-1),
+        "rollout_max_mb": Arg("rollout_max_mb", float, 2048.0, "Size bound of the rollout store in MB; past it, "
+                              "responses are no longer stored (metrics still are)", gt_zero=True),
     }
 
 
@@ -131,17 +137,17 @@ def _definitions():
         Arg("kl_coef", float, 0.02, "Weight of the KL penalty against the reference model", min=0),
         rl["reasoning"],
         Arg("update_old_actor_freq", int, 4, "Refresh the old actor every N steps", min=1),
-        rl["reward_model_path"]]
+        rl["reward_model_path"], rl["rollout_groups"], rl["rollout_max_mb"]]
     defs["grpo"] = _common("grpo", "GRPO", save_weight="grpo", learning_rate=8e-8, **rl_common) + [
         rl["max_gen_len"],
         Arg("beta", float, 0.02, "Weight of the KL penalty against the reference model", min=0),
         Arg("num_generations", int, 8, "Responses sampled per prompt (the group size)", min=2),
-        rl["reasoning"], rl["reward_model_path"]]
+        rl["reasoning"], rl["reward_model_path"], rl["rollout_groups"], rl["rollout_max_mb"]]
     defs["spo"] = _common("spo", "SPO", save_weight="spo", learning_rate=1e-7,
                           **{**rl_common, "accumulation_steps": 4}) + [
         rl["max_gen_len"],
         Arg("beta", float, 0.02, "Weight of the KL penalty against the reference model", min=0),
-        rl["reasoning"], rl["reward_model_path"]]
+        rl["reasoning"], rl["reward_model_path"], rl["rollout_groups"], rl["rollout_max_mb"]]
 
     defs["distill_reason"] = _common(
         "distill_reason", "Reasoning-Distill", save_weight="reason", epochs=1, batch_size=8, learning_rate=1e-6,
@@ -169,14 +175,6 @@ def _definitions():
 
 #: Every training type's options, in command-line order.
 ARGS: dict[str, list[Arg]] = _definitions()
-
-#: The script of each training type, relative to trainer/.
-SCRIPTS = {
-    "pretrain": "train_pretrain.py", "sft": "train_full_sft.py", "lora": "train_lora.py", "dpo": "train_dpo.py",
-    "ppo": "train_ppo.py", "grpo": "train_grpo.py", "spo": "train_spo.py",
-    "distill_reason": "train_distill_reason.py", "distillation": "train_distillation.py",
-}
-
 
 def _argparse_type(arg):
     """An argparse `type` that converts and checks bounds, so the CLI rejects what the dashboard rejects."""

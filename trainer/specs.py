@@ -19,6 +19,9 @@ RL_TYPES = ("ppo", "grpo", "spo")
 #: Where resume state lives, relative to the trainers' working directory (trainer/).
 CHECKPOINT_DIR = "../checkpoints"
 
+#: The file a reward model folder must hold (a transformers model folder).
+REWARD_MODEL_CONFIG = "config.json"
+
 
 def weight_file(name, hidden_size, use_moe=False):
     """`{name}_{hidden_size}[_moe].pth`, the MiniMind weight-file convention."""
@@ -63,6 +66,16 @@ class TypeSpec:
     @property
     def uses_reward_model(self):
         return self.key in RL_TYPES
+
+    def reward_model_path(self, values):
+        """The reward model folder a run loads, or None: rule rewards only, or a type without rewards.
+
+        `reward_model_path` "none" (in any case) means no reward model, as the trainers read it.
+        """
+        if not self.uses_reward_model:
+            return None
+        path = str(values["reward_model_path"]).strip()
+        return None if path.lower() == "none" else path
 
     @property
     def lora(self):

@@ -1,0 +1,50 @@
+"""Export a weight file to a transformers folder, from the dashboard or `python -m mmcore export`.
+
+The export itself (`model/export_hf.py`) needs torch; it runs in a child process so the dashboard
+never imports torch. Exit status 0: exported; 2: the file is not a MiniMind state dict, the sizes
+given disagree with it, or the output folder exists and is not empty (the reason is on stderr).
+"""
+import subprocess
+import sys
+
+from mmcore.paths import ROOT
+
+
+def export_argv(weight, out_dir, hidden_size=None, num_hidden_layers=None, use_moe=None, lora=None,
+                tokenizer_path=None, dtype=None):
+    """The command that exports `weight` (plus a merged `lora`) to `out_dir`; None options are read from the file."""
+    argv = [sys.executable, "-m", "model.export_hf", str(weight), str(out_dir)]
+    for name, value in (("hidden_size", hidden_size), ("num_hidden_layers", num_hidden_layers),
+                        ("use_moe", use_moe), ("lora", lora), ("tokenizer_path", tokenizer_path), ("dtype", dtype)):
+        if value is not None and value != "":
+            argv += [f"--{name}", str(int(value) if name == "use_moe" else value)]
+    return argv
+
+
+def run_export(weight, out_dir, timeout=600, **options):
+    """Run the export to completion; returns (exit status, its output text)."""
+    proc = subprocess.run(export_argv(weight, out_dir, **options), cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+    return proc.returncode, (proc.stdout + proc.stderr).strip()
+
+
+def add_export(sub):
+    """`python -m mmcore export WEIGHT.pth OUT_DIR [...]`."""
+    p = sub.add_parser("export", help="export a .pth weight file to a transformers folder (config, safetensors, "
+                                      "tokenizer, modeling code)")
+    p.add_argument("weight", help="MiniMind weight file (.pth state dict)")
+    p.add_argument("out_dir", help="folder to create (must not exist, or be empty)")
+    p.add_argument("--hidden_size", type=int, help="hidden size (default: what the file says)")
+    p.add_argument("--num_hidden_layers", type=int, help="layers (default: what the file says)")
+    p.add_argument("--use_moe", type=int, choices=(0, 1), help="MoE model (default: what the file says)")
+    p.add_argument("--lora", help="LoRA file to merge into the weights")
+    p.add_argument("--tokenizer_path", help="tokenizer folder (default: the bundled model/)")
+    p.add_argument("--dtype", choices=("float32", "float16", "bfloat16"),
+                   help="dtype of model.safetensors (default float32)")
+
+    def run(args):
+        # The child's own output (progress, or the reason for a refusal) goes straight to the terminal.
+        argv = export_argv(args.weight, args.out_dir, args.hidden_size, args.num_hidden_layers, args.use_moe,
+                           args.lora, args.tokenizer_path, args.dtype)
+        return subprocess.run(argv, cwd=ROOT).returncode
+    p.set_defaults(handler=run)

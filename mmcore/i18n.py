@@ -1,0 +1,150 @@
+"""The dashboard's languages: English and Simplified Chinese.
+
+Every label, help text, message and button text a page shows is `t(key, **values)`: the text of
+`key` in the viewer's language, formatted with `values` (`str.format`). The texts live in one place,
+`mmcore/locales/<language>.json`, one flat table per language with the same keys (a test checks it).
+
+The language is chosen per viewer: an explicit `language(...)` block (tests, command line), else the
+Streamlit session's choice (`STATE_KEY`), which `choose_language` fills on a session's first run from
+the viewer's remembered choice (a cookie), else the browser's language, else English.
+"""
+import contextlib
+import functools
+import json
+import re
+from contextvars import ContextVar
+from pathlib import Path
+
+LOCALES_DIR = Path(__file__).with_name("locales")
+LANGUAGES = {"en": "English", "zh": "简体中文"}  # code -> the language's name in itself
+DEFAULT = "en"
+STATE_KEY = "app.language"  # session state: the session's language code
+COOKIE = "minimind_language"  # the browser's remembered choice, read on its next visit
+COOKIE_MAX_AGE_S = 400 * 24 * 3600  # browsers cap cookie lifetimes at 400 days
+
+# Keys whose text is the same in every language: names and symbols (checked by a test).
+SAME_IN_EVERY_LANGUAGE = frozenset({"app.gpus"})
+
+_forced = ContextVar("minimind_language", default=None)
+# (language, key) pairs asked for but missing from that language's table; a test keeps it empty.
+missing = set()
+
+
+@functools.cache
+def table(lang):
+    """The texts of one language: key -> text (read once per process)."""
+    with open(LOCALES_DIR / f"{lang}.json", encoding="utf-8") as f:
+        return json.load(f)
+
+
+def normalize(code):
+    """A language code of ours from a browser's ("zh-CN", "zh_Hans", "en-US;q=0.9"), or None."""
+    if not code:
+        return None
+    code = str(code).strip().lower().replace("_", "-").split(";")[0]
+    base = code.split("-")[0]
+    return base if base in LANGUAGES else None
+
+
+def from_accept_language(header):
+    """The first of our languages in an HTTP Accept-Language header, by its q-weights, or None."""
+    ranked = []
+    for i, part in enumerate((header or "").split(",")):
+        match = re.match(r"\s*([A-Za-z_-]+)\s*(?:;\s*q=([0-9.]+))?", part)
+        if match:
+            try:
+                q = float(match.group(2)) if match.group(2) else 1.0
+            except ValueError:
+                q = 0.0
+            ranked.append((-q, i, match.group(1)))
+    for _, _, code in sorted(ranked):
+        if (lang := normalize(code)) is not None:
+            return lang
+    return None
+
+
+def _session_language():
+    """The running Streamlit session's language, or None outside a Streamlit script run."""
+    try:
+        from streamlit.runtime.scriptrunner import get_script_run_ctx
+    except ImportError:
+        return None
+    ctx = get_script_run_ctx(suppress_warning=True)
+    if ctx is None:
+        return None
+    try:
+        return ctx.session_state[STATE_KEY] if STATE_KEY in ctx.session_state else None
+    except Exception:  # a session state being torn down
+        return None
+
+
+def current():
+    """The language code texts are given in right now."""
+    lang = _forced.get() or _session_language()
+    return lang if lang in LANGUAGES else DEFAULT
+
+
+@contextlib.contextmanager
+def language(lang):
+    """Give texts in `lang` inside the block (in this thread/context), whatever the session chose."""
+    if lang not in LANGUAGES:
+        raise ValueError(f"unknown language {lang!r}; known: {', '.join(LANGUAGES)}")
+    token = _forced.set(lang)
+    try:
+        yield
+    finally:
+        _forced.reset(token)
+
+
+def t(key, **values):
+    """The text of `key` in the current language, formatted with `values`.
+
+    A key missing from that language falls back to English (and is recorded in `missing`); a key
+    missing everywhere shows as the key itself, so a gap is visible rather than a crash.
+    """
+    lang = current()
+    text = table(lang).get(key)
+    if text is None:
+        missing.add((lang, key))
+        text = table(DEFAULT).get(key, key)
+    return text.format(**values) if values else text
+
+
+def choose_language(session_state, cookies=None, locale=None, accept_language=None):
+    """Set the session's language on its first run (later runs keep it) and return it.
+
+    The viewer's remembered choice (cookie) wins, then the browser's language (`navigator.language`
+    as `st.context.locale`, or the Accept-Language header), then English.
+    """
+    lang = session_state.get(STATE_KEY)
+    if lang not in LANGUAGES:
+        lang = (normalize((cookies or {}).get(COOKIE)) or normalize(locale)
+                or from_accept_language(accept_language) or DEFAULT)
+        session_state[STATE_KEY] = lang
+    return lang
+
+
+def remember_script(lang):
+    """HTML with a script that stores `lang` in the browser's cookie (run in a same-origin frame)."""
+    if lang not in LANGUAGES:
+        raise ValueError(f"unknown language {lang!r}")
+    return (f"<script>parent.document.cookie = '{COOKIE}={lang}; path=/; "
+            f"max-age={COOKIE_MAX_AGE_S}; SameSite=Lax';</script>")
+
+
+def placeholders(text):
+    """The `{name}` fields of a text (how a test checks both languages take the same values)."""
+    return {m.group(1) for m in re.finditer(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)[^{}]*\}", text)}
+
+
+def browser_preferences(context):
+    """What `choose_language` needs from Streamlit's `st.context`: the cookies, the browser's
+    language and the Accept-Language header (each empty where this Streamlit cannot tell)."""
+    found = {}
+    for name, read in (("cookies", lambda: dict(context.cookies)), ("locale", lambda: context.locale),
+                       ("accept_language", lambda: context.headers.get("Accept-Language"))):
+        try:
+            found[name] = read()
+        except Exception:  # no browser behind this run (AppTest, bare mode)
+            found[name] = None
+    return found

@@ -1,0 +1,96 @@
+"""Starting jobs: check submitted values, write a queued job, start its supervisor; resume a job.
+
+What the Train page's Launch button and the Jobs page's Resume button call. A launch is checked
+once (`check`: the values parsed by `mmcore.command`, then `mmcore.preflight` on valid ones) and
+started from that check (`start`), so a page that shows the check's findings launches exactly
+what it showed.
+"""
+from dataclasses import dataclass, field
+
+from mmcore import command, metrics, preflight, registry, runner
+
+
+class LaunchRefused(Exception):
+    """A launch that cannot start; `reasons` lists every problem, each a sentence for the user."""
+
+    def __init__(self, reasons):
+        self.reasons = list(reasons)
+        super().__init__("; ".join(self.reasons))
+
+
+@dataclass
+class LaunchCheck:
+    """What submitted values would launch and what stands in the way.
+
+    `command` is None while any field is invalid; `errors` maps fields to messages (shown next to
+    each field); `problems` are preflight findings (missing files and the like), shown above Launch.
+    `values` are the submitted values themselves: what the job stores as its params.
+    """
+    train_type: str
+    values: dict
+    command: command.Command | None
+    errors: dict = field(default_factory=dict)
+    problems: list = field(default_factory=list)
+
+    @property
+    def ok(self):
+        return self.command is not None and not self.errors and not self.problems
+
+    @property
+    def reasons(self):
+        """Every problem as a sentence: field errors first, then preflight findings."""
+        return [f"{registry.field_label(name)}: {message}" for name, message in self.errors.items()] + list(self.problems)
+
+
+def check(train_type, values, gpu_count, extra_errors=None):
+    """Validate command values once, then run the preflight checks on valid ones -> LaunchCheck.
+
+    `extra_errors` (field -> message) are a form's own findings (its device choice, its job name).
+    """
+    checked = command.check(train_type, values)
+    errors = {**(extra_errors or {}), **checked.errors}
+    if errors:
+        return LaunchCheck(train_type, values, command=None, errors=errors)
+    try:
+        problems = preflight.problems(checked, gpu_count)
+    except OSError as exc:  # an unreadable file or folder is a problem to show, not a crash
+        problems = [f"cannot check the files: {exc}"]
+    return LaunchCheck(train_type, values, command=command.command_of(checked), problems=problems)
+
+
+def start(store, name, launch_check):
+    """Write a queued job from a passed check and start its supervisor; return the job id.
+
+    Raises LaunchRefused with every reason when the check found problems.
+    """
+    if not launch_check.ok:
+        raise LaunchRefused(launch_check.reasons)
+    cmd = launch_check.command
+    job_id = store.create(train_type=launch_check.train_type, name=name, params=launch_check.values,
+                          argv=cmd.argv, cwd=cmd.cwd, env=cmd.env)
+    runner.launch(store, job_id)
+    return job_id
+
+
+def launch(store, train_type, name, values, gpu_count):
+    """Check command values and start the job; return its id (LaunchRefused when it cannot start)."""
+    return start(store, name, check(train_type, values, gpu_count))
+
+
+def resume_values(train_type, params):
+    """A finished job's params for a resumed run: the same values with from_resume=1.
+
+    Values the job does not have (a job written by another tool) take the script's defaults.
+    """
+    values = {**registry.defaults(train_type), **params}
+    values["from_resume"] = "1"
+    return values
+
+
+def resume(store, job, gpu_count):
+    """Start a new job that resumes `job` from its last checkpoint; return the new job's id."""
+    name = f"{job.name}-resume" if job.name else f"{job.train_type}-resume"
+    values = resume_values(job.train_type, job.params)
+    if not values.get("run_dir"):  # continue the resumed job's records rather than start new ones
+        values["run_dir"] = str(metrics.job_run_dir(job, store.home))
+    return launch(store, job.train_type, name, values, gpu_count)

@@ -1,0 +1,143 @@
+"""Checks before a launch: what would make a job fail at once, as messages for the user.
+
+Each concern is one function over values that `mmcore.command.check` parsed once (`CheckedValues`
+and its `effective()` values: the value the script will use for every valid option). The rules
+of a training type (its data format, the base weights it loads, the files it writes, its reward
+model) come from `trainer/specs.py`, the same functions the trainers name their files with.
+Relative paths resolve against `trainer_dir`, the jobs' working directory. Nothing is created.
+"""
+import os
+from pathlib import Path
+
+from mmcore import command, registry
+from mmcore.paths import TRAINER_DIR
+from dataset import formats  # torch-free
+from trainer import specs
+
+#: Lines of the data file that are checked: enough to catch a wrong format, fast on huge files.
+DATA_LINES = 50
+
+
+def run(train_type, values, gpu_count, trainer_dir=TRAINER_DIR):
+    """Every problem of submitted values (see `mmcore.command`); [] when none were found."""
+    return problems(command.check(train_type, values), gpu_count, trainer_dir)
+
+
+def problems(checked, gpu_count, trainer_dir=TRAINER_DIR):
+    """Every problem of parsed values, in the order a user fixes them: invalid fields, devices,
+    data, base weights, reward model, folders the job writes."""
+    spec = specs.spec(checked.train_type)
+    values = checked.effective()
+    return (invalid_fields(checked) + devices(checked, gpu_count) + data(spec, values, trainer_dir)
+            + base_weights(spec, values, trainer_dir) + reward_model(spec, values, trainer_dir)
+            + writable_folders(values, trainer_dir))
+
+
+def resolve(trainer_dir, path):
+    """A path as the trainer sees it: relative paths are relative to its working directory."""
+    return Path(os.path.normpath(Path(trainer_dir) / path))
+
+
+def invalid_fields(checked):
+    """One sentence per invalid field: "Epochs (epochs) must be a whole number, got 'x'."."""
+    return [f"{registry.field_label(name, checked.train_type)} ({name}) {message}."
+            for name, message in checked.errors.items()]
+
+
+def devices(checked, gpu_count):
+    """More GPUs chosen than exist, or a GPU id this machine does not have."""
+    gpus, device = checked.typed["gpus"], checked.typed["device"]
+    plural = "GPU" if gpu_count == 1 else "GPUs"
+    if len(gpus) > gpu_count:
+        return [f"{len(gpus)} GPUs selected, but this machine has {gpu_count} {plural}."]
+    asked = gpus if len(gpus) >= 2 else []
+    if device and device.startswith("cuda:"):
+        asked = [int(device.split(":")[1])]
+    found = []
+    for index in asked:
+        if gpu_count == 0:
+            found.append(f"GPU {index} selected, but this machine has no NVIDIA GPU: train on the CPU.")
+        elif index >= gpu_count:
+            found.append(f"GPU {index} does not exist: this machine has {gpu_count} {plural} "
+                         f"(ids 0 to {gpu_count - 1}).")
+    return found
+
+
+def data(spec, values, trainer_dir):
+    """The data file exists and its first lines are in the type's format."""
+    data_path = values.get("data_path")
+    if not data_path:
+        return []
+    path = resolve(trainer_dir, data_path)
+    try:
+        formats.validate_file(str(path), spec.data_kind, max_lines=DATA_LINES)
+    except FileNotFoundError:
+        return [f"Data file not found: {path} (data_path {data_path!r}; relative paths start in {trainer_dir})."]
+    except formats.DataFormatError as e:
+        return [f"Data file is not usable for {spec.label}: {e}."]
+    except OSError as e:
+        return [f"Data file cannot be read: {path} ({e.strerror})."]
+    return []
+
+
+def base_weights(spec, values, trainer_dir):
+    """The weights the type starts from are in weight_dir (and the choice itself is allowed)."""
+    try:
+        needed, found = spec.base_weights(values)
+        weight_dir, moe = values["weight_dir"], values["use_moe"]
+    except KeyError:  # an option the rule reads is invalid: that is reported as an invalid field
+        return []
+    found = list(found)
+    reported = set()
+    for weight in needed:
+        path = resolve(trainer_dir, weight_dir) / specs.weight_file(weight.prefix, weight.hidden_size, moe)
+        if not path.is_file() and path not in reported:  # a student and teacher may share one file
+            reported.add(path)
+            found.append(f"Base weight not found: {path} ({weight.why}). Train that stage first, "
+                         f"or point weight_dir at the folder that holds it.")
+    return found
+
+
+def reward_model(spec, values, trainer_dir):
+    """The reward model folder (PPO, GRPO, SPO) exists and holds a transformers model."""
+    try:
+        folder = spec.reward_model_path(values)
+    except KeyError:  # reward_model_path is invalid: reported as an invalid field
+        return []
+    if folder is None:
+        return []
+    path = resolve(trainer_dir, folder)
+    if not path.is_dir():
+        return [f"Reward model not found: {path} (reward_model_path {folder!r}). Put the model "
+                f"folder there, or set reward_model_path to none to use rule rewards only."]
+    if not (path / specs.REWARD_MODEL_CONFIG).is_file():
+        return [f"Reward model folder {path} has no {specs.REWARD_MODEL_CONFIG}: it must be a transformers "
+                f"model folder (or set reward_model_path to none)."]
+    return []
+
+
+def unwritable(folder):
+    """Why `folder` cannot be written or created, or None when it can."""
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is a file, not a folder"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{existing} is not writable" if existing == folder else f"it cannot be created in {existing} (not writable)"
+    return None
+
+
+def writable_folders(values, trainer_dir):
+    """The job can write its weights (save_dir) and its resume state (../checkpoints)."""
+    found = []
+    save_dir = values.get("save_dir")
+    if save_dir:
+        why = unwritable(resolve(trainer_dir, save_dir))
+        if why:
+            found.append(f"Cannot save to {resolve(trainer_dir, save_dir)}: {why}.")
+    checkpoints = resolve(trainer_dir, specs.CHECKPOINT_DIR)
+    why = unwritable(checkpoints)
+    if why:
+        found.append(f"Cannot write resume state to {checkpoints}: {why}.")
+    return found

@@ -1,0 +1,66 @@
+"""The Jobs page's actions with a real store; a "running" job is a sleeping Python process under the runner."""
+import pytest
+
+from mmcore import actions, forms, progress
+from test_jobtable import T0, pretrain_line
+
+
+@pytest.fixture
+def store(tmp_path):
+    from mmcore import runner
+    from mmcore.store import JobStore
+    store = JobStore(tmp_path / "home" / "jobs.db")
+    yield store
+    for job in store.list(status=["queued", "running"], limit=None):
+        runner.stop(store, job.id, grace=1, wait=True)
+
+
+def ended_job(store, train_type="sft", params=None, status="failed"):
+    job_id = store.create(train_type, "j", params or {}, ["python", "x.py"], "/tmp", {})
+    store.update(job_id, status=status, started_at=T0, ended_at=T0 + 5)
+    return job_id
+
+
+def test_stop_job_outcomes(store, tmp_path):
+    from _pages_helpers import sleeper_argv, wait_for
+    from mmcore import runner
+    assert actions.stop_job(store, 99).kind == "error"
+    assert actions.stop_job(store, ended_job(store)).kind == "warning"
+    job_id = store.create("sft", "s", {}, sleeper_argv(), str(tmp_path), {})
+    runner.launch(store, job_id)
+    wait_for(lambda: store.get(job_id).status == "running", what="the job to run")
+    assert actions.delete_refusal(store, job_id) == f"Job {job_id} is running: stop it before deleting it."
+    assert actions.delete_job(store, job_id).kind == "error"  # refused even without the page's check
+    outcome = actions.stop_job(store, job_id)
+    assert outcome.kind == "info" and "SIGTERM" in outcome.message
+    wait_for(lambda: store.get(job_id).status == "stopped", what="the job to stop")
+
+
+def test_delete_job_removes_row_log_and_cache(store):
+    job_id = ended_job(store)
+    job = store.get(job_id)
+    with open(job.log_path, "w", encoding="utf-8") as f:
+        f.write(pretrain_line(1, 1, 10, 1.0))
+    cache = progress.ProgressCache()
+    cache.progress(job)
+    assert actions.delete_refusal(store, job_id) is None
+    outcome = actions.delete_job(store, job_id, cache)
+    assert outcome.kind == "success"
+    assert store.get(job_id) is None and len(cache) == 0
+    assert actions.delete_job(store, job_id).kind == "error"
+    assert actions.delete_refusal(store, job_id) == f"There is no job with id {job_id}."
+
+
+def test_resume_job_is_refused_with_the_preflight_reasons(store):
+    job_id = ended_job(store, "sft", {"data_path": "/nonexistent/data.jsonl", "device": "cpu"})
+    outcome = actions.resume_job(store, job_id, gpu_count=0)
+    assert outcome.kind == "error" and outcome.message.startswith("Resume refused")
+    assert "Data file not found" in outcome.message
+    assert store.count() == 1
+    assert actions.resume_job(store, 99, 0).kind == "error"
+
+
+def test_clone_request_carries_type_params_and_name(store):
+    job = store.get(ended_job(store, "dpo", {"beta": "0.2"}))
+    assert forms.clone_request(job) == {"train_type": "dpo", "params": {"beta": "0.2"}, "job_id": job.id,
+                                          "name": "j"}

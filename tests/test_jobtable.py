@@ -1,0 +1,104 @@
+"""The jobs table: formatting, rows and URL job ids."""
+import time
+
+import pytest
+
+from mmcore import jobtable, progress
+from mmcore.gpu import GpuInfo
+from mmcore.store import Job
+
+T0 = 1_767_000_000.0  # a fixed unix time
+
+
+def make_job(tmp_path, job_id=1, status="running", train_type="pretrain", params=None, started=T0, ended=None,
+             log=None):
+    path = tmp_path / f"job-{job_id}.log"
+    if log is not None:
+        path.write_text(log, encoding="utf-8")
+    return Job(id=job_id, train_type=train_type, name=f"{train_type}-{job_id}", status=status,
+               params=params if params is not None else {"epochs": "2"}, argv=["python", "x.py", "--a", "b c"],
+               cwd="/tmp", env={}, log_path=str(path), created_at=T0 - 5, user="ann", host="gpu-box",
+               started_at=started, ended_at=ended)
+
+
+def pretrain_line(epoch, step, total, loss):
+    return f"Epoch:[{epoch}/2]({step}/{total}) loss:{loss} lr:0.0005 epoch_Time:3.0min:\n"
+
+
+@pytest.mark.parametrize("seconds, text", [
+    (None, ""), (0, "0s"), (44.6, "45s"), (59, "59s"), (60, "1m 00s"), (725, "12m 05s"),
+    (3 * 3600 + 7 * 60 + 5, "3h 07m"), (2 * 86400 + 4 * 3600, "2d 04h"), (-3, "0s")])
+def test_format_duration(seconds, text):
+    assert jobtable.format_duration(seconds) == text
+
+
+def test_small_formatters():
+    assert jobtable.format_time(None) == ""
+    assert len(jobtable.format_time(T0)) == len("2026-01-02 03:04:05")
+    assert jobtable.type_short("grpo") == "GRPO"
+    assert jobtable.type_short("old_type") == "old_type"
+    assert "@" in jobtable.whoami()
+    g = GpuInfo(index=1, name="NVIDIA H200", memory_used=2 * 1024 ** 3, memory_total=140 * 1024 ** 3, utilization=35)
+    assert jobtable.gpu_line(g) == "GPU 1 · NVIDIA H200 · 2.0 / 140.0 GiB · 35%"
+    assert jobtable.needs_refresh({"running": 0, "queued": 1, "failed": 3})
+    assert not jobtable.needs_refresh({"running": 0, "queued": 0, "succeeded": 9})
+
+
+@pytest.mark.parametrize("text, result", [
+    (None, (None, None)), ("", (None, None)), ("12", (12, None)), (" 7 ", (7, None))])
+def test_parse_job_id(text, result):
+    assert jobtable.parse_job_id(text) == result
+
+
+def test_parse_job_id_rejects_non_numbers():
+    job_id, message = jobtable.parse_job_id("abc")
+    assert job_id is None and "not a job id" in message
+
+
+def test_running_row_has_progress_step_metric_and_eta(tmp_path):
+    log = "# job 1 · type pretrain · p\n" + pretrain_line(1, 50, 100, 2.5)
+    job = make_job(tmp_path, log=log)
+    cache = progress.ProgressCache()
+    row = jobtable.job_rows([job], cache, now=T0 + 100)[0]
+    assert list(row) == list(jobtable.COLUMNS)
+    assert row["progress"] == 25.0  # step 50 of 2 epochs x 100 steps
+    assert row["step"] == "50/200"
+    assert row["metric"] == "loss 2.5"
+    assert row["eta"] == "5m 00s"  # 100 s for a quarter: 300 s to go
+    assert row["duration"] == "1m 40s"
+    assert row["submitted_by"] == "ann@gpu-box"
+    assert row["status"] == "running"
+    assert row["type"] == "Pretrain"
+
+
+def test_rl_row_prefers_reward_and_uses_the_params_epochs(tmp_path):
+    log = "Epoch: 1, Step: 3/10, Actor Loss: 0.012345, Reward: 0.512300, Avg Response Len: 88.00, LR: 8.00e-08\n"
+    job = make_job(tmp_path, train_type="grpo", params={"epochs": "1"}, log=log)
+    row = jobtable.job_row(job, progress.ProgressCache().progress(job, T0 + 30), now=T0 + 30)
+    assert row["metric"] == "Reward 0.5123"
+    assert row["step"] == "3/10" and row["progress"] == 30.0
+
+
+def test_missing_log_and_finished_rows(tmp_path):
+    queued = make_job(tmp_path, job_id=2, status="queued", started=None)
+    failed = make_job(tmp_path, job_id=3, status="failed", ended=T0 + 3725)
+    succeeded = make_job(tmp_path, job_id=4, status="succeeded", ended=T0 + 1, log="no progress lines\n")
+    rows = jobtable.job_rows([queued, failed, succeeded], progress.ProgressCache(), now=T0 + 10_000)
+    assert rows[0]["progress"] == 0.0 and rows[0]["step"] == "" and rows[0]["duration"] == ""
+    assert rows[1]["duration"] == "1h 02m" and rows[1]["eta"] == ""
+    assert rows[2]["progress"] == 100.0  # succeeded means done, whatever the log printed
+
+
+def test_params_rows_follow_the_command_line_order():
+    job = Job(id=1, train_type="grpo", name="g", status="succeeded",
+              params={"beta": "0.02", "epochs": "1", "gpus": [0, 1], "zzz": None}, argv=["x"], cwd="", env={},
+              log_path="", created_at=time.time())
+    rows = jobtable.params_rows(job)
+    assert [r["parameter"] for r in rows] == ["epochs", "beta", "gpus", "zzz"]
+    assert rows[2]["value"] == "0,1" and rows[3]["value"] == ""
+
+
+def test_job_label():
+    job = Job(id=12, train_type="sft", name="sft-a", status="queued", params={}, argv=["x"], cwd="", env={},
+              log_path="", created_at=T0)
+    assert jobtable.job_label(job) == "12 — sft-a"
