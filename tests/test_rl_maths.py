@@ -100,7 +100,7 @@ def test_missing_reward_model_path_names_it(tmp_path):
     missing = tmp_path / "no-such-reward-model"
     with pytest.raises(FileNotFoundError, match="no-such-reward-model"):
         reward_model.check_reward_model_path(str(missing))
-    assert reward_model.load_reward_model("none", "cpu") is None
+    assert reward_model.load_reward_model(None, "cpu") is None
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(FileNotFoundError, match="no config.json"):

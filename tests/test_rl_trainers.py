@@ -15,7 +15,7 @@ import torch
 from _trainer_helpers import (DEMO, REPO, free_port, head_jsonl, make_repo_copy, proc_output, progress_frame,
                               run_trainer, save_random_weights, start_trainer, tiny_args, wait_for_text)
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(1200)
 
 # Small and fast: 16 new tokens, 2 prompts a step.
 RL_TINY = {"max_seq_len": 48, "max_gen_len": 16, "batch_size": 2, "learning_rate": 1e-4,
@@ -212,7 +212,7 @@ def test_grpo_sigterm_saves_resume_state_and_resumes(repo, tmp_path):
     proc = start_trainer(repo, "train_grpo.py", argv, log)
     wait_for_text(log, f"Step: 2/{steps},", proc)
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=120) == 143, log.read_text()
+    assert proc.wait(timeout=300) == 143, log.read_text()
     stopped_text = log.read_text()
     resume_file = repo / "checkpoints" / "grpo_stop_64_resume.pth"
     assert "Stopped by SIGTERM at epoch 1/1" in stopped_text, stopped_text

@@ -31,7 +31,7 @@ def main():
     run = setup.start("grpo")
     args, n = run.args, run.args.num_generations
     # 2. Policy, frozen reference (only with a KL penalty), rewards, prompts
-    policy, tokenizer, reference, reward_fns, dataset = setup.load_policy_run(args)
+    policy, tokenizer, reference, reward_fns, dataset = setup.load_policy_run(run)
     part = run.part("policy", policy, args.learning_rate)
 
     # 3. One step: a group of responses per prompt, rewards normalised within each group

@@ -20,7 +20,6 @@ from dataset.lm_dataset import pad_collate  # noqa: E402
 from trainer import loop  # noqa: E402
 from trainer import trainer_utils as tu  # noqa: E402
 from trainer.rl import losses, rewards, setup  # noqa: E402
-from trainer.rl.reward_model import load_reward_model  # noqa: E402
 from trainer.rl.rollout import completion_logps, rollout  # noqa: E402
 
 
@@ -39,7 +38,7 @@ def main():
     reference = setup.load_frozen(args)
     old_actor = setup.load_frozen(args)
     critic = setup.Critic(setup.load_base(args)).to(args.device)
-    reward_fns = rewards.reward_functions(args.reasoning, load_reward_model(args.reward_model_path, args.device))
+    reward_fns = setup.load_rewards(run)
     dataset = setup.load_prompts(args, tokenizer)
     actor_part = run.part("actor", actor, args.learning_rate)
     critic_part = run.part("critic", critic, args.critic_learning_rate)

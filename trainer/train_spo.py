@@ -32,7 +32,7 @@ def main():
     run = setup.start("spo")
     args = run.args
     # 2. Policy, frozen reference (only with a KL penalty), rewards, prompts, the adaptive baseline
-    policy, tokenizer, reference, reward_fns, dataset = setup.load_policy_run(args)
+    policy, tokenizer, reference, reward_fns, dataset = setup.load_policy_run(run)
     part = run.part("policy", policy, args.learning_rate)
     value_tracker = losses.ValueTracker()
 

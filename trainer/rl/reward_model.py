@@ -75,9 +75,10 @@ def check_reward_model_path(path):
 
 
 def load_reward_model(path, device):
-    """The reward model at `path`, or None for 'none' (rule rewards only). A folder that cannot be
-    loaded is a `SetupError` naming it (one clear line instead of a traceback)."""
-    if str(path).strip().lower() == "none":
+    """The reward model at `path`, or None without one (`path` None: rule rewards only; see
+    `trainer.specs.TypeSpec.reward_model_path`). A folder that cannot be loaded is a `SetupError`
+    naming it (one clear line instead of a traceback)."""
+    if path is None:
         return None
     try:
         return RewardModel(path, device)

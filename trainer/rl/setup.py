@@ -18,22 +18,29 @@ def start(rl_type):
     reward-model folder must exist. Returns the `loop.Run`."""
     run = loop.start(rl_type)
     tu.check_data_file(run.args.data_path)
-    if str(run.args.reward_model_path).strip().lower() != "none":
+    path = run.spec.reward_model_path(vars(run.args))
+    if path is not None:
         try:
-            check_reward_model_path(run.args.reward_model_path)
+            check_reward_model_path(path)
         except (FileNotFoundError, ValueError) as e:
             raise tu.SetupError(str(e)) from None
     return run
 
 
-def load_policy_run(args):
+def load_rewards(run):
+    """The reward functions of the run: format (with --reasoning), and the reward model's score or the rule."""
+    path = run.spec.reward_model_path(vars(run.args))
+    return reward_functions(run.args.reasoning, load_reward_model(path, run.args.device))
+
+
+def load_policy_run(run):
     """What GRPO and SPO build, in this order: the policy (logged as "Policy") and tokenizer, the
     frozen reference (None when beta is 0: no KL penalty), the reward functions, the prompts.
     Returns (policy, tokenizer, reference, reward_fns, dataset)."""
+    args = run.args
     policy, tokenizer = load_policy(args)
     reference = load_frozen(args) if args.beta > 0 else None
-    reward_fns = reward_functions(args.reasoning, load_reward_model(args.reward_model_path, args.device))
-    return policy, tokenizer, reference, reward_fns, load_prompts(args, tokenizer)
+    return policy, tokenizer, reference, load_rewards(run), load_prompts(args, tokenizer)
 
 
 def load_policy(args, label="Policy"):
