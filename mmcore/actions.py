@@ -28,6 +28,7 @@ def stop_job(store, job_id):
 
 def delete_refusal(store, job_id):
     """Why a job cannot be deleted now, or None when it can (asked before the confirmation step)."""
+    store.reconcile()  # a job whose supervisor died has ended (lost)
     job = store.get(job_id)
     if job is None:
         return f"There is no job with id {job_id}."
@@ -54,11 +55,13 @@ def delete_job(store, job_id, cache=None):
 
 def resume_job(store, job_id, gpu_count):
     """Start a new job with the same parameters and from_resume=1 (the page's Resume button)."""
+    store.reconcile()  # a job whose supervisor died has ended (lost) and may be resumed
     job = store.get(job_id)
     if job is None:
         return Outcome("error", f"There is no job with id {job_id}.")
-    if job.active:
-        return Outcome("error", f"Job {job_id} is {job.status}: it can be resumed once it has ended.")
+    refusal = launch.resume_refusal(job)
+    if refusal:
+        return Outcome("error", refusal)
     try:
         new_id = launch.resume(store, job, gpu_count)
     except launch.LaunchRefused as exc:

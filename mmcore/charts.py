@@ -11,7 +11,7 @@ import pandas as pd
 import plotly.colors
 import plotly.graph_objects as go
 
-from mmcore.logparse import INDEX_COLUMNS
+from mmcore.loglines import INDEX_COLUMNS
 from trainer.specs import RL_TYPES
 
 PALETTE = plotly.colors.qualitative.Plotly  # run i keeps colour i in every chart
@@ -147,6 +147,17 @@ def combined_table(runs):
         return pd.DataFrame(columns=["run", *INDEX_COLUMNS])
     table = pd.concat(frames, ignore_index=True, sort=False)
     return table[["run", *[c for c in table.columns if c != "run"]]]
+
+
+def csv_file_name(runs, max_len=120):
+    """The CSV download's file name, after the runs it holds: "minimind-12-sft-tiny_13-grpo.csv"
+    (characters other than letters, digits, '.', '-' and '_' become '-'; long lists are cut)."""
+    names = [str(name) for name, _ in _runs(runs)]
+    parts = [re.sub(r"-{2,}", "-", re.sub(r"[^\w.-]+", "-", n, flags=re.ASCII)).strip("-.") for n in names]
+    stem = "_".join(p for p in parts if p) or "metrics"
+    if len(stem) > max_len:
+        stem = stem[:max_len].rstrip("-_.") + f"-and-more"
+    return f"minimind-{stem}.csv"
 
 
 def to_csv(runs):

@@ -31,8 +31,10 @@ import psutil
 
 from mmcore import progress
 from mmcore.metrics import job_run_dir, with_run_dir
+from mmcore import ownership, roots
 from mmcore.paths import ROOT
-from mmcore.store import JobStore, default_home, process_matches, process_start_time
+from mmcore.paths import default_home
+from mmcore.store import JobStore, process_matches, process_start_time
 from trainer.specs import SPECS
 
 DEFAULT_GRACE_S = 10.0
@@ -90,6 +92,7 @@ def stop(store, job_id, grace=DEFAULT_GRACE_S, wait=False):
     """
     if grace < 0:
         raise ValueError(f"grace must be at least 0 seconds, got {grace}")
+    store.reconcile()  # a job whose supervisor died has already ended: lost
     job = _get(store, job_id)
     if not job.active:
         return False
@@ -110,6 +113,7 @@ def stop(store, job_id, grace=DEFAULT_GRACE_S, wait=False):
     if wait:
         deadline = time.monotonic() + grace + LEFTOVER_GRACE_S + 5 * POLL_S
         while time.monotonic() < deadline:
+            store.reconcile()
             current = store.get(job_id)
             if current is None or not current.active:
                 break
@@ -119,6 +123,7 @@ def stop(store, job_id, grace=DEFAULT_GRACE_S, wait=False):
 
 def delete(store, job_id):
     """Remove a finished job's row and log file; a queued or running job raises JobRunningError."""
+    store.reconcile()  # a job whose supervisor died has ended (lost) and may be deleted
     job = _get(store, job_id)
     if job.active:
         raise JobRunningError(f"job {job_id} is {job.status}: stop it before deleting it")
@@ -202,11 +207,13 @@ class Supervisor:
             return True
         try:
             job = self.store.get(self.job_id)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, RuntimeError) as exc:
             # A database hiccup must not end a training run: look again at the next poll.
             self._write_log(f"# supervisor: cannot read the job store ({exc}); retrying\n")
             return False
-        return job is None or job.stop_requested is not None
+        # Only an explicit request stops the job: a row that cannot be found (a replaced or restored
+        # database) is no reason to end a training run.
+        return job is not None and job.stop_requested is not None
 
     def _record(self, **fields):
         """Write fields to the job's row, retrying a locked or busy database a few times."""
@@ -307,7 +314,10 @@ class Supervisor:
             self._finish("stopped", note="stopped before the trainer started")
             return 0
 
-        env = {**os.environ, **job.env, "PYTHONUNBUFFERED": "1"}
+        # The trainer checks its paths against the same allowed folders as the launch did.
+        # It also learns its job id (recorded in its resume state) and, for a Resume, whose state it continues.
+        env = {**os.environ, **job.env, **roots.current(self.store.home).env(),
+               **ownership.trainer_env(self.store, job), "PYTHONUNBUFFERED": "1"}
         libc = _load_libc()
         preexec = functools.partial(_die_with_parent, libc, os.getpid()) if libc is not None else None
         try:

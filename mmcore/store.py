@@ -6,8 +6,11 @@ web server's sessions and one `mmcore.runner` per job), so it runs in WAL mode w
 every write is a short `BEGIN IMMEDIATE` transaction, and every call opens its own connection (safe
 across threads and forked processes).
 
-The store also notices jobs whose supervisor died without recording an ending: `reconcile()`, run on
-every read, turns such `queued`/`running` rows into `lost`.
+The store also notices jobs whose supervisor died without recording an ending: `reconcile()` turns
+such `queued`/`running` rows into `lost`. Reads do not reconcile (a probe of every active job's
+process on every read adds up): the app reconciles once per page run (streamlit_app.py), the live
+watch now and then (`mmcore.live`), and so do the actions that act on a job's state (stop, delete,
+resume) and each `mmcore.api` call.
 """
 import getpass
 import json
@@ -22,10 +25,9 @@ from pathlib import Path
 
 import psutil
 
-from mmcore.paths import ROOT
+from mmcore import storeguard
+from mmcore.paths import DB_NAME, default_home
 
-HOME_ENV = "MINIMIND_DASHBOARD_HOME"
-DB_NAME = "jobs.db"
 
 STATUSES = ("queued", "running", "succeeded", "failed", "stopped", "lost")
 ACTIVE_STATUSES = ("queued", "running")
@@ -145,11 +147,6 @@ COLUMNS = tuple(f.name for f in fields(Job))
 UPDATABLE = frozenset(COLUMNS) - {"id"}
 
 
-def default_home():
-    """The folder holding jobs.db and logs/: `$MINIMIND_DASHBOARD_HOME`, else `<repo>/runs`."""
-    return Path(os.environ.get(HOME_ENV) or ROOT / "runs")
-
-
 def _os_user():
     try:
         return getpass.getuser()
@@ -203,6 +200,9 @@ class JobStore:
         self.home = Path(self.path).parent
         self.logs_dir = self.home / "logs"
         self.queued_grace = queued_grace
+        # A missing/empty file beside old logs, or a file that is not SQLite: refuse rather than start
+        # an empty history (StoreDamaged says how to restore a backup).
+        storeguard.check_intact(self.path, self.logs_dir)
         self.home.mkdir(parents=True, exist_ok=True)
         self._migrate()
 
@@ -307,12 +307,22 @@ class JobStore:
                  json.dumps(env), time.time(), user if user is not None else _os_user(),
                  host if host is not None else socket.gethostname()))
             job_id = cur.lastrowid
-            conn.execute("UPDATE jobs SET log_path = ? WHERE id = ?", (self.log_path_for(job_id), job_id))
+            conn.execute("UPDATE jobs SET log_path = ? WHERE id = ?", (self._fresh_log_path(job_id), job_id))
+        storeguard.backup_if_due(self.path)
         return job_id
+
+    def _fresh_log_path(self, job_id):
+        """`log_path_for(job_id)`, or `job-<id>-<n>.log` when a file of that name exists already
+        (ids restarted in a restored or replaced database): a new job never appends to an old log."""
+        path = Path(self.log_path_for(job_id))
+        n = 1
+        while path.exists():
+            n += 1
+            path = self.logs_dir / f"job-{job_id}-{n}.log"
+        return str(path)
 
     def get(self, job_id):
         """The job with this id, or None when there is none."""
-        self.reconcile()
         with self._connect() as conn:
             row = conn.execute("SELECT * FROM jobs WHERE id = ?", (int(job_id),)).fetchone()
         return self._job(row) if row is not None else None
@@ -337,7 +347,6 @@ class JobStore:
 
         `limit=None` returns every matching job.
         """
-        self.reconcile()
         where, args = self._where(status, train_type)
         sql = f"SELECT * FROM jobs{where} ORDER BY id DESC LIMIT ? OFFSET ?"
         with self._connect() as conn:
@@ -346,14 +355,12 @@ class JobStore:
 
     def count(self, status=None, train_type=None):
         """How many jobs match the same filters as `list`."""
-        self.reconcile()
         where, args = self._where(status, train_type)
         with self._connect() as conn:
             return conn.execute(f"SELECT COUNT(*) FROM jobs{where}", args).fetchone()[0]
 
     def counts(self):
         """Number of jobs per status, every status present (zero when none)."""
-        self.reconcile()
         with self._connect() as conn:
             rows = conn.execute("SELECT status, COUNT(*) FROM jobs GROUP BY status").fetchall()
         result = dict.fromkeys(STATUSES, 0)

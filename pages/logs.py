@@ -1,11 +1,15 @@
-"""Logs: charts of every metric in one or more training logs (jobs, files in the logs folder, or an
-uploaded log), smoothed and overlaid for comparison, with CSV export and the end of each log."""
+"""Logs: charts of every metric in one or more training logs (jobs, files in the logs folder, records
+folders of command-line runs, or an uploaded log), smoothed and overlaid for comparison, with CSV
+export and the end of each log. Runs with structured records also get RL charts, health checks and
+the Rollouts view."""
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
 import streamlit as st
 
-from mmcore import charts, jobtable, logparse, navigation, progress
+from mmcore import (charts, health, jobtable, livepage, logfiles, logheader, logparse, metrics, navigation, progress,
+                    rlview, rollouts, storeguard, tailview)
 from mmcore.store import JobStore
 
 navigation.ensure_app_navigation()
@@ -13,20 +17,32 @@ navigation.ensure_app_navigation()
 state = st.session_state
 JOBS_KEY = "logs.jobs"
 FILES_KEY = "logs.files"
+FOLDERS_KEY = "logs.folders"
+STEP_KEY = "logs.rollouts.step"
 METRICS_KEY = "logs.metrics"
 PARSERS_KEY = "logs.parsers"  # log path -> LogParser: each rerun reads only what was appended
 QUERY_KEY = "logs.query_job"  # the ?job= value already applied to the job selection
 JOB_LIMIT = 200
 TAIL_CHOICES = (50, 200, 1000)
-REFRESH_S = 5.0  # while a chosen job runs
+FOLLOW_S = 2.0  # charts and tails follow a growing log at most this often
 
 
 @dataclass
 class Run:
-    """One log to chart: its legend name, file, and job (None for files and uploads)."""
+    """One run to chart: its legend name, log file (None for a records folder alone), job (None for
+    files, folders and uploads) and records folder (None when it has none)."""
     label: str
     path: str
     job: object = None
+    run_dir: object = None
+
+    @property
+    def train_type(self):
+        if self.job is not None:
+            return self.job.train_type
+        if self.run_dir is not None and metrics.has_rollouts(self.run_dir):
+            return rollouts.meta(self.run_dir).get("train_type")
+        return None
 
 
 def parser_for(path):
@@ -39,12 +55,16 @@ def parser_for(path):
     return parser
 
 
-store = JobStore()
 st.title("Logs")
+try:
+    store = JobStore()
+    jobs = {job.id: job for job in store.list(limit=JOB_LIMIT)}
+except (sqlite3.Error, RuntimeError, OSError) as exc:  # missing, damaged, locked or newer-schema database
+    st.error(storeguard.explain(exc))
+    st.stop()
 
 # -- what to chart ----------------------------------------------------------------------------------
 
-jobs = {job.id: job for job in store.list(limit=JOB_LIMIT)}
 wanted_id, problem = jobtable.parse_job_id(st.query_params.get("job"))
 if problem:
     st.error(problem)
@@ -68,21 +88,31 @@ log_files = sorted((p for p in store.logs_dir.glob("*.log") if str(p) not in job
 if FILES_KEY in state:
     state[FILES_KEY] = [name for name in state[FILES_KEY] if name in {p.name for p in log_files}]
 
-sources = st.columns([3, 2, 2])
+job_dirs = [metrics.job_run_dir(job, store.home) for job in jobs.values()]
+run_folders = metrics.list_run_dirs(store.home, exclude=job_dirs)
+if FOLDERS_KEY in state:
+    state[FOLDERS_KEY] = [name for name in state[FOLDERS_KEY] if name in {p.name for p in run_folders}]
+
+sources = st.columns([3, 2, 2, 2])
 chosen_jobs = sources[0].multiselect(
     "Jobs", list(jobs), key=JOBS_KEY, format_func=lambda i: jobtable.job_label(jobs[i]),
     placeholder="Choose one or more jobs", help="The newest jobs of the job store; choose several to compare them.")
 chosen_files = sources[1].multiselect(
     "Log files", [p.name for p in log_files], key=FILES_KEY, placeholder="Other logs in the logs folder",
     help=f"`.log` files in {store.logs_dir} that belong to no listed job.")
-uploads = sources[2].file_uploader(
+chosen_folders = sources[2].multiselect(
+    "Run folders", [p.name for p in run_folders], key=FOLDERS_KEY, placeholder="Records of command-line runs",
+    help=f"Structured records (metrics, rollouts) in {metrics.records_dir(store.home)} that belong to no listed job.")
+uploads = sources[3].file_uploader(
     "Upload a log", type=["log", "txt"], accept_multiple_files=True, key="logs.upload",
     help="A log from elsewhere, e.g. an upstream MiniMind run's output.")
 
-runs = [Run(jobtable.job_label(jobs[i]), jobs[i].log_path, jobs[i]) for i in chosen_jobs]
+runs = [Run(jobtable.job_label(jobs[i]), jobs[i].log_path, jobs[i], metrics.job_run_dir(jobs[i], store.home))
+        for i in chosen_jobs]
 runs += [Run(name, str(store.logs_dir / name)) for name in chosen_files]
+runs += [Run(name, None, None, metrics.records_dir(store.home) / name) for name in chosen_folders]
 for upload in uploads or []:
-    path = logparse.save_upload(upload.getvalue(), upload.name, folder=store.home / "uploads")
+    path = logfiles.save_upload(upload.getvalue(), upload.name, folder=store.home / "uploads")
     runs.append(Run(f"{upload.name} (uploaded)", str(path)))
 
 seen = {}
@@ -103,28 +133,30 @@ log_y = controls[1].toggle("Log scale", key="logs.log_y", help="Logarithmic y ax
 tail_lines = controls[2].selectbox("Tail lines", TAIL_CHOICES, index=1, key="logs.tail_lines")
 with controls[3]:
     st.button("Refresh", key="logs.refresh", icon=":material/refresh:")
-active = any(run.job is not None and run.job.active for run in runs)
-if active:
-    st.caption(f"A chosen job is running: its charts refresh every {REFRESH_S:g} s.")
+livepage.follow(paths=[run.path for run in runs if run.path]
+                + [str(Path(run.run_dir) / metrics.METRICS_FILE) for run in runs if run.run_dir is not None],
+                progress_s=FOLLOW_S)
 
 
 # -- charts ------------------------------------------------------------------------------------------
 
 def show_runs():
     """Read the logs (incrementally), then summaries, charts and the CSV download."""
-    for run in runs:  # a timed rerun runs only this function: read the jobs' states again
-        if run.job is not None:
-            run.job = store.get(run.job.id) or run.job
-    if active and not any(run.job is not None and run.job.active for run in runs):
-        st.rerun()  # every chosen job has ended: a full rerun draws the page without the timer
     tables, types = {}, set()
     for run in runs:
+        if run.path is None:  # a records folder alone: chart its metrics stream
+            df = metrics.read(run.run_dir)
+            if len(df):
+                tables[run.label] = df.drop(columns=[c for c in ("samples", "tokens", "time", "elapsed_s")
+                                                     if c in df.columns])
+                types.add(run.train_type)
+            continue
         try:
             parser = parser_for(run.path)
         except OSError as exc:
             st.error(f"{run.label}: cannot read {run.path}: {exc}")
             continue
-        note = logparse.explain(parser, run.label)
+        note = logfiles.explain(parser, run.label)
         if note is not None:
             getattr(st, note[0])(note[1])
         if parser.last_error:
@@ -154,7 +186,7 @@ def show_runs():
                             key=f"logs.chart.{metric}", config={"displaylogo": False})
 
     # The CSV is built only when clicked: for a long log it costs more than the whole page.
-    st.download_button("Download CSV", lambda: charts.to_csv(tables), file_name="minimind-metrics.csv",
+    st.download_button("Download CSV", lambda: charts.to_csv(tables), file_name=charts.csv_file_name(tables),
                        mime="text/csv", icon=":material/download:", key="logs.csv", on_click="ignore",
                        help="Every parsed record of the charted logs, one row per logged step, with a run column.")
 
@@ -165,7 +197,7 @@ def summary(run, df, parser):
     prog = progress.summarize(
         df, started_at=job.started_at if job is not None and job.active else None,
         total_epochs=(progress.job_epochs(job) if job is not None else None)
-        or logparse.epochs_from_command(parser.header.get("command")))
+        or logheader.epochs_from_command(parser.header.get("command")))
     parts = [f"**{run.label}**", f"step {prog.step:,} / {prog.total:,} ({prog.percent:.0f}%)"]
     if prog.loss is not None:
         parts.append(f"{prog.loss_name} {prog.loss:.4g}")
@@ -176,19 +208,193 @@ def summary(run, df, parser):
     st.markdown(" · ".join(parts))
 
 
+def show_records():
+    """RL charts and health checks from the runs' metrics streams, then the Rollouts view."""
+    for run in runs:
+        lacks = rlview.missing_records(run.run_dir, run.train_type)
+        if lacks:  # an old or uploaded log: charted from its lines, and it says what it lacks
+            st.caption(f"{run.label}: " + "; ".join(lacks) + ".")
+    recorded = [run for run in runs if metrics.has_metrics(run.run_dir)]
+    if not recorded:
+        return
+    settings = health.load_settings(store.home)
+    frames = [(run.label, metrics.read(run.run_dir)) for run in recorded]
+    for (label, df) in frames:
+        for finding in health.evaluate(df, settings):
+            st.warning(f"**{label} · {finding.title}** since step {finding.since_step}: {finding.message} "
+                       f"Try: {finding.advice}", icon=":material/health_and_safety:")
+    panels = {}
+    for _, df in frames:
+        for panel, _cols in rlview.panels_for(df):
+            panels.setdefault(panel.key, panel)
+    if panels:
+        st.subheader("Run records")
+        x = st.radio("X axis", list(metrics.X_AXES), format_func=metrics.X_AXES.get, horizontal=True,
+                     key="logs.rl.x", help="Samples seen or wall time compare runs of different batch sizes.")
+        grid = st.columns(2)
+        for i, panel in enumerate(panels.values()):
+            with grid[i % 2]:
+                event = st.plotly_chart(rlview.panel_figure(panel, frames, x=x), key=f"logs.rl.{panel.key}",
+                                        on_select="rerun", selection_mode="points", config={"displaylogo": False})
+                step = rlview.clicked_step(event)
+                if step is not None and state.get(f"logs.rl.clicked.{panel.key}") != step:
+                    state[f"logs.rl.clicked.{panel.key}"] = step
+                    state["logs.rollouts.wanted"] = step  # open that step in the Rollouts view
+    with st.expander("Health check thresholds", icon=":material/tune:"):
+        health_settings_form(settings)
+    stored = [run for run in recorded if metrics.has_rollouts(run.run_dir)]
+    if stored:
+        show_rollouts(stored)
+
+
+def health_settings_form(current):
+    with st.form("logs.health.form", border=False):
+        cols = st.columns(3)
+        values = {}
+        for i, (name, default) in enumerate(vars(current).items()):
+            values[name] = cols[i % 3].number_input(
+                name, value=default, min_value=1 if name == "window" else 0.0,
+                step=1 if name == "window" else 0.05, help=health.HealthSettings.HELP[name], key=f"logs.health.{name}")
+        if st.form_submit_button("Save thresholds"):
+            try:
+                health.save_settings(store.home, health.HealthSettings(**values))
+            except ValueError as exc:
+                st.error(f"Not saved: {exc}")
+            else:
+                st.success("Saved: the Jobs and Logs pages of every viewer use these thresholds.")
+
+
+def show_rollouts(stored):
+    """Choose a run and a step; see each group's prompt, reference and responses with their parts."""
+    st.subheader("Rollouts")
+    by_label = {run.label: run for run in stored}
+    top = st.columns([2, 5])
+    label = top[0].selectbox("Run", list(by_label), key="logs.rollouts.run") if len(by_label) > 1 else stored[0].label
+    run = by_label[label]
+    steps = list(rollouts.steps(run.run_dir)["step"])
+    if not steps:
+        st.info(f"{label}: no step stored yet.")
+        return
+    wanted = state.pop("logs.rollouts.wanted", None)
+    if wanted is not None:
+        state[STEP_KEY] = min(steps, key=lambda s: abs(s - wanted))  # the nearest stored step
+    if state.get(STEP_KEY) not in steps:
+        state[STEP_KEY] = steps[-1]
+    with top[1]:
+        step = steps[0] if len(steps) == 1 else st.select_slider(
+            "Step", steps, key=STEP_KEY, help="Or click a point of a chart above to open its step.")
+    meta = rollouts.meta(run.run_dir)
+    if meta.get("full_at_step") is not None:
+        st.caption(f"The store reached its size bound at step {meta['full_at_step']}: later responses were not kept.")
+    parts = rollouts.part_names(run.run_dir)
+
+    filters = st.columns([3, 2, 2, 3])
+    frame = rollouts.read(run.run_dir, step)
+    lo, hi = (float(frame["reward"].min()), float(frame["reward"].max())) if len(frame) else (0.0, 0.0)
+    reward_range = None
+    if hi > lo:
+        reward_range = filters[0].slider("Reward range", lo, hi, (lo, hi), key=f"logs.rollouts.range.{step}")
+    truncated = filters[1].selectbox("Truncated", ("all", "only", "none"), key="logs.rollouts.truncated",
+                                     format_func={"all": "All responses", "only": "Only truncated",
+                                                  "none": "Not truncated"}.get)
+    format_failures = filters[2].checkbox("Format failures only", key="logs.rollouts.format",
+                                          help="Responses without the full think/answer format.")
+    text = filters[3].text_input("Search text", key="logs.rollouts.text", placeholder="in prompts, responses, references")
+    groups = rlview.filtered_groups(run.run_dir, step, reward_range=reward_range, truncated=truncated,
+                                    format_failures=format_failures, text=text)
+    st.caption(f"Step {step}: {len(frame)} responses in {frame['group'].nunique() if len(frame) else 0} groups; "
+               f"{sum(len(g.responses) for g in groups)} shown.")
+    for g in groups[:GROUPS_SHOWN]:
+        show_group(g, parts)
+    if len(groups) > GROUPS_SHOWN:
+        st.caption(f"{len(groups) - GROUPS_SHOWN} more groups match: narrow the filters to see them.")
+
+    choices = rlview.prompt_choices(groups or rlview.groups_of(frame))
+    if not choices:
+        return
+    st.markdown("**Follow a prompt across steps**")
+    by_label = {f"{text} (#{pid})": pid for pid, text in choices}  # plain strings: the prompt's id keeps them apart
+    pid = by_label[st.selectbox("Prompt", list(by_label), key="logs.rollouts.follow")]
+    history = rlview.prompt_history(run.run_dir, pid)
+    st.dataframe(history, hide_index=True, width="stretch")
+    later = rollouts.query(run.run_dir, prompt_id=pid)
+    for hstep, rows in list(later.groupby("step"))[-HISTORY_STEPS:]:
+        with st.expander(f"Step {hstep}: best reward {rows['reward'].max():+.3f}", expanded=False):
+            for _, r in rows.iterrows():
+                st.text(f"reward {r['reward']:+.3f} · advantage {rlview.format_value(r['advantage'])}")
+                st.code(r["response"], language=None, wrap_lines=True)
+    others = [r for r in stored if r is not run]
+    if others:
+        other_label = st.selectbox("Compare with run", [r.label for r in others], key="logs.rollouts.compare")
+        other = next(r for r in others if r.label == other_label)
+        mine = rlview.groups_of(rollouts.query(run.run_dir, step, prompt_id=pid))
+        if mine:
+            ostep, theirs = rlview.same_prompt_in(other.run_dir, mine[0].prompt, mine[0].reference, step)
+            left, right = st.columns(2)
+            with left:
+                st.markdown(f"**{label}**, step {step}")
+                for _, r in mine[0].responses.iterrows():
+                    response_card(r, parts)
+            with right:
+                if ostep is None:
+                    st.info(f"{other_label} never sampled this prompt.")
+                else:
+                    st.markdown(f"**{other_label}**, step {ostep}")
+                    for _, r in theirs.iterrows():
+                        response_card(r, rollouts.part_names(other.run_dir))
+
+
+GROUPS_SHOWN = 12
+HISTORY_STEPS = 10
+COLUMNS_PER_ROW = 4
+
+
+def show_group(g, parts):
+    """A prompt, its reference and its responses side by side; every text shown as plain text."""
+    with st.container(border=True):
+        note = " · all rewards equal: no learning signal" if g.rewards_equal else ""
+        st.markdown(f"**Group {g.group}** · {len(g.responses)} responses{note}")
+        left, right = st.columns(2)
+        left.caption("Prompt")
+        left.code(g.prompt, language=None, wrap_lines=True, height=120 if len(g.prompt) > 300 else "content")
+        right.caption("Reference answer")
+        right.code(g.reference or "(none)", language=None, wrap_lines=True,
+                   height=120 if len(g.reference) > 300 else "content")
+        rows = list(g.responses.iterrows())
+        for start in range(0, len(rows), COLUMNS_PER_ROW):
+            cols = st.columns(COLUMNS_PER_ROW)
+            for col, (_, r) in zip(cols, rows[start:start + COLUMNS_PER_ROW]):
+                with col:
+                    response_card(r, parts)
+
+
+def response_card(r, parts):
+    """One response: advantage badge (coloured by sign), reward parts, then its text."""
+    adv = r["advantage"]
+    colour = rlview.advantage_colour(adv)
+    st.markdown(f":{colour}-background[advantage {rlview.format_value(adv)}] · reward {r['reward']:+.3f}")
+    items = [(k, v) for k, v in rlview.response_card(r.to_dict(), parts) if k not in ("reward", "advantage")]
+    st.text(" · ".join(f"{k} {rlview.format_value(v)}" for k, v in items))
+    st.code(r["response"] or "(empty)", language=None, wrap_lines=True,
+            height=240 if len(r["response"]) > 600 else "content")
+
+
 def show_tails():
     for run in runs:
+        if run.path is None:
+            continue
         with st.expander(f"Log tail: {run.label}", expanded=len(runs) == 1):
             try:
-                lines = logparse.tail(run.path, tail_lines)
+                lines = logfiles.tail(run.path, tail_lines)
             except FileNotFoundError:
                 st.caption(f"No log file at {run.path}.")
             except OSError as exc:
                 st.error(f"Cannot read {run.path}: {exc}")
             else:
-                st.code("\n".join(lines) or "(empty)", language=None, height=400)
+                st.html(tailview.tail_html(lines))
 
 
-st.fragment(show_runs, run_every=REFRESH_S if active else None)()
+show_runs()
+show_records()
 st.subheader("Log tail")
 show_tails()

@@ -3,7 +3,7 @@ import sqlite3
 
 import streamlit as st
 
-from mmcore import forms, gpu, launch, navigation, registry
+from mmcore import forms, gpu, launch, navigation, registry, storeguard
 from mmcore.store import JobStore
 
 navigation.ensure_app_navigation()
@@ -15,10 +15,13 @@ gpu_names = {g.index: f"GPU {g.index}: {g.name}" for g in gpus}
 labels = forms.type_labels()
 
 st.title("Train")
+if store_problem := storeguard.problem():
+    st.error(store_problem)  # launching needs the job store: say so before the form is filled in
 
 cloned = forms.take_clone(state, gpu_ids)
 state.setdefault(forms.TYPE_KEY, next(iter(labels)))
 train_type = st.selectbox("Training type", list(labels), format_func=labels.get, key=forms.TYPE_KEY,
+                          on_change=lambda: state.pop(forms.LAUNCHED_KEY, None),  # it was about the other form
                           help="Each type shows only its own parameters, filled with its script's defaults.")
 if cloned:
     st.info(f"Filled from job {cloned[1]}: change what you like, then launch.")
@@ -53,6 +56,9 @@ def field(p):
         st.selectbox(p.label, forms.select_options(p), key=key, help=help_text)
     else:
         st.text_input(p.label, key=key, help=help_text, placeholder=p.default_text)
+    if p.name == "dtype" and not gpus:
+        st.caption("No NVIDIA GPU here: a CPU job trains in float32 whatever is chosen (bfloat16 and float16 "
+                   "apply on CUDA only; on a CPU they would be emulated and several times slower).")
     show_error(p.name)
 
 

@@ -107,3 +107,12 @@ def test_csv_export_round_trips():
     assert table.columns[0] == "run" and table["run"].tolist() == ["a"] * 3 + ["b"] * 4
     assert math.isnan(table.loc[0, "loss"]) and table.loc[3, "loss"] == 8.896761
     assert charts.metric_columns(table)[:2] == ["Actor Loss", "Reward"]
+
+
+def test_csv_is_named_after_its_runs():
+    from mmcore import charts
+    assert charts.csv_file_name({"12 — sft-tiny": None, "13 — grpo/x (uploaded)": None}) == \
+        "minimind-12-sft-tiny_13-grpo-x-uploaded.csv"
+    long = charts.csv_file_name({"r" * 300: None})
+    assert long.startswith("minimind-rrr") and long.endswith("-and-more.csv") and len(long) < 160
+    assert charts.csv_file_name({"???": None}) == "minimind-metrics.csv"

@@ -105,9 +105,9 @@ def test_empty_means_the_scripts_default():
 
 def test_user_values_are_passed_in_canonical_form():
     f = flags(build_argv("grpo", form("grpo", beta="0.05", learning_rate="1E-06", num_generations="04",
-                                      data_path="/data/my rl set.jsonl")))
+                                      data_path="../dataset/my rl set.jsonl")))
     assert (f["beta"], f["learning_rate"], f["num_generations"]) == ("0.05", "1e-6", "4")
-    assert f["data_path"] == "/data/my rl set.jsonl"  # one argv item, spaces and all
+    assert f["data_path"] == "../dataset/my rl set.jsonl"  # one argv item, spaces and all
 
 
 def test_widget_values_that_are_not_strings():

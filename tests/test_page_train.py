@@ -13,7 +13,7 @@ SEED_SPO = "--beta 0.02 --reasoning 1 --reward_model_path ../../internlm2-1_8b-r
 COMMON = {"save_dir", "save_weight", "epochs", "batch_size", "learning_rate", "dtype", "num_workers",
           "accumulation_steps", "grad_clip", "log_interval", "save_interval", "hidden_size", "num_hidden_layers",
           "max_seq_len", "use_moe", "data_path", "weight_dir", "from_resume", "train_monitor", "wandb_project",
-          "device_mode", "job_name"}
+          "device_mode", "job_name", "run_dir"}
 
 
 @pytest.fixture(autouse=True)
@@ -58,7 +58,8 @@ def test_type_select_has_the_registry_labels():
 
 def test_grpo_shows_exactly_its_widgets_with_the_seed_defaults():
     at = train_page("grpo")
-    own = {"max_gen_len", "beta", "num_generations", "reasoning", "reward_model_path"}
+    own = {"max_gen_len", "beta", "num_generations", "reasoning", "reward_model_path",
+           "rollout_groups", "rollout_max_mb"}  # the last two: the rollout store's, after upstream's options
     assert widget_keys(at, "train.grpo.") == {f"train.grpo.{n}" for n in COMMON | own}
     assert widget_keys(at, "train.") - widget_keys(at, "train.grpo.") == {"train.type"}
     expected = {"learning_rate": "8e-8", "batch_size": "2", "max_seq_len": "66", "beta": "0.02",
@@ -74,7 +75,7 @@ def test_grpo_shows_exactly_its_widgets_with_the_seed_defaults():
 
 def test_spo_shows_its_widgets_without_num_generations():
     at = train_page("spo")
-    own = {"max_gen_len", "beta", "reasoning", "reward_model_path"}
+    own = {"max_gen_len", "beta", "reasoning", "reward_model_path", "rollout_groups", "rollout_max_mb"}
     assert widget_keys(at, "train.spo.") == {f"train.spo.{n}" for n in COMMON | own}
     for name, text in {"learning_rate": "1e-7", "accumulation_steps": "4", "beta": "0.02", "reasoning": "1",
                        "save_weight": "spo", "reward_model_path": "../../internlm2-1_8b-reward"}.items():
@@ -257,3 +258,23 @@ def test_device_modes_with_gpus(monkeypatch):
 
     at.radio(key="train.sft.device_mode").set_value("cpu").run()
     assert "--device cpu" in preview(at)
+
+
+def test_launched_message_goes_when_the_type_changes_or_a_job_is_cloned():
+    from mmcore import forms
+    at = open_page("pages/train.py", state={forms.LAUNCHED_KEY: 7})
+    assert any("Launched job 7" in s for s in texts(at.success))
+    at.selectbox(key=forms.TYPE_KEY).set_value("grpo").run()
+    assert not any("Launched job" in s for s in texts(at.success))
+
+    at = open_page("pages/train.py", state={forms.LAUNCHED_KEY: 7})
+    at.session_state[forms.CLONE_KEY] = {"train_type": "dpo", "params": {"beta": "0.2"}, "job_id": 3, "name": "d"}
+    at.run()
+    assert not any("Launched job" in s for s in texts(at.success))
+    assert any("Filled from job 3" in s for s in texts(at.info))
+
+
+def test_dtype_says_what_it_costs_on_a_cpu_only_machine():
+    at = train_page("pretrain")
+    notes = [c for c in texts(at.caption) if "float32" in c]
+    assert notes and "No NVIDIA GPU" in notes[0] and "CUDA only" in notes[0]

@@ -149,7 +149,7 @@ def test_param_metadata():
     assert (lr.type, lr.group, lr.widget, lr.gt_zero) == (float, "training", "number", True)
     assert lr.help and lr.label == "Learning rate"
     epochs = registry.param("sft", "epochs")
-    assert (epochs.type, epochs.min, epochs.max, epochs.widget) == (int, 1, None, "number")
+    assert (epochs.type, epochs.min, epochs.max, epochs.widget) == (int, 1, 10_000, "number")
     dtype = registry.param("sft", "dtype")
     assert dtype.widget == "select" and dtype.choices == ("bfloat16", "float16", "float32")
     assert registry.param("grpo", "reasoning").choices == (0, 1)

@@ -151,7 +151,9 @@ def test_spo_rule_rewards_with_accumulation(repo):
     assert state["value_tracker"]["old_mean_logp"] is not None
 
 
-def test_spo_with_get_score_reward_model(repo, get_score_reward_model):
+def test_spo_with_get_score_reward_model(repo, get_score_reward_model, monkeypatch):
+    from trainer import roots
+    monkeypatch.setenv(roots.TRUSTED_CODE_ENV, str(get_score_reward_model))  # its own code may run
     proc = run_trainer(repo, "train_spo.py", rl_args(repo, save_weight="spo_gs",
                                                      reward_model_path=get_score_reward_model))
     frame = check_run(repo, proc, "spo_gs_64.pth", "spo_gs_64_resume.pth", 2, SPO_COLUMNS)

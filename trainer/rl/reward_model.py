@@ -4,6 +4,7 @@ import os
 
 import torch
 
+from trainer import roots
 from trainer.trainer_utils import SetupError
 
 
@@ -11,7 +12,8 @@ class RewardModel:
     """A reward model read from a local transformers folder.
 
     Two kinds are accepted: a model whose remote code offers InternLM2-style
-    `get_score(tokenizer, messages) -> float` (loaded with AutoModel and `trust_remote_code=True`), or
+    `get_score(tokenizer, messages) -> float` (loaded with AutoModel and `trust_remote_code=True`, only
+    from a folder an admin allowed: see trainer/roots.py), or
     any `AutoModelForSequenceClassification` with one label, whose logit is the score.
     """
 
@@ -23,17 +25,22 @@ class RewardModel:
         hf_logging.disable_progress_bar()  # a loading bar per start only clutters the training log
         dtype = torch.float16 if str(device).startswith("cuda") else torch.float32
         self.device = device
-        self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=True)
-        config = AutoConfig.from_pretrained(path, trust_remote_code=True)
+        # A folder's own Python code runs only where an admin allowed it (trainer/roots.py).
+        trust = roots.trusts_code(path)
+        self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust)
+        config = AutoConfig.from_pretrained(path, trust_remote_code=trust)
         model = None
         if "AutoModel" in (getattr(config, "auto_map", None) or {}):
+            if not trust:
+                raise ValueError(f"{os.path.abspath(path)} needs its own code to run (auto_map in config.json), "
+                                 f"and it is not among the folders an admin allowed ({roots.TRUSTED_CODE_ENV})")
             model = AutoModel.from_pretrained(path, dtype=dtype, trust_remote_code=True)
             if not callable(getattr(model, "get_score", None)):
                 model = None  # remote code without get_score: try it as a classifier below
         if model is not None:
             self.kind = "get_score"
         else:
-            model = AutoModelForSequenceClassification.from_pretrained(path, dtype=dtype, trust_remote_code=True)
+            model = AutoModelForSequenceClassification.from_pretrained(path, dtype=dtype, trust_remote_code=trust)
             if model.config.num_labels != 1:
                 raise ValueError(f"reward model {path}: a sequence classifier needs num_labels=1, "
                                  f"this one has {model.config.num_labels}")
