@@ -6,6 +6,7 @@ import streamlit as st
 
 from mmcore import (actions, forms, gpu, health, jobtable, launch, livepage, logfiles, metrics, navigation,
                     progress, registry, storeguard, tailview)
+from mmcore.safetext import md, md_lines
 from mmcore.store import STATUSES, JobStore
 from mmcore.watch import RunWatch
 
@@ -35,7 +36,7 @@ def progress_cache():
 try:
     store = JobStore()
 except (sqlite3.Error, RuntimeError, OSError) as exc:  # missing, damaged, locked or newer-schema database
-    st.error(storeguard.explain(exc))
+    st.error(md(storeguard.explain(exc)))
     st.stop()
 cache = progress_cache()
 types = registry.TYPES
@@ -124,10 +125,10 @@ def confirm(job):
         return
     owner = jobtable.submitted_by(job)
     if action == "stop":
-        st.warning(f"Stop job {job.id} ({job.name}), submitted by {owner}? It saves its resume state and ends.")
+        st.warning(f"Stop job {job.id} ({md(job.name)}), submitted by {md(owner)}? It saves its resume state and ends.")
         yes_label, on_yes = "Yes, stop", on_confirm_stop
     else:
-        st.warning(f"Delete job {job.id} ({job.name}), submitted by {owner}, and its log? This cannot be undone.")
+        st.warning(f"Delete job {job.id} ({md(job.name)}), submitted by {md(owner)}, and its log? This cannot be undone.")
         yes_label, on_yes = "Yes, delete", on_confirm_delete
     yes, no, _ = st.columns([1, 1, 4])
     yes.button(yes_label, type="primary", on_click=on_yes, args=(job.id,), key="jobs.confirm")
@@ -141,15 +142,15 @@ def show_flash():
     if time.time() - at > FLASH_S:
         del state[FLASH_KEY]
     else:
-        getattr(st, kind)(message)
+        getattr(st, kind)(md_lines(message))
 
 
 def details(job):
     """The selected job: actions, parameters, command and the end of its log."""
     with st.container(border=True):
-        st.markdown(f"**Job {job.id} · {jobtable.type_short(job.train_type)} · {job.name}** — {job.status}")
+        st.markdown(f"**Job {job.id} · {md(jobtable.type_short(job.train_type))} · {md(job.name)}** — {job.status}")
         if job.note:
-            st.caption(job.note)
+            st.caption(md(job.note))
         findings = run_watch().summary(metrics.job_run_dir(job, store.home), job.train_type,
                                        health.load_settings(store.home)).findings
         for finding in findings:
@@ -185,7 +186,7 @@ def details(job):
             st.code(job.command, language="bash", wrap_lines=True)
             if job.env:
                 st.code(" ".join(f"{k}={v}" for k, v in job.env.items()), language="bash")
-            st.caption(f"Submitted by {jobtable.submitted_by(job)} · created {jobtable.format_time(job.created_at)}"
+            st.caption(f"Submitted by {md(jobtable.submitted_by(job))} · created {jobtable.format_time(job.created_at)}"
                        + (f" · exit code {job.exit_code}" if job.exit_code is not None else ""))
 
         st.markdown("**Log** (last 200 lines)")
@@ -193,9 +194,9 @@ def details(job):
             lines = logfiles.tail(job.log_path, 200)
         except FileNotFoundError:
             st.info("No log yet: the job has not started writing one." if job.active
-                    else f"The log file {job.log_path} is missing.")
+                    else f"The log file {md(job.log_path)} is missing.")
         except OSError as exc:
-            st.error(f"Cannot read the log file {job.log_path}: {exc}")
+            st.error(f"Cannot read the log file {md(job.log_path)}: {md(exc)}")
         else:
             st.html(tailview.tail_html(lines))
 

@@ -10,6 +10,7 @@ import streamlit as st
 
 from mmcore import (charts, health, jobtable, livepage, logfiles, logheader, logparse, metrics, navigation, progress,
                     rlview, rollouts, storeguard, tailview)
+from mmcore.safetext import md, md_lines
 from mmcore.store import JobStore
 
 navigation.ensure_app_navigation()
@@ -60,7 +61,7 @@ try:
     store = JobStore()
     jobs = {job.id: job for job in store.list(limit=JOB_LIMIT)}
 except (sqlite3.Error, RuntimeError, OSError) as exc:  # missing, damaged, locked or newer-schema database
-    st.error(storeguard.explain(exc))
+    st.error(md(storeguard.explain(exc)))
     st.stop()
 
 # -- what to chart ----------------------------------------------------------------------------------
@@ -112,7 +113,11 @@ runs = [Run(jobtable.job_label(jobs[i]), jobs[i].log_path, jobs[i], metrics.job_
 runs += [Run(name, str(store.logs_dir / name)) for name in chosen_files]
 runs += [Run(name, None, None, metrics.records_dir(store.home) / name) for name in chosen_folders]
 for upload in uploads or []:
-    path = logfiles.save_upload(upload.getvalue(), upload.name, folder=store.home / "uploads")
+    try:
+        path = logfiles.save_upload(upload.getvalue(), upload.name, folder=store.home / "uploads")
+    except logfiles.UploadTooLarge as exc:
+        st.error(md(exc))
+        continue
     runs.append(Run(f"{upload.name} (uploaded)", str(path)))
 
 seen = {}
@@ -154,13 +159,13 @@ def show_runs():
         try:
             parser = parser_for(run.path)
         except OSError as exc:
-            st.error(f"{run.label}: cannot read {run.path}: {exc}")
+            st.error(f"{md(run.label)}: cannot read {md(run.path)}: {md(exc)}")
             continue
         note = logfiles.explain(parser, run.label)
         if note is not None:
-            getattr(st, note[0])(note[1])
+            getattr(st, note[0])(md_lines(note[1]))
         if parser.last_error:
-            with st.expander(f"{run.label}: last error", expanded=note is not None, icon=":material/error:"):
+            with st.expander(f"{md(run.label)}: last error", expanded=note is not None, icon=":material/error:"):
                 st.code(parser.last_error, language=None)
         if len(parser):
             tables[run.label] = parser.frame()
@@ -198,7 +203,7 @@ def summary(run, df, parser):
         df, started_at=job.started_at if job is not None and job.active else None,
         total_epochs=(progress.job_epochs(job) if job is not None else None)
         or logheader.epochs_from_command(parser.header.get("command")))
-    parts = [f"**{run.label}**", f"step {prog.step:,} / {prog.total:,} ({prog.percent:.0f}%)"]
+    parts = [f"**{md(run.label)}**", f"step {prog.step:,} / {prog.total:,} ({prog.percent:.0f}%)"]
     if prog.loss is not None:
         parts.append(f"{prog.loss_name} {prog.loss:.4g}")
     if prog.reward is not None:
@@ -213,7 +218,7 @@ def show_records():
     for run in runs:
         lacks = rlview.missing_records(run.run_dir, run.train_type)
         if lacks:  # an old or uploaded log: charted from its lines, and it says what it lacks
-            st.caption(f"{run.label}: " + "; ".join(lacks) + ".")
+            st.caption(f"{md(run.label)}: " + "; ".join(lacks) + ".")
     recorded = [run for run in runs if metrics.has_metrics(run.run_dir)]
     if not recorded:
         return
@@ -221,7 +226,7 @@ def show_records():
     frames = [(run.label, metrics.read(run.run_dir)) for run in recorded]
     for (label, df) in frames:
         for finding in health.evaluate(df, settings):
-            st.warning(f"**{label} · {finding.title}** since step {finding.since_step}: {finding.message} "
+            st.warning(f"**{md(label)} · {finding.title}** since step {finding.since_step}: {finding.message} "
                        f"Try: {finding.advice}", icon=":material/health_and_safety:")
     panels = {}
     for _, df in frames:
@@ -259,7 +264,7 @@ def health_settings_form(current):
             try:
                 health.save_settings(store.home, health.HealthSettings(**values))
             except ValueError as exc:
-                st.error(f"Not saved: {exc}")
+                st.error(f"Not saved: {md(exc)}")
             else:
                 st.success("Saved: the Jobs and Logs pages of every viewer use these thresholds.")
 
@@ -273,7 +278,7 @@ def show_rollouts(stored):
     run = by_label[label]
     steps = list(rollouts.steps(run.run_dir)["step"])
     if not steps:
-        st.info(f"{label}: no step stored yet.")
+        st.info(f"{md(label)}: no step stored yet.")
         return
     wanted = state.pop("logs.rollouts.wanted", None)
     if wanted is not None:
@@ -332,14 +337,14 @@ def show_rollouts(stored):
             ostep, theirs = rlview.same_prompt_in(other.run_dir, mine[0].prompt, mine[0].reference, step)
             left, right = st.columns(2)
             with left:
-                st.markdown(f"**{label}**, step {step}")
+                st.markdown(f"**{md(label)}**, step {step}")
                 for _, r in mine[0].responses.iterrows():
                     response_card(r, parts)
             with right:
                 if ostep is None:
-                    st.info(f"{other_label} never sampled this prompt.")
+                    st.info(f"{md(other_label)} never sampled this prompt.")
                 else:
-                    st.markdown(f"**{other_label}**, step {ostep}")
+                    st.markdown(f"**{md(other_label)}**, step {ostep}")
                     for _, r in theirs.iterrows():
                         response_card(r, rollouts.part_names(other.run_dir))
 
@@ -383,13 +388,13 @@ def show_tails():
     for run in runs:
         if run.path is None:
             continue
-        with st.expander(f"Log tail: {run.label}", expanded=len(runs) == 1):
+        with st.expander(f"Log tail: {md(run.label)}", expanded=len(runs) == 1):
             try:
                 lines = logfiles.tail(run.path, tail_lines)
             except FileNotFoundError:
-                st.caption(f"No log file at {run.path}.")
+                st.caption(f"No log file at {md(run.path)}.")
             except OSError as exc:
-                st.error(f"Cannot read {run.path}: {exc}")
+                st.error(f"Cannot read {md(run.path)}: {md(exc)}")
             else:
                 st.html(tailview.tail_html(lines))
 

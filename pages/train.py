@@ -4,6 +4,7 @@ import sqlite3
 import streamlit as st
 
 from mmcore import forms, gpu, launch, navigation, registry, storeguard
+from mmcore.safetext import md
 from mmcore.store import JobStore
 
 navigation.ensure_app_navigation()
@@ -16,7 +17,7 @@ labels = forms.type_labels()
 
 st.title("Train")
 if store_problem := storeguard.problem():
-    st.error(store_problem)  # launching needs the job store: say so before the form is filled in
+    st.error(md(store_problem))  # launching needs the job store: say so before the form is filled in
 
 cloned = forms.take_clone(state, gpu_ids)
 state.setdefault(forms.TYPE_KEY, next(iter(labels)))
@@ -46,7 +47,7 @@ check = forms.check_form(train_type, form, len(gpus))
 
 def show_error(name):
     if name in check.errors:
-        st.error(f"{registry.field_label(name, train_type)} {check.errors[name]}", icon=":material/error:")
+        st.error(md(f"{registry.field_label(name, train_type)} {check.errors[name]}"), icon=":material/error:")
 
 
 def field(p):
@@ -98,15 +99,15 @@ with st.container(border=True):
     else:
         st.warning("Fix the fields marked above to see the command.")
     for problem in check.problems:
-        st.warning(problem, icon=":material/warning:")
+        st.warning(md(problem), icon=":material/warning:")
 
     if st.button("Launch", type="primary"):
         try:
             job_id = launch.start(JobStore(), forms.job_name(form), check)
         except launch.LaunchRefused as exc:
-            st.error("Launch refused:\n" + "\n".join(f"- {reason}" for reason in exc.reasons))
+            st.error("Launch refused:\n" + "\n".join(f"- {md(reason)}" for reason in exc.reasons))
         except (OSError, ValueError, KeyError, RuntimeError, sqlite3.Error) as exc:  # store or process start failed
-            st.error(f"Could not launch the job: {exc}")
+            st.error(f"Could not launch the job: {md(exc)}")
         else:
             state[forms.LAUNCHED_KEY] = job_id
 

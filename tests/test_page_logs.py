@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 from mmcore.paths import ROOT
 from mmcore.store import JobStore
 from test_logparse import DATA
+from _pages_helpers import texts
 
 TIMEOUT_S = 60
 
@@ -65,10 +66,6 @@ def chart_specs(at):
 
 def multiselect(at, label):
     return next(w for w in at.multiselect if w.label == label)
-
-
-def texts(elements):
-    return [e.value for e in elements]
 
 
 def test_nothing_to_show_yet():
