@@ -10,7 +10,7 @@ import sqlite3
 import streamlit as st
 import streamlit.components.v1 as components
 
-from mmcore import gpu, i18n, jobtable, livepage, navigation
+from mmcore import gpu, i18n, jobtable, livepage, navigation, queuelock
 from mmcore.i18n import t
 from mmcore.store import JobStore
 
@@ -69,7 +69,10 @@ def status_panel():
     else:
         st.caption(t("app.cpu_only"))
     try:
-        counts = JobStore().counts()
+        store = JobStore()
+        counts = store.counts()
+        # A queue left without its scheduler (a crash, a reboot) gets one back while anyone looks.
+        queuelock.ensure_running(store)
     except Exception as exc:  # a broken or locked database must not take the navigation down with it
         st.error(t("app.store_unavailable", error=exc))
     else:

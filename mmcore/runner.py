@@ -29,7 +29,6 @@ from pathlib import Path
 
 import psutil
 
-from mmcore import progress
 from mmcore.metrics import job_run_dir, with_run_dir
 from mmcore import ownership, roots
 from mmcore.paths import ROOT
@@ -239,6 +238,10 @@ class Supervisor:
             return None
         try:
             # Round-tripped here so that a value JSON cannot hold fails now, not the final write.
+            # Imported here: it brings in pandas (seconds of start-up on a busy machine), which a
+            # supervisor needs only once its job has ended, not before it starts the trainer.
+            from mmcore import progress
+
             return json.loads(json.dumps(progress.final_progress(self.job).as_dict()))
         except Exception as exc:
             self._write_log(f"# supervisor: cannot summarise the log's progress ({exc!r})\n")
@@ -255,6 +258,11 @@ class Supervisor:
         # The footer first: should the database stay unwritable, the log still tells how it ended.
         self._write_log(f"# finished: {status} ({_describe_exit(exit_code)}) at {_now_iso(ended)}\n")
         self._record(**fields)
+        try:  # what this job held is free now: let the queue start the next job at once
+            from mmcore import queuelock
+            queuelock.wake(self.store)
+        except Exception as exc:  # the queue's own poll starts it a moment later anyway
+            self._write_log(f"# supervisor: cannot wake the queue ({exc!r})\n")
 
     def run(self):
         """Supervise the job to its end; return the process exit status for the supervisor."""

@@ -5,7 +5,7 @@ import time
 import streamlit as st
 
 from mmcore import (actions, forms, gpu, health, jobtable, launch, livepage, logfiles, metrics, navigation,
-                    progress, registry, storeguard, tailview)
+                    progress, queueui, registry, resumes, storeguard, tailview)
 from mmcore.safetext import md, md_lines
 from mmcore.store import STATUSES, JobStore
 from mmcore.watch import RunWatch
@@ -151,6 +151,7 @@ def details(job):
         st.markdown(f"**Job {job.id} · {md(jobtable.type_short(job.train_type))} · {md(job.name)}** — {job.status}")
         if job.note:
             st.caption(md(job.note))
+        queueui.queue_details(store, job)
         findings = run_watch().summary(metrics.job_run_dir(job, store.home), job.train_type,
                                        health.load_settings(store.home)).findings
         for finding in findings:
@@ -204,6 +205,7 @@ def details(job):
 def jobs_view():
     """The table and the selected job; the fragment reruns on its own while jobs are active."""
     show_flash()
+    queueui.pipelines_section(store)
     try:
         jobs = store.list(status=status_filter or None, train_type=type_filter or None, limit=limit)
         total = store.count(status=status_filter or None, train_type=type_filter or None)
@@ -215,7 +217,8 @@ def jobs_view():
                 else "No job matches these filters.")
         st.page_link("pages/train.py", label="Go to Train", icon=":material/model_training:")
         return
-    rows = jobtable.job_rows(jobs, cache)
+    jobs, parents = resumes.table_order(jobs, store.home)  # a job's resumes sit under it: one run
+    rows = jobtable.mark_resumes(jobtable.job_rows(jobs, cache), parents)
     settings = health.load_settings(store.home)
     for row, job in zip(rows, jobs):  # the trend and health of each job's metrics stream
         summary = run_watch().summary(metrics.job_run_dir(job, store.home), job.train_type, settings)
@@ -272,4 +275,5 @@ def jobs_view():
 
 livepage.follow(logs=True, progress_s=PROGRESS_S)
 st.button("Refresh", key="jobs.refresh", icon=":material/refresh:")
+queueui.settings_section(store)
 jobs_view()

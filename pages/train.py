@@ -3,7 +3,7 @@ import sqlite3
 
 import streamlit as st
 
-from mmcore import forms, gpu, launch, navigation, registry, storeguard
+from mmcore import forms, gpu, launch, navigation, queueui, registry, storeguard
 from mmcore.safetext import md
 from mmcore.store import JobStore
 
@@ -18,6 +18,11 @@ labels = forms.type_labels()
 st.title("Train")
 if store_problem := storeguard.problem():
     st.error(md(store_problem))  # launching needs the job store: say so before the form is filled in
+
+if queueui.launch_what() == "pipeline":
+    if not store_problem:
+        queueui.pipeline_section(JobStore(), len(gpus))
+    st.stop()
 
 cloned = forms.take_clone(state, gpu_ids)
 state.setdefault(forms.TYPE_KEY, next(iter(labels)))
@@ -100,10 +105,13 @@ with st.container(border=True):
         st.warning("Fix the fields marked above to see the command.")
     for problem in check.problems:
         st.warning(md(problem), icon=":material/warning:")
+    backend = "local" if store_problem else queueui.backend_choice(JobStore(), "queue.backend")
+    if backend == "slurm" and check.command is not None:
+        queueui.slurm_preview(JobStore(), train_type, forms.job_name(form), check.command)
 
     if st.button("Launch", type="primary"):
         try:
-            job_id = launch.start(JobStore(), forms.job_name(form), check)
+            job_id = launch.start(JobStore(), forms.job_name(form), check, backend=backend)
         except launch.LaunchRefused as exc:
             st.error("Launch refused:\n" + "\n".join(f"- {md(reason)}" for reason in exc.reasons))
         except (OSError, ValueError, KeyError, RuntimeError, sqlite3.Error) as exc:  # store or process start failed
@@ -116,3 +124,4 @@ with st.container(border=True):
         st.success(f"Launched job {launched}.")
         st.page_link("pages/jobs.py", label="Watch it on Jobs", icon=":material/list:",
                      query_params={"job": str(launched)})
+

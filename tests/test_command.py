@@ -12,7 +12,8 @@ from trainer import args as trainer_args
 
 SEED_GRPO = "--beta 0.02 --num_generations 8 --reasoning 1 --reward_model_path ../../internlm2-1_8b-reward"
 SEED_SPO = "--beta 0.02 --reasoning 1 --reward_model_path ../../internlm2-1_8b-reward"
-ROLLOUT_STORE = "--rollout_groups -1 --rollout_max_mb 2048.0"  # ours, after upstream's options
+# ours, after upstream's options: the rollout store, then sampling (upstream's effective values)
+ROLLOUT_STORE = "--rollout_groups -1 --rollout_max_mb 2048.0 --temperature 0.8 --top_k 50 --top_p 1.0"
 
 
 def form(train_type, **changes):

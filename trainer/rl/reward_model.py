@@ -57,13 +57,36 @@ class RewardModel:
     @torch.no_grad()
     def score(self, messages):
         """The reward of a chat whose last message is the assistant's response."""
+        return self.score_many([messages])[0]
+
+    #: Chats per classifier forward pass in `score_many`.
+    BATCH = 16
+
+    @torch.no_grad()
+    def score_many(self, chats):
+        """`score` of each chat: a classifier scores them in right-padded batches (each row attends to
+        its own tokens only, so it gets the score it gets alone); a get_score model is asked
+        once per chat, or once in all through its `get_scores` where it has one."""
         if self.kind == "get_score":
-            return float(self.model.get_score(self.tokenizer, messages))
-        ids = self.tokenizer(self._chat_text(messages), return_tensors="pt", add_special_tokens=False)["input_ids"]
+            if callable(getattr(self.model, "get_scores", None)) and len(chats) > 1:
+                return [float(x) for x in self.model.get_scores(self.tokenizer, chats)]
+            return [float(self.model.get_score(self.tokenizer, messages)) for messages in chats]
         limit = getattr(self.model.config, "max_position_embeddings", None)
-        if limit:
-            ids = ids[:, -limit:]  # keep the response's end, where a classifier reads the score
-        return float(self.model(input_ids=ids.to(self.device)).logits[0, 0])
+        pad_id = self.model.config.pad_token_id
+        scores = []
+        for start in range(0, len(chats), self.BATCH):
+            rows = [self.tokenizer(self._chat_text(m), add_special_tokens=False)["input_ids"]
+                    for m in chats[start:start + self.BATCH]]
+            rows = [r[-limit:] if limit else r for r in rows]  # keep the response's end, where the score is read
+            width = max(len(r) for r in rows)
+            ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+            mask = torch.zeros((len(rows), width), dtype=torch.long)
+            for i, r in enumerate(rows):
+                ids[i, :len(r)], mask[i, :len(r)] = torch.tensor(r, dtype=torch.long), 1
+            # The classifier reads each row at its last non-pad token, as it does for a chat alone.
+            logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits
+            scores += [float(x) for x in logits[:, 0]]
+        return scores
 
 
 def check_reward_model_path(path):
