@@ -108,7 +108,8 @@ def get_score_reward_model(tmp_path_factory):
 
 def test_classifier_scores_a_batch_as_each_chat_alone(classifier_reward_model):
     """Batched reward-model scoring (right-padded, one forward per batch) equals one chat at a time."""
-    from trainer.rl_utils import RewardModel, reward_model_scores
+    from trainer.rl.reward_model import RewardModel
+    from trainer.rl.rewards import reward_model_scores
     rm = RewardModel(str(classifier_reward_model))
     chats = [[{"role": "user", "content": "3+5=?"}, {"role": "assistant", "content": reply}]
              for reply in ("8", "<think>\nadd\n</think>\n<answer>\n8\n</answer>", "a much longer reply " * 5)]
