@@ -67,6 +67,7 @@ def run_pretrain_case(config_name, batching, data_path, device, threads=0, warmu
     import torch
     from dataset.lm_dataset import PretrainDataset, pad_collate
     from trainer import trainer_utils as tu
+    from trainer.loop import make_optimizer
 
     cfg = PRETRAIN_CONFIGS[config_name]
     if threads:
@@ -74,7 +75,7 @@ def run_pretrain_case(config_name, batching, data_path, device, threads=0, warmu
     torch.manual_seed(0)
     config = tu.model_config(cfg["hidden_size"], cfg["num_hidden_layers"], False)
     model, tokenizer = tu.init_model(config, "none", ".", device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=5e-4)
+    optimizer = make_optimizer(model.parameters(), 5e-4)
     dataset = PretrainDataset(data_path, tokenizer, max_length=cfg["max_seq_len"])
     collate = (pad_collate(tokenizer.pad_token_id) if batching == "longest"
                else pad_to_max_collate(tokenizer.pad_token_id, cfg["max_seq_len"]))
@@ -151,8 +152,10 @@ def bench_grpo(args):
     with the KV cache), rewards and the update (policy + reference passes, backward, optimizer step)."""
     import torch
     from dataset.lm_dataset import RLAIFDataset, pad_collate
-    from trainer import rl_utils as rl
     from trainer import trainer_utils as tu
+    from trainer.loop import make_optimizer
+    from trainer.rl import losses, rewards
+    from trainer.rl.rollout import completion_logps, rollout
 
     results = []
     for config_name in args.configs:
@@ -163,7 +166,7 @@ def bench_grpo(args):
         reference, _ = tu.init_model(config, "none", ".", args.device, tokenizer=False)
         reference.load_state_dict(model.state_dict())
         reference.eval().requires_grad_(False)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)
+        optimizer = make_optimizer(model.parameters(), 1e-6)
         dataset = RLAIFDataset(GRPO_DATA, tokenizer, max_length=66)
         info = tu.DistInfo(False, 0, 0, 1, args.device)
         batches = iter(tu.make_loader(dataset, cfg["batch_size"], 0, info, pad_collate(tokenizer.pad_token_id)))
@@ -175,16 +178,17 @@ def bench_grpo(args):
             batch = next(batches)
             sync()
             t0 = time.perf_counter()
-            ro = rl.rollout(model, tokenizer, batch["prompt"], batch["answer"], 66, cfg["max_gen_len"], args.device, n)
+            ro = rollout(model, tokenizer, batch["prompt"], batch["answer"], 66, cfg["max_gen_len"], args.device, n)
             sync()
             t1 = time.perf_counter()
-            rewards = rl.compute_rewards(ro.prompts, ro.responses, ro.references, 1).to(args.device)
+            reward, _ = rewards.score(rewards.reward_functions(1), ro.prompts, ro.responses, ro.references)
+            reward = reward.to(args.device)
             t2 = time.perf_counter()
-            advantages, _ = rl.group_advantages(rewards, n)
-            logps, aux = rl.completion_logps(model, ro.input_ids, ro.attention_mask, ro.num_completion)
+            advantages, _ = losses.group_advantages(reward, n)
+            logps, aux = completion_logps(model, ro.input_ids, ro.attention_mask, ro.num_completion)
             with torch.no_grad():
-                ref_logps, _ = rl.completion_logps(reference, ro.input_ids, ro.attention_mask, ro.num_completion)
-            loss, _ = rl.grpo_loss(logps, ref_logps, advantages, ro.completion_mask, 0.02)
+                ref_logps, _ = completion_logps(reference, ro.input_ids, ro.attention_mask, ro.num_completion)
+            loss, _ = losses.grpo_loss(logps, ref_logps, advantages, ro.completion_mask, 0.02)
             (loss + aux).backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
