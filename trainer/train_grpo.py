@@ -18,6 +18,7 @@ from dataset.lm_dataset import pad_collate  # noqa: E402
 from trainer import loop  # noqa: E402
 from trainer import trainer_utils as tu  # noqa: E402
 from trainer.rl import losses, rewards, setup  # noqa: E402
+from trainer.rl import metrics as rl_metrics  # noqa: E402
 from trainer.rl.rollout import completion_logps, rollout  # noqa: E402
 
 
@@ -36,9 +37,11 @@ def main():
 
     # 3. One step: a group of responses per prompt, rewards normalised within each group
     def step_fn(batch):
-        ro = rollout(policy, tokenizer, batch["prompt"], batch["answer"], args.max_seq_len, args.max_gen_len,
-                     args.device, num_generations=n)
-        reward, _ = rewards.score(reward_fns, ro.prompts, ro.responses, ro.references)
+        with run.records.timer("generate"):
+            ro = rollout(policy, tokenizer, batch["prompt"], batch["answer"], args.max_seq_len, args.max_gen_len,
+                         args.device, num_generations=n)
+        with run.records.timer("score"):
+            reward, parts = rewards.score(reward_fns, ro.prompts, ro.responses, ro.references)
         reward = reward.to(args.device)
         advantages, group_std = losses.group_advantages(reward, n)
         logps, aux_loss = completion_logps(part.model, ro.input_ids, ro.attention_mask, ro.num_completion)
@@ -47,7 +50,10 @@ def main():
         loss = loss + aux_loss
         return loss, {"actor_loss": loss.item(), "reward": reward.mean().item(),
                       "avg_response_len": ro.response_lengths().mean().item(),
-                      "reward_std": group_std.mean().item(), "kl": kl.item()}
+                      "reward_std": group_std.mean().item(), "kl": kl.item(),
+                      **rl_metrics.record(run, ro, reward_fns=reward_fns, rewards=reward, parts=parts,
+                                          advantages=advantages, logps=logps, ref_logps=ref_logps,
+                                          eos_id=tokenizer.eos_token_id, group_size=n)}
 
     # 4. Train
     loop.train(run, [part], dataset, pad_collate(tokenizer.pad_token_id), step_fn, progress_line=loop.template_line(PROGRESS),
