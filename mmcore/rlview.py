@@ -191,7 +191,11 @@ def format_value(value):
 def prompt_history(run_dir, prompt_id):
     """One row per step at which the prompt was sampled: its responses' mean/max reward, accuracy,
     mean length and truncated share: does the model answer it better over time?"""
-    df = rollouts.query(run_dir, prompt_id=prompt_id)
+    return history_table(rollouts.query(run_dir, prompt_id=prompt_id))
+
+
+def history_table(df):
+    """`prompt_history` of one prompt's rows (a `rollouts.query(..., prompt_id=...)` frame)."""
     if not len(df):
         return pd.DataFrame(columns=["step", "responses", "reward_mean", "reward_max", "accuracy", "length_mean",
                                      "truncated"])
