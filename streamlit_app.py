@@ -1,13 +1,14 @@
 """MiniMind Train Dashboard: `streamlit run streamlit_app.py`.
 
-The entry point: page setup, navigation over pages/, and a sidebar with the GPUs, the number of
-active jobs and who is using the dashboard. Nothing to set up first: the job store (SQLite) and its
+The entry point: page setup, navigation over pages/, and a sidebar with the language switch, the
+live ticker (reruns a tab when what it shows changed), the GPUs, the number of active jobs and who
+is using the dashboard. Nothing to set up first: the job store (SQLite) and its
 folders are created on first use. The dashboard never imports torch; trainers run as child processes.
 """
 import streamlit as st
 import streamlit.components.v1 as components
 
-from mmcore import gpu, i18n, jobtable, navigation
+from mmcore import gpu, i18n, jobtable, livepage, navigation
 from mmcore.i18n import t
 from mmcore.store import JobStore
 
@@ -36,15 +37,16 @@ with st.sidebar:
     # Drawn before the page, so a page that stops early (st.stop) still shows them.
     st.markdown(f"### {t('app.title')}")
     st.session_state[LANGUAGE_WIDGET] = st.session_state[i18n.STATE_KEY]
-    st.selectbox(f"🌐 {t('app.language')}", list(i18n.LANGUAGES), format_func=i18n.LANGUAGES.get,
+    st.selectbox(t("app.language"), list(i18n.LANGUAGES), format_func=i18n.LANGUAGES.get,
                  key=LANGUAGE_WIDGET, on_change=on_language, help=t("app.language.help"))
     if REMEMBER_KEY in st.session_state:
         components.html(i18n.remember_script(st.session_state.pop(REMEMBER_KEY)), height=0)
+    livepage.start_run()
+    livepage.ticker()  # reruns this tab when what it shows has changed
 
 
-@st.fragment(run_every=5)
 def status_panel():
-    """GPUs and job counts, refreshed every few seconds without rerunning the page."""
+    """GPUs and job counts (the ticker reruns the tab when a job starts or ends)."""
     gpus = gpu.list_gpus()
     st.markdown(f"**{t('app.gpus')}**")
     if gpus:

@@ -8,6 +8,7 @@ import getpass
 import os
 import socket
 import time
+import zlib
 
 from mmcore import registry
 from mmcore.store import ACTIVE_STATUSES
@@ -79,6 +80,12 @@ def gpu_line(g):
 def needs_refresh(counts):
     """True while any job is queued or running (`counts`: status -> number, as JobStore.counts gives)."""
     return any(counts.get(status, 0) for status in ACTIVE_STATUSES)
+
+
+def selector_key(prefix, ids, selected):
+    """A widget key that changes with a selector's options and its selection (`prefix.<digest>`)."""
+    digest = zlib.crc32(repr((list(ids), selected)).encode())
+    return f"{prefix}.{digest:08x}"
 
 
 def parse_job_id(text):

@@ -18,7 +18,6 @@ import time
 from contextlib import closing
 from pathlib import Path
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
 BACKUP_DIR = "backups"
 BACKUP_INTERVAL_S = float(os.environ.get("MINIMIND_BACKUP_INTERVAL_S", 3600))
 BACKUP_KEEP = int(os.environ.get("MINIMIND_BACKUP_KEEP", 24))
@@ -56,13 +55,18 @@ def check_intact(db_path, logs_dir):
             raise StoreDamaged(f"The job database {db} {what}, but {logs} job log(s) in {logs_dir} show there was a "
                                f"history. Nothing was created, so nothing is overwritten. " + _recovery(home))
         return
+    # Read through SQLite, not open()/close(): closing any descriptor of the file drops every POSIX
+    # lock this process holds on it, including those of connections other threads keep open, and a
+    # writer elsewhere may then remove the WAL index under them ("disk I/O error").
     try:
-        with open(db, "rb") as f:
-            head = f.read(len(SQLITE_MAGIC))
-    except OSError as exc:
-        raise StoreDamaged(f"The job database {db} cannot be read ({exc.strerror}).") from None
-    if head != SQLITE_MAGIC:
-        raise StoreDamaged(f"The job database {db} is not an SQLite database (damaged or overwritten). " + _recovery(home))
+        with closing(sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, timeout=5)) as conn:
+            conn.execute("PRAGMA schema_version").fetchone()
+    except sqlite3.DatabaseError as exc:
+        if getattr(exc, "sqlite_errorname", "") == "SQLITE_NOTADB":
+            raise StoreDamaged(f"The job database {db} is not an SQLite database (damaged or overwritten). "
+                               + _recovery(home)) from None
+        if not isinstance(exc, sqlite3.OperationalError):
+            raise StoreDamaged(f"The job database {db} cannot be read ({exc}).") from None
 
 
 def problem(home=None):

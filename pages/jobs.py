@@ -4,7 +4,8 @@ import time
 
 import streamlit as st
 
-from mmcore import actions, forms, gpu, health, jobtable, logparse, metrics, navigation, progress, registry, storeguard
+from mmcore import (actions, forms, gpu, health, jobtable, livepage, logparse, metrics, navigation, progress,
+                    registry, storeguard)
 from mmcore.store import STATUSES, JobStore
 from mmcore.watch import RunWatch
 
@@ -14,7 +15,8 @@ state = st.session_state
 FLASH_KEY = "jobs.flash"  # (kind, message, unix time) of the last action, shown for FLASH_S
 FLASH_S = 10.0  # long enough to read, though the page refreshes itself every few seconds
 CONFIRM_KEY = "jobs.confirm_delete"  # id of the job whose deletion awaits confirmation
-SELECT_KEY = "jobs.selected"
+SELECT_KEY = "jobs.selected"  # the selected job's id (the selector's own key changes with its options)
+PROGRESS_S = 5.0  # a running job's progress in the table follows its log at most this often
 LIMITS = (50, 200, 1000, None)
 
 
@@ -67,8 +69,8 @@ def select(job_id):
         st.query_params["job"] = str(job_id)
 
 
-def on_select():
-    select(state.get(SELECT_KEY))
+def on_pick(pick_key):
+    select(state.get(pick_key))
 
 
 def flash(kind, message):
@@ -233,22 +235,18 @@ def jobs_view():
             by_id = {extra.id: extra, **by_id}
         else:
             select(None)
-    job_id = st.selectbox("Job", list(by_id), format_func=lambda i: jobtable.job_label(by_id[i]), key=SELECT_KEY,
-                          on_change=on_select)
-    if job_id is not None:
-        details(by_id[job_id])
+    ids = list(by_id)
+    job_id = state.get(SELECT_KEY)
+    if job_id not in by_id:
+        job_id = ids[0]
+    # A key made of the options and the selection: when either changes (a job deleted, a resume
+    # selected), the browser gets a new selector instead of keeping a stale choice it would send back.
+    pick_key = jobtable.selector_key("jobs.pick", ids, job_id)
+    st.selectbox("Job", ids, index=ids.index(job_id), format_func=lambda i: jobtable.job_label(by_id[i]),
+                 key=pick_key, on_change=on_pick, args=(pick_key,))
+    details(by_id[job_id])
 
-    if not jobtable.needs_refresh(store.counts()) and state.get("jobs.was_active"):
-        # Everything has ended: one full rerun redraws the page without the refresh timer.
-        state["jobs.was_active"] = False
-        st.rerun()
 
-
-try:
-    active = jobtable.needs_refresh(store.counts())
-except sqlite3.Error as exc:
-    st.error(storeguard.explain(exc, store.path))
-    st.stop()
-state["jobs.was_active"] = active
+livepage.follow(logs=True, progress_s=PROGRESS_S)
 st.button("Refresh", key="jobs.refresh", icon=":material/refresh:")
-st.fragment(jobs_view, run_every=jobtable.REFRESH_S if active else None)()
+jobs_view()

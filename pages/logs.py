@@ -8,8 +8,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from mmcore import (charts, health, jobtable, logparse, metrics, navigation, progress, rollouts, rollouts_panel,
-                    rlview, storeguard)
+from mmcore import (charts, health, jobtable, livepage, logparse, metrics, navigation, progress, rlview, rollouts,
+                    rollouts_panel, storeguard)
 from mmcore.store import JobStore
 
 navigation.ensure_app_navigation()
@@ -23,7 +23,7 @@ PARSERS_KEY = "logs.parsers"  # log path -> LogParser: each rerun reads only wha
 QUERY_KEY = "logs.query_job"  # the ?job= value already applied to the job selection
 JOB_LIMIT = 200
 TAIL_CHOICES = (50, 200, 1000)
-REFRESH_S = 5.0  # while a chosen job runs
+FOLLOW_S = 2.0  # charts and tails follow a growing log at most this often
 
 
 @dataclass
@@ -132,20 +132,15 @@ log_y = controls[1].toggle("Log scale", key="logs.log_y", help="Logarithmic y ax
 tail_lines = controls[2].selectbox("Tail lines", TAIL_CHOICES, index=1, key="logs.tail_lines")
 with controls[3]:
     st.button("Refresh", key="logs.refresh", icon=":material/refresh:")
-active = any(run.job is not None and run.job.active for run in runs)
-if active:
-    st.caption(f"A chosen job is running: its charts refresh every {REFRESH_S:g} s.")
+livepage.follow(paths=[run.path for run in runs if run.path]
+                + [str(Path(run.run_dir) / metrics.METRICS_FILE) for run in runs if run.run_dir is not None],
+                progress_s=FOLLOW_S)
 
 
 # -- charts ------------------------------------------------------------------------------------------
 
 def show_runs():
     """Read the logs (incrementally), then summaries, charts and the CSV download."""
-    for run in runs:  # a timed rerun runs only this function: read the jobs' states again
-        if run.job is not None:
-            run.job = store.get(run.job.id) or run.job
-    if active and not any(run.job is not None and run.job.active for run in runs):
-        st.rerun()  # every chosen job has ended: a full rerun draws the page without the timer
     tables, types = {}, set()
     for run in runs:
         if run.path is None:  # a records folder alone: chart its metrics stream
@@ -284,7 +279,7 @@ def show_tails():
                 st.code("\n".join(lines) or "(empty)", language=None, height=400)
 
 
-st.fragment(show_runs, run_every=REFRESH_S if active else None)()
-st.fragment(show_records, run_every=REFRESH_S if active else None)()
+show_runs()
+show_records()
 st.subheader("Log tail")
 show_tails()

@@ -49,6 +49,13 @@ def button(at, label):
     return found[0]
 
 
+def job_selector(at):
+    """The job selector (its key changes with its options and selection)."""
+    found = [box for box in at.selectbox if (box.key or "").startswith("jobs.pick.")]
+    assert len(found) == 1, [box.key for box in at.selectbox]
+    return found[0]
+
+
 def table(at):
     assert len(at.dataframe) >= 1
     return at.dataframe[0].value
@@ -70,7 +77,7 @@ def test_lists_and_stops_a_running_job(store, tmp_path):
     rows = table(at)
     assert list(rows["id"]) == [job_id]
     assert rows["type"][0] == "GRPO" and rows["name"][0] == "sleepy" and "running" in rows["status"][0]
-    assert at.selectbox(key="jobs.selected").value == job_id
+    assert job_selector(at).value == job_id
     assert any("sleeping" in code for code in texts(at.code))  # the live log tail
     assert "--beta" not in " ".join(texts(at.code))  # the command shown is the job's own argv
     button(at, "Stop").click().run()
@@ -146,7 +153,7 @@ def test_resume_creates_a_new_job_with_from_resume(store, tmp_path):
     assert new.params["from_resume"] == "1"
     assert new.params["save_dir"] == str(tmp_path / "out")
     assert new.supervisor_pid is not None  # launched
-    assert at.selectbox(key="jobs.selected").value == new.id
+    assert job_selector(at).value == new.id
 
 
 def test_resume_is_refused_while_running(store, tmp_path):
@@ -160,14 +167,14 @@ def test_query_param_selects_a_job_and_unknown_ids_get_a_message(store):
     first = finished_job(store, "sft", {}, name="first")
     second = finished_job(store, "sft", {}, name="second")
     at = open_page("pages/jobs.py", query={"job": str(first)})
-    assert at.selectbox(key="jobs.selected").value == first
+    assert job_selector(at).value == first
     # Choosing another job puts it in the URL; a link to another job (Train's "Watch it on Jobs")
     # selects that one even when the session had chosen before.
-    at.selectbox(key="jobs.selected").set_value(second).run()
+    job_selector(at).set_value(second).run()
     assert at.query_params["job"] in (str(second), [str(second)])
     at.query_params["job"] = str(first)
     at.run()
-    assert at.selectbox(key="jobs.selected").value == first
+    assert job_selector(at).value == first
 
     at = open_page("pages/jobs.py", query={"job": "999"})
     assert not at.exception
