@@ -49,7 +49,8 @@ def demo_grpo(layout, run_dir, keep_groups, steps, threads):
         raise SystemExit(f"demo GRPO failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
     df = metrics.read(run_dir)
     assert len(df) == steps, (len(df), steps)
-    return list(df["time/step_s"].iloc[1:])
+    tokens = df["tokens"].diff()
+    return list(df["time/step_s"].iloc[1:]), list(tokens.iloc[1:])
 
 
 def bench_trainer(args):
@@ -59,18 +60,24 @@ def bench_trainer(args):
         save_random_weights(layout / "base", "reason", seed=3)
         batch = int(demo_preset("grpo")["batch_size"])
         head_jsonl(DEMO / "rlaif.jsonl", layout / "data" / "rlaif.jsonl", batch * args.steps)
-        times = {"on": [], "off": []}
+        times, tokens = {"on": [], "off": []}, {"on": [], "off": []}
         sizes = []
         for r in range(args.rounds):
             for mode in (("on", "off") if r % 2 == 0 else ("off", "on")):
                 run_dir = Path(tmp) / f"{mode}-{r}"
-                times[mode] += demo_grpo(layout, run_dir, -1 if mode == "on" else 0, args.steps, args.threads)
+                step_s, step_tokens = demo_grpo(layout, run_dir, -1 if mode == "on" else 0, args.steps, args.threads)
+                times[mode] += step_s
+                tokens[mode] += step_tokens
                 if mode == "on":
                     sizes.append(store_bytes(run_dir) / max(rollouts.counts(run_dir)[1], 1) * 1000)
-                print(f"  round {r + 1} store {mode}: mean step {statistics.mean(times[mode]):.3f} s", flush=True)
+                print(f"  round {r + 1} store {mode}: mean step {statistics.mean(step_s):.3f} s, "
+                      f"{statistics.mean(step_tokens):.0f} tokens a step", flush=True)
         on, off = statistics.mean(times["on"]), statistics.mean(times["off"])
         print(f"demo GRPO step time: store on {on:.3f} s, off {off:.3f} s "
               f"({(on / off - 1) * 100:+.1f}%; target < +3%; {len(times['on'])} steps each)")
+        per_token = {m: sum(times[m]) / sum(tokens[m]) * 1000 for m in times}
+        print(f"  per 1,000 tokens processed: on {per_token['on']:.3f} s, off {per_token['off']:.3f} s "
+              f"({(per_token['on'] / per_token['off'] - 1) * 100:+.1f}%)")
         # the store's own cost, measured directly: one demo step (4 groups of 4) written and committed
         rec = records.RunRecords(Path(tmp) / "direct", "grpo", rollouts=True)
         text = "<think>\n" + "思考 " * 30 + "\n</think>\n<answer>\n42\n</answer>"
