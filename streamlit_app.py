@@ -5,10 +5,12 @@ live ticker (reruns a tab when what it shows changed), the GPUs, the number of a
 is using the dashboard. Nothing to set up first: the job store (SQLite) and its
 folders are created on first use. The dashboard never imports torch; trainers run as child processes.
 """
+import sqlite3
+
 import streamlit as st
 import streamlit.components.v1 as components
 
-from mmcore import gpu, i18n, jobtable, livepage, navigation
+from mmcore import gpu, i18n, jobtable, livepage, navigation, queuelock
 from mmcore.i18n import t
 from mmcore.store import JobStore
 
@@ -22,6 +24,17 @@ page = st.navigation([
     st.Page("pages/logs.py", title=t("app.nav.logs"), icon=":material/monitoring:"),
     st.Page("pages/models.py", title=t("app.nav.models"), icon=":material/smart_toy:"),
 ])
+
+
+def reconcile_jobs():
+    """Once per run, before the page: jobs whose supervisor died read as lost everywhere it draws."""
+    try:
+        JobStore().reconcile()
+    except (sqlite3.Error, RuntimeError, OSError):
+        pass  # an unusable job store: the page and the sidebar say so themselves
+
+
+reconcile_jobs()  # before the live watch's snapshot below, so the run starts from reconciled rows
 
 
 def on_language():
@@ -56,7 +69,10 @@ def status_panel():
     else:
         st.caption(t("app.cpu_only"))
     try:
-        counts = JobStore().counts()
+        store = JobStore()
+        counts = store.counts()
+        # A queue left without its scheduler (a crash, a reboot) gets one back while anyone looks.
+        queuelock.ensure_running(store)
     except Exception as exc:  # a broken or locked database must not take the navigation down with it
         st.error(t("app.store_unavailable", error=exc))
     else:

@@ -12,6 +12,8 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
+from mmcore.paths import default_home
+
 DB_NAME = "audit.db"
 ACTIONS = ("launch", "stop", "resume", "delete", "clone", "settings", "restore")
 BUSY_TIMEOUT_S = 30.0
@@ -41,7 +43,6 @@ class Entry:
 
 def audit_path(home=None):
     if home is None:
-        from mmcore.store import default_home
         home = default_home()
     return Path(home) / DB_NAME
 

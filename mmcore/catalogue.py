@@ -1,6 +1,6 @@
 """Every weight file the runs wrote: what it is, which job and step made it, when, how big.
 
-Weight files are found under `out/` and under the save folder of every job in the store. What a file
+Weight files are found under the write roots (`out/`, `checkpoints/` by default) and under the save folder of every job in the store. What a file
 is comes from, in order: its metadata file (`trainer.weight_meta`), the job whose output it is
 (the newest job that started before the file was last written), and its MiniMind file name
 (`{name}_{hidden}[_moe][_step{N}].pth`). Nothing here imports torch.
@@ -13,7 +13,7 @@ from pathlib import Path
 from mmcore.paths import ROOT, ensure_root_on_path
 
 ensure_root_on_path()
-from trainer import specs, weight_meta  # noqa: E402
+from trainer import roots as allowed_roots, specs, weight_meta  # noqa: E402
 
 _NAME = re.compile(r"^(?P<prefix>.+?)_(?P<hidden>\d+)(?P<moe>_moe)?(?:_step(?P<step>\d+))?\.pth$")
 
@@ -101,9 +101,10 @@ def _job_for(jobs, mtime):
 
 
 def scan(store=None, roots=None):
-    """Every weight file under `roots` (default: out/ and every job's save folder), newest first."""
+    """Every weight file under `roots` (default: the write roots, e.g. out/, and every job's save folder),
+    newest first."""
     outputs, folders = _job_outputs(store)
-    roots = [Path(r) for r in roots] if roots is not None else [ROOT / "out", *sorted(folders)]
+    roots = [Path(r) for r in roots] if roots is not None else [*allowed_roots.configured().write, *sorted(folders)]
     seen, entries = set(), []
     for root in roots:
         if not root.is_dir():

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from mmcore.paths import ROOT
-from mmcore.store import default_home
+from mmcore.paths import default_home
 
 START_TIMEOUT_S = 120.0  # first start imports torch: slow on a busy small machine
 IDLE_UNLOAD_S = 300.0

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from mmcore import catalogue, chat_client
 from mmcore.paths import ROOT
+from trainer import weight_meta  # noqa: E402  (importable once mmcore.catalogue set the path)
 
 EXPORT_ROOT = ROOT / "out" / "hf"
 _PLAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -66,6 +67,21 @@ def chat_targets(entries):
 def default_reasoning(target):
     """Reasoning on for the types trained to think first (reasoning distill and the RL types)."""
     return target.train_type in ("distill_reason", "grpo", "spo", "ppo")
+
+
+def compare_defaults(targets):
+    """The newest RL-trained checkpoint and the weight it started from (its metadata's base, else the
+    type's rule: `reason` beside it), when both can be chatted with; else the two newest targets."""
+    by_weight = {t.weight: label for label, t in targets.items() if t.lora is None}
+    for label, target in targets.items():
+        if target.train_type in ("grpo", "spo", "ppo") and target.lora is None:
+            meta_base = weight_meta.read_meta(target.weight) or {}
+            name = Path(target.weight).name
+            sibling = str(Path(target.weight).with_name(re.sub(r"^.+?(_\d+(_moe)?\.pth)$", r"reason\1", name)))
+            base = by_weight.get(meta_base.get("base_weight") or "") or by_weight.get(sibling)
+            if base and base != label:
+                return [label, base]
+    return list(targets)[:2]
 
 
 def load_prompts(path, limit=20):
@@ -135,6 +151,35 @@ def compare_summary(rows, labels):
                         "Accuracy": mean([s["rule"] for s in scored]),
                         "Mean length (tokens)": mean([a["tokens"] for a in answers])})
     return summary
+
+
+EVAL_METRICS = ("accuracy", "mean_reward", "format_rate", "mean_length")
+
+
+def score_text(scores):
+    """"reward 2.50 · format 1.50 · rule 1.00 · 12 tokens" from an answer's scores (missing parts left out)."""
+    parts = [f"{name} {scores[key]:.2f}" for name, key in (("reward", "reward"), ("format", "format"),
+                                                            ("rule", "rule")) if scores.get(key) is not None]
+    if scores.get("length") is not None:
+        parts.append(f"{scores['length']} tokens")
+    return " · ".join(parts)
+
+
+def eval_rows(results):
+    """The evaluation results table: one row per (evaluation, checkpoint), newest evaluation first."""
+    return [{"Eval": r["eval_id"], "Checkpoint": r["label"], "Run": f"/jobs?job={r['run_job_id']}"
+             if r["run_job_id"] is not None else None, "Step": r["step"], "Prompts": r["n"],
+             "Accuracy": r["accuracy"], "Format rate": r["format_rate"], "Mean reward": r["mean_reward"],
+             "Mean length": r["mean_length"]} for r in sorted(results, key=lambda r: -r["eval_id"])]
+
+
+def eval_chart_data(results, metric):
+    """Rows {"step", metric, "run"} for a chart of `metric` against the training step, one line per run
+    (checkpoints without a known step are left out); None when there is nothing to draw."""
+    rows = [{"step": r["step"], metric: r[metric],
+             "run": f"job {r['run_job_id']}" if r["run_job_id"] is not None else r["label"]}
+            for r in results if r["step"] is not None and r[metric] is not None]
+    return sorted(rows, key=lambda r: (r["run"], r["step"])) or None
 
 
 def export_folder(name):

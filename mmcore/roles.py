@@ -22,6 +22,8 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mmcore.paths import default_home
+
 ROLES = ("viewer", "member", "admin")
 ROLES_ENV = "MINIMIND_ROLES"
 FILE_NAME = "roles.toml"
@@ -74,7 +76,6 @@ def roles_path(home=None):
     if os.environ.get(ROLES_ENV):
         return Path(os.environ[ROLES_ENV])
     if home is None:
-        from mmcore.store import default_home  # here: store imports nothing of this module's
         home = default_home()
     return Path(home) / FILE_NAME
 

@@ -9,6 +9,7 @@ markdown or HTML.
 import streamlit as st
 
 from mmcore import rlview, rollouts
+from mmcore.safetext import md
 
 RUN_KEY = "logs.rollouts.run"
 STEP_KEY = "logs.rollouts.step"
@@ -28,7 +29,7 @@ def show(stored):
     run_dir = by_label[label]
     steps = list(rollouts.steps(run_dir)["step"])
     if not steps:
-        st.info(f"{label}: no step stored yet.")
+        st.info(f"{md(label)}: no step stored yet.")
         return
     wanted = state.pop(WANTED_KEY, None)
     if wanted is not None:
@@ -86,14 +87,14 @@ def show(stored):
             ostep, theirs = rlview.same_prompt_in(by_label[other_label], mine[0].prompt, mine[0].reference, step)
             left, right = st.columns(2)
             with left:
-                st.markdown(f"**{label}**, step {step}")
+                st.markdown(f"**{md(label)}**, step {step}")
                 for _, r in mine[0].responses.iterrows():
                     response_card(r, parts)
             with right:
                 if ostep is None:
-                    st.info(f"{other_label} never sampled this prompt.")
+                    st.info(f"{md(other_label)} never sampled this prompt.")
                 else:
-                    st.markdown(f"**{other_label}**, step {ostep}")
+                    st.markdown(f"**{md(other_label)}**, step {ostep}")
                     for _, r in theirs.iterrows():
                         response_card(r, rollouts.part_names(by_label[other_label]))
 

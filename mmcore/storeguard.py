@@ -18,6 +18,8 @@ import time
 from contextlib import closing
 from pathlib import Path
 
+from mmcore.paths import DB_NAME, default_home
+
 BACKUP_DIR = "backups"
 BACKUP_INTERVAL_S = float(os.environ.get("MINIMIND_BACKUP_INTERVAL_S", 3600))
 BACKUP_KEEP = int(os.environ.get("MINIMIND_BACKUP_KEEP", 24))
@@ -72,7 +74,6 @@ def check_intact(db_path, logs_dir):
 def problem(home=None):
     """`check_intact` of the dashboard's store as a message, or None when it is fine (cheap: one stat
     and 16 bytes), for pages that show the store's state without opening it."""
-    from mmcore.store import DB_NAME, default_home
     home = Path(home) if home is not None else default_home()
     try:
         check_intact(home / DB_NAME, home / "logs")
@@ -86,8 +87,7 @@ def explain(exc, db_path=None):
     if isinstance(exc, StoreDamaged):
         return str(exc)
     if db_path is None:
-        from mmcore.store import DB_NAME, default_home
-        db_path = default_home() / DB_NAME
+            db_path = default_home() / DB_NAME
     if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
         return f"The job database {db_path} cannot be read: {exc}. It may be damaged. " + _recovery(Path(db_path).parent)
     return f"The job store {db_path} is unavailable: {exc}."

@@ -28,6 +28,8 @@ import time
 if __package__ in (None, ""):
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import torch  # noqa: E402
+
 from model.chat_engine import ModelPool, build_prompt, score_reply, stream_reply  # noqa: E402
 from model.weights import WeightFileError  # noqa: E402
 
@@ -82,6 +84,8 @@ class Handler(socketserver.StreamRequestHandler):
             self.server.touch()
 
     def chat(self, request):
+        if self.server.threads:
+            torch.set_num_threads(self.server.threads)  # per thread: each connection has its own
         weight = request.get("weight")
         if not weight or not os.path.isfile(weight):
             raise ValueError(f"weight file not found: {weight}")
@@ -121,8 +125,9 @@ class Handler(socketserver.StreamRequestHandler):
 class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
 
-    def __init__(self, path, pool, exit_after):
+    def __init__(self, path, pool, exit_after, threads=0):
         self.pool = pool
+        self.threads = threads
         self.exit_after = exit_after
         self.last_request = time.monotonic()
         super().__init__(path, Handler)
@@ -151,11 +156,10 @@ def main(argv=None):
     parser.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: torch's default)")
     args = parser.parse_args(argv)
     if args.threads:
-        import torch
         torch.set_num_threads(args.threads)
     if os.path.exists(args.socket):
         os.remove(args.socket)  # the client holds the start lock and found nobody answering on it
-    server = Server(args.socket, ModelPool(args.idle_unload, args.device), args.exit_after)
+    server = Server(args.socket, ModelPool(args.idle_unload, args.device), args.exit_after, args.threads)
     os.chmod(args.socket, 0o600)
     threading.Thread(target=server.housekeeping, daemon=True).start()
     print(f"chat worker {os.getpid()} listening on {args.socket}", flush=True)

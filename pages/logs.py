@@ -3,13 +3,15 @@ folders of command-line runs, or an uploaded log), smoothed and overlaid for com
 export and the end of each log. Runs with structured records also get RL charts, health checks and
 the Rollouts view."""
 import sqlite3
+import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
 
 import streamlit as st
 
-from mmcore import (charts, health, jobtable, livepage, logparse, metrics, navigation, progress, rlview, rollouts,
-                    rollouts_panel, storeguard)
+from mmcore import (charts, health, jobtable, livepage, logfiles, logheader, logparse, metrics, navigation, progress,
+                    queueui, resumes, rlview, rollouts, rollouts_panel, storeguard, tailview, urlstate)
+from mmcore.safetext import md, md_lines
 from mmcore.store import JobStore
 
 navigation.ensure_app_navigation()
@@ -20,7 +22,14 @@ FILES_KEY = "logs.files"
 FOLDERS_KEY = "logs.folders"
 METRICS_KEY = "logs.metrics"
 PARSERS_KEY = "logs.parsers"  # log path -> LogParser: each rerun reads only what was appended
-QUERY_KEY = "logs.query_job"  # the ?job= value already applied to the job selection
+SMOOTH_KEY = "logs.smoothing"
+X_KEY = "logs.x_axis"
+LOG_KEY = "logs.log_metrics"
+TAIL_KEY = "logs.tail_lines"
+FROM_KEY = "logs.x_from"
+TO_KEY = "logs.x_to"
+SMOOTHING_CHOICES = urlstate.LOGS["smooth"].choices
+X_LABELS = {"step": "Step", "samples": "Samples seen", "tokens": "Tokens seen", "time": "Wall time"}
 JOB_LIMIT = 200
 TAIL_CHOICES = (50, 200, 1000)
 FOLLOW_S = 2.0  # charts and tails follow a growing log at most this often
@@ -34,6 +43,7 @@ class Run:
     path: str
     job: object = None
     run_dir: object = None
+    parts: list = None  # [(job id, log path)] of a job and its resumes, oldest first
 
     @property
     def train_type(self):
@@ -59,25 +69,28 @@ try:
     store = JobStore()
     jobs = {job.id: job for job in store.list(limit=JOB_LIMIT)}
 except (sqlite3.Error, RuntimeError, OSError) as exc:  # missing, damaged, locked or newer-schema database
-    st.error(storeguard.explain(exc))
+    st.error(md(storeguard.explain(exc)))
     st.stop()
 
 # -- what to chart ----------------------------------------------------------------------------------
 
-wanted_id, problem = jobtable.parse_job_id(st.query_params.get("job"))
+resume_marks = []  # (global step, text) where a charted run was resumed
+url_defaults = {}  # state key -> the default this run chose from the data (kept out of the URL)
+# The URL holds the whole view (runs, metrics, smoothing, axes, ranges): a link shows what its sender saw.
+for problem in urlstate.apply("logs", state, st.query_params):
+    st.warning(md(problem))
+stage_ids, problem = queueui.pipeline_jobs(store, st.query_params.get("pipeline"))
 if problem:
-    st.error(problem)
-elif wanted_id is not None and state.get(QUERY_KEY) != wanted_id:
-    job = jobs.get(wanted_id) or store.get(wanted_id)
-    if job is None:
-        st.error(f"There is no job with id {wanted_id}. It may have been deleted; choose logs below.")
-    else:
-        jobs.setdefault(job.id, job)
-        state[JOBS_KEY] = [job.id]  # a link from the Jobs page shows that job
-        state[QUERY_KEY] = wanted_id
-for job_id in state.get(JOBS_KEY, []):  # chosen earlier, now beyond the newest JOB_LIMIT
-    if job_id not in jobs and (job := store.get(job_id)) is not None:
-        jobs[job_id] = job
+    st.error(md(problem))
+elif stage_ids and state.get("logs.query_pipeline") != st.query_params.get("pipeline"):
+    state[JOBS_KEY] = stage_ids  # a pipeline's link from Jobs charts all its stages
+    state["logs.query_pipeline"] = st.query_params.get("pipeline")
+for job_id in state.get(JOBS_KEY, []):  # chosen earlier or in a link, beyond the newest JOB_LIMIT
+    if job_id not in jobs:
+        if (job := store.get(job_id)) is not None:
+            jobs[job_id] = job
+        else:
+            st.error(f"There is no job with id {job_id}. It may have been deleted; choose logs below.")
 if JOBS_KEY in state:
     state[JOBS_KEY] = [i for i in state[JOBS_KEY] if i in jobs]
 
@@ -106,12 +119,26 @@ uploads = sources[3].file_uploader(
     "Upload a log", type=["log", "txt"], accept_multiple_files=True, key="logs.upload",
     help="A log from elsewhere, e.g. an upstream MiniMind run's output.")
 
-runs = [Run(jobtable.job_label(jobs[i]), jobs[i].log_path, jobs[i], metrics.job_run_dir(jobs[i], store.home))
-        for i in chosen_jobs]
+# A job and its resumes are one run: one line, whichever of them was chosen.
+lines = resumes.lineages(jobs.values(), store.home)
+runs, charted = [], set()
+for i in chosen_jobs:
+    lineage = lines[i]
+    if tuple(lineage) in charted:
+        continue
+    charted.add(tuple(lineage))
+    last = jobs[lineage[-1]]
+    label = jobtable.job_label(last) + (f" (resumed from {', '.join(map(str, lineage[:-1]))})" if len(lineage) > 1 else "")
+    runs.append(Run(label, last.log_path, last, metrics.job_run_dir(last, store.home),
+                    parts=[(j, jobs[j].log_path) for j in lineage]))
 runs += [Run(name, str(store.logs_dir / name)) for name in chosen_files]
 runs += [Run(name, None, None, metrics.records_dir(store.home) / name) for name in chosen_folders]
 for upload in uploads or []:
-    path = logparse.save_upload(upload.getvalue(), upload.name, folder=store.home / "uploads")
+    try:
+        path = logfiles.save_upload(upload.getvalue(), upload.name, folder=store.home / "uploads")
+    except logfiles.UploadTooLarge as exc:
+        st.error(md(exc))
+        continue
     runs.append(Run(f"{upload.name} (uploaded)", str(path)))
 
 seen = {}
@@ -123,15 +150,9 @@ for run in runs:  # legend names must differ, or two runs would share one curve
 if not runs:
     st.info("Choose a job, a log file or upload a log to see its training curves."
             if jobs or log_files else "No jobs yet: launch one on the Train page, or upload a log.")
+    urlstate.publish("logs", state, st.query_params, defaults=url_defaults)
     st.stop()
 
-controls = st.columns([3, 1.4, 1, 1])
-smoothing = controls[0].slider("Smoothing", 0.0, 0.99, 0.6, 0.01, key="logs.smoothing",
-                               help="Exponential moving average, as in TensorBoard; raw values are drawn faintly.")
-log_y = controls[1].toggle("Log scale", key="logs.log_y", help="Logarithmic y axis (values <= 0 are not drawn).")
-tail_lines = controls[2].selectbox("Tail lines", TAIL_CHOICES, index=1, key="logs.tail_lines")
-with controls[3]:
-    st.button("Refresh", key="logs.refresh", icon=":material/refresh:")
 livepage.follow(paths=[run.path for run in runs if run.path]
                 + [str(Path(run.run_dir) / metrics.METRICS_FILE) for run in runs if run.run_dir is not None],
                 progress_s=FOLLOW_S)
@@ -139,65 +160,136 @@ livepage.follow(paths=[run.path for run in runs if run.path]
 
 # -- charts ------------------------------------------------------------------------------------------
 
-def show_runs():
-    """Read the logs (incrementally), then summaries, charts and the CSV download."""
+def with_positions(df, run):
+    """A log's table with one name per metric and, where the run has records, the samples, tokens
+    and wall time of each step (so it can be charted against them too)."""
+    df = charts.unify(df)
+    if run.run_dir is not None and metrics.has_metrics(run.run_dir):
+        positions = metrics.read(run.run_dir)
+        extra = [c for c in ("samples", "tokens", "elapsed_s") if c in positions.columns and c not in df.columns]
+        if extra and len(positions):
+            df = df.merge(positions[["global_step", *extra]], on="global_step", how="left")
+    return df
+
+
+def read_runs():
+    """Each run's table (incrementally read), with its notes, last error and summary line."""
     tables, types = {}, set()
+    resume_marks.clear()
     for run in runs:
         if run.path is None:  # a records folder alone: chart its metrics stream
             df = metrics.read(run.run_dir)
             if len(df):
-                tables[run.label] = df.drop(columns=[c for c in ("samples", "tokens", "time", "elapsed_s")
-                                                     if c in df.columns])
+                tables[run.label] = charts.unify(df)
                 types.add(run.train_type)
             continue
         try:
-            parser = parser_for(run.path)
+            parsers = [(job_id, parser_for(path)) for job_id, path in (run.parts or [(None, run.path)])]
         except OSError as exc:
-            st.error(f"{run.label}: cannot read {run.path}: {exc}")
+            st.error(f"{md(run.label)}: cannot read {md(run.path)}: {md(exc)}")
             continue
-        note = logparse.explain(parser, run.label)
+        parser = parsers[-1][1]
+        note = logfiles.explain(parser, run.label)
         if note is not None:
-            getattr(st, note[0])(note[1])
+            getattr(st, note[0])(md_lines(note[1]))
         if parser.last_error:
-            with st.expander(f"{run.label}: last error", expanded=note is not None, icon=":material/error:"):
+            with st.expander(f"{md(run.label)}: last error", expanded=note is not None, icon=":material/error:"):
                 st.code(parser.last_error, language=None)
-        if len(parser):
-            tables[run.label] = parser.frame()
+        joined, marks = resumes.join([(job_id, p.frame()) for job_id, p in parsers if len(p)])
+        if len(joined):
+            tables[run.label] = with_positions(joined, run)
+            resume_marks.extend((step, f"resumed as job {job_id}") for step, job_id in marks)
             types.add((run.job.train_type if run.job else None) or parser.header.get("type"))
-            summary(run, tables[run.label], parser)
+            first = int(parser.frame()["global_step"].iloc[0]) if len(parser) else None
+            summary(run, joined, parser, resumes.start_step(run.job, first) if run.job is not None else 0)
+    return tables, types
+
+
+def show_runs():
+    """Summaries, the chart controls, one chart per metric, and the CSV download."""
+    tables, types = read_runs()
     if not tables:
         return
-
     train_type = types.pop() if len(types) == 1 else None
-    names = charts.order_metrics([m for df in tables.values() for m in charts.metric_columns(df)], train_type)
+    names = charts.order_metrics(charts.chartable([m for df in tables.values() for m in charts.metric_columns(df)]),
+                                 train_type)
+    url_defaults[METRICS_KEY] = charts.default_metrics(names, train_type)  # left out of the URL
     if METRICS_KEY not in state:
-        state[METRICS_KEY] = charts.default_metrics(names, train_type)
+        state[METRICS_KEY] = url_defaults[METRICS_KEY]
     else:
         state[METRICS_KEY] = [m for m in state[METRICS_KEY] if m in names]
     chosen = st.multiselect("Metrics", names, key=METRICS_KEY, placeholder="Choose metrics to chart",
-                            help="Loss and reward first; every metric the logs printed can be charted.")
+                            format_func=charts.chart_title,
+                            help="Loss and reward first; every metric the logs printed can be charted. The same "
+                                 "quantity has one name across training types (lr and LR, loss and Actor Loss).")
+    every, lacking = charts.comparable(tables)
+    if len(tables) > 1 and lacking:
+        st.info("These runs can be compared on: " + (md(", ".join(every)) if every else "nothing they all log") + ". "
+                + " · ".join(f"{md(m)} is not in {md(', '.join(lacking[m]))}" for m in chosen if m in lacking),
+                icon=":material/compare_arrows:")
+
+    x_options = charts.x_choices(tables)
+    if state.get(X_KEY) not in x_options:
+        state[X_KEY] = "step"
+    if state.get(SMOOTH_KEY) not in SMOOTHING_CHOICES:
+        state[SMOOTH_KEY] = "auto"
+    state[LOG_KEY] = [m for m in state.get(LOG_KEY, []) if m in chosen]
+    controls = st.columns([2.4, 1.3, 2, 1, 1, 1])
+    smoothing = controls[0].select_slider(
+        "Smoothing", SMOOTHING_CHOICES, key=SMOOTH_KEY, format_func=lambda v: "auto" if v == "auto" else f"{v:.2f}",
+        help="Exponential moving average, as in TensorBoard; raw values are drawn faintly behind. Auto: each "
+             "chart's weight is chosen from its noise (clean curves barely smoothed, noisy rewards a lot).")
+    x = controls[1].selectbox("X axis", x_options, key=X_KEY, format_func=X_LABELS.get,
+                              help="Samples or tokens seen compare runs of different batch sizes; they and wall "
+                                   "time come from the runs' records (runs without them are left out).")
+    log_metrics = controls[2].multiselect("Log scale", chosen, key=LOG_KEY, format_func=charts.chart_title,
+                                          placeholder="Charts with a log y axis",
+                                          help="A logarithmic y axis for the charts chosen (values <= 0 are not drawn).")
+    x_from = controls[3].number_input("From", min_value=0, value=None, key=FROM_KEY, placeholder="start",
+                                      help="Chart only from this point of the x axis on.")
+    x_to = controls[4].number_input("To", min_value=0, value=None, key=TO_KEY, placeholder="end",
+                                    help="Chart only up to this point of the x axis.")
+    with controls[5]:
+        with st.popover("Copy link", icon=":material/link:", help="A link to exactly this view, to share."):
+            st.caption("This view's link (the copy button is at its right):")
+            st.code(view_link(), language=None, wrap_lines=True)
     if not chosen:
         st.info("No metric chosen: pick one or more above.")
     grid = st.columns(2)
     for i, metric in enumerate(chosen):
         with grid[i % 2]:
-            st.plotly_chart(charts.metric_figure(metric, tables, smoothing=smoothing, log_y=log_y),
+            low, high = state.get(f"logs.ylo.{metric}"), state.get(f"logs.yhi.{metric}")
+            st.plotly_chart(charts.metric_figure(metric, tables, smoothing=smoothing, log_y=metric in log_metrics,
+                                                 x=charts.X_CHOICES[x], x_range=(x_from, x_to), y_range=(low, high),
+                                                 marks=resume_marks if x == "step" else ()),
                             key=f"logs.chart.{metric}", config={"displaylogo": False})
+            with st.popover("Y range", icon=":material/height:"):
+                st.number_input("Y from", value=None, key=f"logs.ylo.{metric}", format="%g", placeholder="auto")
+                st.number_input("Y to", value=None, key=f"logs.yhi.{metric}", format="%g", placeholder="auto")
 
     # The CSV is built only when clicked: for a long log it costs more than the whole page.
-    st.download_button("Download CSV", lambda: charts.to_csv(tables), file_name="minimind-metrics.csv",
+    st.download_button("Download CSV", lambda: charts.to_csv(tables), file_name=charts.csv_file_name(tables),
                        mime="text/csv", icon=":material/download:", key="logs.csv", on_click="ignore",
                        help="Every parsed record of the charted logs, one row per logged step, with a run column.")
 
 
-def summary(run, df, parser):
-    """One line per run: progress, latest loss/reward and, for running jobs, the ETA."""
+def view_link():
+    """The address of this view (the page and its query parameters) for a teammate."""
+    params = {k: v for k, v in st.query_params.to_dict().items() if k not in urlstate.LOGS}
+    params.update(urlstate.encode(state, defaults=url_defaults))
+    base = st.context.url or ""
+    return base + ("?" + urllib.parse.urlencode(params, safe=",") if params else "")
+
+
+def summary(run, df, parser, start_step=0):
+    """One line per run: progress, latest loss/reward and, for running jobs, the ETA (counted from
+    `start_step`, where a resumed job began)."""
     job = run.job
     prog = progress.summarize(
-        df, started_at=job.started_at if job is not None and job.active else None,
+        df, start_step=start_step, started_at=job.started_at if job is not None and job.active else None,
         total_epochs=(progress.job_epochs(job) if job is not None else None)
-        or logparse.epochs_from_command(parser.header.get("command")))
-    parts = [f"**{run.label}**", f"step {prog.step:,} / {prog.total:,} ({prog.percent:.0f}%)"]
+        or logheader.epochs_from_command(parser.header.get("command")))
+    parts = [f"**{md(run.label)}**", f"step {prog.step:,} / {prog.total:,} ({prog.percent:.0f}%)"]
     if prog.loss is not None:
         parts.append(f"{prog.loss_name} {prog.loss:.4g}")
     if prog.reward is not None:
@@ -212,7 +304,7 @@ def show_records():
     for run in runs:
         lacks = rlview.missing_records(run.run_dir, run.train_type)
         if lacks:  # an old or uploaded log: charted from its lines, and it says what it lacks
-            st.caption(f"{run.label}: " + "; ".join(lacks) + ".")
+            st.caption(f"{md(run.label)}: " + "; ".join(lacks) + ".")
     recorded = [run for run in runs if metrics.has_metrics(run.run_dir)]
     if not recorded:
         return
@@ -220,7 +312,7 @@ def show_records():
     frames = [(run.label, metrics.read(run.run_dir)) for run in recorded]
     for (label, df) in frames:
         for finding in health.evaluate(df, settings):
-            st.warning(f"**{label} · {finding.title}** since step {finding.since_step}: {finding.message} "
+            st.warning(f"**{md(label)} · {finding.title}** since step {finding.since_step}: {finding.message} "
                        f"Try: {finding.advice}", icon=":material/health_and_safety:")
     panels = {}
     for _, df in frames:
@@ -259,7 +351,7 @@ def health_settings_form(current):
             try:
                 health.save_settings(store.home, health.HealthSettings(**values))
             except ValueError as exc:
-                st.error(f"Not saved: {exc}")
+                st.error(f"Not saved: {md(exc)}")
             else:
                 st.success("Saved: the Jobs and Logs pages of every viewer use these thresholds.")
 
@@ -268,18 +360,21 @@ def show_tails():
     for run in runs:
         if run.path is None:
             continue
-        with st.expander(f"Log tail: {run.label}", expanded=len(runs) == 1):
+        with st.expander(f"Log tail: {md(run.label)}", expanded=len(runs) == 1):
             try:
-                lines = logparse.tail(run.path, tail_lines)
+                lines = logfiles.tail(run.path, state.get(TAIL_KEY, 200))
             except FileNotFoundError:
-                st.caption(f"No log file at {run.path}.")
+                st.caption(f"No log file at {md(run.path)}.")
             except OSError as exc:
-                st.error(f"Cannot read {run.path}: {exc}")
+                st.error(f"Cannot read {md(run.path)}: {md(exc)}")
             else:
-                st.code("\n".join(lines) or "(empty)", language=None, height=400)
+                st.html(tailview.tail_html(lines))
 
 
 show_runs()
 show_records()
 st.subheader("Log tail")
+state.setdefault(TAIL_KEY, 200)
+st.selectbox("Tail lines", TAIL_CHOICES, key=TAIL_KEY, help="How many of each log's last lines to show.")
 show_tails()
+urlstate.publish("logs", state, st.query_params, defaults=url_defaults)

@@ -3,26 +3,29 @@
 Models run in the chat worker process (see mmcore.chat_client); this page never imports torch.
 Model output is user data: it is shown as plain text (never markdown/HTML), reasoning folded.
 """
+import pandas as pd
 import streamlit as st
 
-from mmcore import catalogue, chat_client, modelsview, navigation
+from mmcore import catalogue, chat_client, evaluate, modelsview, navigation
 from mmcore.export import run_export
 from mmcore.paths import ROOT
 from mmcore.store import JobStore
+from trainer import roots as allowed_roots
 
 navigation.ensure_app_navigation()
 
 state = st.session_state
-SECTIONS = ("Catalogue", "Chat", "Compare", "Export")
+SECTIONS = ("Catalogue", "Chat", "Compare", "Evaluate", "Export")
 HISTORY_KEY = "models.chat.history"  # {target label: [{"role", "content"}]}
 COMPARE_KEY = "models.compare.result"
 
 st.title("Models")
 try:
-    entries = catalogue.scan(JobStore())
+    store = JobStore()
+    entries = catalogue.scan(store)
 except Exception as exc:  # an unreadable job store: show the files anyway, unattributed
     st.warning(f"The job store cannot be read ({exc}); files are listed without their jobs.")
-    entries = catalogue.scan(None)
+    store, entries = None, catalogue.scan(None)
 targets = modelsview.chat_targets(entries)
 section = st.radio("Section", SECTIONS, horizontal=True, key="models.section", label_visibility="collapsed")
 
@@ -35,6 +38,19 @@ def show_reply(text, streaming=False):
             st.text(thought)
     if answer or thought is None:
         st.text(answer)
+
+
+def prompt_file(prefix):
+    """The data-file and prompt-count widgets -> (path or None, count, problem or None)."""
+    cols = st.columns([3, 1])
+    data_path = cols[0].text_input("RLAIF or SFT file, relative to the repository (reference: the last assistant turn)",
+                                   "dataset/demo/rlaif.jsonl", key=f"{prefix}.data")
+    count = cols[1].number_input("Number of prompts", 1, 1000, 5, key=f"{prefix}.count")
+    path = allowed_roots.resolved(data_path, ROOT)
+    problem = allowed_roots.configured().problem(data_path, "read", base=ROOT)
+    if problem is None and not path.is_file():
+        problem = f"No such file: {data_path} (paths are relative to the repository folder)."
+    return (None if problem else path), int(count), problem
 
 
 def sampling_settings(prefix, target=None, greedy=False):
@@ -109,20 +125,16 @@ elif section == "Compare":
     if len(targets) < 2:
         st.info("Compare needs at least two checkpoints; the catalogue has fewer.")
         st.stop()
-    chosen = st.multiselect("Checkpoints (2–4)", list(targets), key="models.compare.targets", max_selections=4)
+    chosen = st.multiselect("Checkpoints (2–4)", list(targets), modelsview.compare_defaults(targets),
+                            key="models.compare.targets", max_selections=4,
+                            help="By default the newest RL checkpoint and the weight it started from.")
     source = st.radio("Prompts", ("From a data file", "Typed"), horizontal=True, key="models.compare.source")
     prompts, problem = [], None
     if source == "From a data file":
-        cols = st.columns([3, 1])
-        data_path = cols[0].text_input("RLAIF or SFT file (reference answer: the last assistant turn)",
-                                       "dataset/demo/rlaif.jsonl", key="models.compare.data")
-        count = cols[1].number_input("Prompts", 1, 50, 5, key="models.compare.count")
-        path = (ROOT / data_path).resolve()
-        if not path.is_relative_to((ROOT / "dataset").resolve()) or not path.is_file():
-            problem = "Choose a .jsonl file inside the repository's dataset/ folder."
-        else:
+        path, count, problem = prompt_file("models.compare")
+        if path is not None:
             try:
-                prompts = modelsview.load_prompts(path, int(count))
+                prompts = modelsview.load_prompts(path, min(count, 50))
             except (ValueError, OSError) as exc:
                 problem = str(exc)
     else:
@@ -158,10 +170,54 @@ elif section == "Compare":
                         st.caption(label)
                         show_reply(answer["text"])
                         if answer["rewards"]:
-                            r = answer["rewards"]
-                            parts = [f"reward {r['total']:.2f}"] + [f"{k} {r[k]:.2f}" for k in ("format", "rule")
-                                                                    if r.get(k) is not None]
-                            st.caption(" · ".join(parts))
+                            st.caption(modelsview.score_text({"reward": answer["rewards"]["total"],
+                                                              **answer["rewards"], "length": answer["tokens"]}))
+
+elif section == "Evaluate":
+    evals = evaluate.eval_store_for(store) if store is not None else None
+    runs = sorted({e.job_id for e in entries if e.job_id is not None and e.chattable}, reverse=True)
+    how = st.radio("Evaluate", ("Checkpoints", "A run's checkpoints"), horizontal=True, key="models.eval.how",
+                   help="A run's checkpoints: its weight file and the step snapshots it kept.")
+    if how == "Checkpoints":
+        chosen = [targets[c] for c in st.multiselect("Checkpoints", list(targets), key="models.eval.targets")]
+    else:
+        run = st.selectbox("Run (job)", runs, key="models.eval.run", format_func=lambda j: f"job {j}")
+        chosen = [t for t in targets.values() if any(e.job_id == run and e.path == t.weight for e in entries)]
+        st.caption(f"{len(chosen)} checkpoints of job {run}" if run is not None else "No run has checkpoints here.")
+    path, count, problem = prompt_file("models.eval")
+    settings = sampling_settings("models.eval", greedy=True)
+    if problem:
+        st.error(problem)
+    if st.button("Launch evaluation", type="primary", disabled=bool(problem or not chosen or evals is None)):
+        try:
+            job_id, eval_id = evaluate.launch(store, chosen, entries, path, {**settings, "max_samples": count})
+        except (OSError, ValueError, RuntimeError) as exc:
+            st.error(f"Could not launch the evaluation: {exc}")
+        else:
+            st.success(f"Evaluation {eval_id} runs as job {job_id}.")
+            st.page_link("pages/jobs.py", label="Watch it on Jobs", icon=":material/list:",
+                         query_params={"job": str(job_id)})
+    results = evals.results() if evals is not None else []
+    if results:
+        st.subheader("Results")
+        table = modelsview.eval_rows(results)
+        st.dataframe(table, hide_index=True, use_container_width=True)
+        metric = st.selectbox("Chart", modelsview.EVAL_METRICS, key="models.eval.metric")
+        chart = modelsview.eval_chart_data(results, metric)
+        if chart is not None:
+            st.line_chart(pd.DataFrame(chart), x="step", y=metric, color="run")
+        st.subheader("Answers")
+        cols = st.columns(2)
+        eval_id = cols[0].selectbox("Evaluation", sorted({r["eval_id"] for r in results}, reverse=True),
+                                    key="models.eval.browse")
+        weights = {r["label"]: r["weight"] for r in results if r["eval_id"] == eval_id}
+        label = cols[1].selectbox("Checkpoint", list(weights), key="models.eval.browse_weight")
+        for a in evals.answers(eval_id, weights[label]) if label else []:
+            with st.container(border=True):
+                st.text(f"{a['idx'] + 1}. {a['prompt']}")
+                st.caption(f"Reference: {a['reference']}")
+                show_reply(a["answer"])
+                st.caption(modelsview.score_text(a))
 
 elif section == "Export":
     if not targets:

@@ -4,6 +4,14 @@ import tempfile
 
 # Set before any test imports mmcore, so a JobStore() without a path lands in a throwaway folder.
 os.environ.setdefault("MINIMIND_DASHBOARD_HOME", tempfile.mkdtemp(prefix="minimind-test-home-"))
+# Jobs may use the temporary folder too (tests keep their data, weights and records there), beside
+# the default roots; tests of the roots themselves set these variables as they need.
+from trainer import roots as _roots  # noqa: E402  (torch-free)
+
+_defaults = _roots.default_roots()
+_tmp = os.path.realpath(tempfile.gettempdir())
+os.environ.setdefault(_roots.READ_ENV, os.pathsep.join([*map(str, _defaults.read), _tmp]))
+os.environ.setdefault(_roots.WRITE_ENV, os.pathsep.join([*map(str, _defaults.write), _tmp]))
 # Two cores: keep torch from oversubscribing them when several test processes run trainers.
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 

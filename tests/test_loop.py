@@ -95,3 +95,41 @@ def test_tracker_missing_is_a_warning(capsys):
     assert loop.init_tracker(args, "run") is None
     assert "WARNING: --use_wandb" in capsys.readouterr().out
     assert loop.init_tracker(types.SimpleNamespace(use_wandb=False), "run") is None
+
+
+def _toy_run(tmp_path, monkeypatch, **overrides):
+    """A `Run` of type ppo over toy options: no torchrun, resume state and weights under tmp_path."""
+    values = {**specs.spec("ppo").defaults(), "device": "cpu", "dtype": "float32", "num_workers": 0, "epochs": 1,
+              "batch_size": 1, "log_interval": 1, "save_interval": 1000, "save_dir": str(tmp_path), **overrides}
+    run = loop.Run("ppo", types.SimpleNamespace(**values), tu.DistInfo(False, 0, 0, 1, "cpu"), loop.StopSignal())
+    monkeypatch.setattr(run, "resume_path", lambda: str(tmp_path / "toy_resume.pth"))
+    return run
+
+
+def test_train_accumulates_flushes_the_last_window_and_saves_every_part(tmp_path, monkeypatch, capsys):
+    previous = signal.getsignal(signal.SIGTERM)
+    try:
+        torch.manual_seed(0)
+        run = _toy_run(tmp_path, monkeypatch, accumulation_steps=2, learning_rate=0.1, critic_learning_rate=0.2)
+        actor, critic = run.part("actor", torch.nn.Linear(2, 1), 0.1), run.part("critic", torch.nn.Linear(2, 1), 0.2)
+        dataset = [torch.full((2,), float(i)) for i in range(5)]
+        updates = []
+
+        def step_fn(batch):
+            x = batch["x"]
+            return actor.model(x).pow(2).mean() + critic.model(x).pow(2).mean(), {"x": x.sum()}
+
+        loop.train(run, [actor, critic], dataset, lambda items: {"x": torch.stack(items)}, step_fn, run_name="toy",
+                   progress_line=loop.template_line("{step}/{iters} {lr:.4f} {lr_1:.4f} x={x:.1f}"),
+                   after_update=updates.append)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert updates == [2, 4, 5]  # every second step, and the epoch's last partial window
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == f"1/5 {loop.get_lr(1, 5, 0.1):.4f} {loop.get_lr(1, 5, 0.2):.4f} x={lines[0].split('x=')[1]}"
+    assert len(lines) == 5
+    state = torch.load(tmp_path / "toy_resume.pth", weights_only=False)
+    assert (state["epoch"], state["step"]) == (0, 5)
+    assert {"model", "optimizer", "critic", "critic_optimizer"} <= state.keys()
+    assert torch.equal(state["critic"]["weight"], critic.module.weight.detach())
+    assert sorted(os.listdir(tmp_path)) == ["ppo_actor_512.pth", "ppo_critic_512.pth", "toy_resume.pth"]

@@ -58,9 +58,9 @@ def main():
                                      hidden_size=args.student_hidden_size, num_hidden_layers=args.student_num_layers)
     if args.from_teacher_weight == "none":
         tu.warn("--from_teacher_weight none: the teacher is randomly initialised, its logits carry no knowledge")
-    teacher, _ = tu.load_model(args, args.from_teacher_weight, label="Teacher", tokenizer=False,
+    teacher, _ = tu.load_model(args, args.from_teacher_weight, label=None, tokenizer=False,
                                hidden_size=args.teacher_hidden_size, num_hidden_layers=args.teacher_num_layers)
-    teacher.eval().requires_grad_(False)
+    tu.log_model_size(teacher.eval().requires_grad_(False), teacher.config, label="Teacher")
     dataset = tu.load_dataset(SFTDataset, args, tokenizer)
     # 3. Train the student on the data and on the teacher's softened logits
     part = run.part("model", model, args.learning_rate)

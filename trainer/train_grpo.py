@@ -4,7 +4,8 @@
     cd trainer && torchrun --nproc_per_node 2 train_grpo.py
 
 Options: `trainer/args.py` (type "grpo"). Starts from `{weight_dir}/reason_{h}.pth` with --reasoning 1,
-else `full_sft_{h}.pth`. For each prompt, `num_generations` responses are sampled (temperature 0.8);
+else `full_sft_{h}.pth`. For each prompt, `num_generations` responses are sampled (--temperature,
+--top_k, --top_p: upstream's effective 0.8, 50, 1.0);
 each response's reward is normalised within its group, (r - mean) / (std + 1e-4), and the policy is
 pushed towards the better ones with a per-token loss plus a k3 KL penalty (`beta`) against the frozen
 starting model (not built when beta is 0), as in TRL's GRPOTrainer with one update per batch.
@@ -19,7 +20,7 @@ from trainer import loop  # noqa: E402
 from trainer import trainer_utils as tu  # noqa: E402
 from trainer.rl import losses, rewards, setup  # noqa: E402
 from trainer.rl import metrics as rl_metrics  # noqa: E402
-from trainer.rl.rollout import completion_logps, rollout  # noqa: E402
+from trainer.rl.rollout import rollout, rollout_logps, sampling_options  # noqa: E402
 
 
 #: The upstream GRPO progress line (an interface: the dashboard and old tools parse it).
@@ -32,19 +33,19 @@ def main():
     run = setup.start("grpo")
     args, n = run.args, run.args.num_generations
     # 2. Policy, frozen reference (only with a KL penalty), rewards, prompts
-    policy, tokenizer, reference, reward_fns, dataset = setup.load_policy_run(args)
+    policy, tokenizer, reference, reward_fns, dataset = setup.load_policy_run(run)
     part = run.part("policy", policy, args.learning_rate)
 
     # 3. One step: a group of responses per prompt, rewards normalised within each group
     def step_fn(batch):
         with run.records.timer("generate"):
             ro = rollout(policy, tokenizer, batch["prompt"], batch["answer"], args.max_seq_len, args.max_gen_len,
-                         args.device, num_generations=n)
+                         args.device, num_generations=n, **sampling_options(args))
         with run.records.timer("score"):
             reward, parts = rewards.score(reward_fns, ro.prompts, ro.responses, ro.references)
         reward = reward.to(args.device)
         advantages, group_std = losses.group_advantages(reward, n)
-        logps, aux_loss = completion_logps(part.model, ro.input_ids, ro.attention_mask, ro.num_completion)
+        logps, aux_loss = rollout_logps(part.model, ro)
         ref_logps = setup.reference_logps(reference, ro, logps)
         loss, kl = losses.grpo_loss(logps, ref_logps, advantages, ro.completion_mask, args.beta)
         loss = loss + aux_loss

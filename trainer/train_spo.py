@@ -19,7 +19,7 @@ from trainer import loop  # noqa: E402
 from trainer import trainer_utils as tu  # noqa: E402
 from trainer.rl import losses, rewards, setup  # noqa: E402
 from trainer.rl import metrics as rl_metrics  # noqa: E402
-from trainer.rl.rollout import completion_logps, rollout  # noqa: E402
+from trainer.rl.rollout import rollout, rollout_logps, sampling_options  # noqa: E402
 
 
 #: The upstream SPO progress line (an interface: the dashboard and old tools parse it).
@@ -33,7 +33,7 @@ def main():
     run = setup.start("spo")
     args = run.args
     # 2. Policy, frozen reference (only with a KL penalty), rewards, prompts, the adaptive baseline
-    policy, tokenizer, reference, reward_fns, dataset = setup.load_policy_run(args)
+    policy, tokenizer, reference, reward_fns, dataset = setup.load_policy_run(run)
     part = run.part("policy", policy, args.learning_rate)
     value_tracker = losses.ValueTracker()
 
@@ -41,13 +41,13 @@ def main():
     def step_fn(batch):
         with run.records.timer("generate"):
             ro = rollout(policy, tokenizer, batch["prompt"], batch["answer"], args.max_seq_len, args.max_gen_len,
-                         args.device)
+                         args.device, **sampling_options(args))
         with run.records.timer("score"):
             reward, parts = rewards.score(reward_fns, ro.prompts, ro.responses, ro.references)
         reward = reward.to(args.device)
         baseline, baseline_reward = value_tracker.baseline(), value_tracker.baseline_reward()
         advantages = losses.spo_advantages(reward, baseline_reward)
-        logps, aux_loss = completion_logps(part.model, ro.input_ids, ro.attention_mask, ro.num_completion)
+        logps, aux_loss = rollout_logps(part.model, ro)
         ref_logps = setup.reference_logps(reference, ro, logps)
         loss, kl = losses.spo_loss(logps, ref_logps, advantages, ro.completion_mask, args.beta)
         loss = loss + aux_loss

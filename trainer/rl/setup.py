@@ -9,7 +9,7 @@ from trainer import loop
 from trainer import trainer_utils as tu
 from trainer.rl.reward_model import check_reward_model_path, load_reward_model
 from trainer.rl.rewards import reward_functions
-from trainer.rl.rollout import completion_logps
+from trainer.rl.rollout import rollout_logps
 from trainer.specs import rl_base_weight
 
 
@@ -18,22 +18,29 @@ def start(rl_type):
     reward-model folder must exist. Returns the `loop.Run`."""
     run = loop.start(rl_type)
     tu.check_data_file(run.args.data_path)
-    if str(run.args.reward_model_path).strip().lower() != "none":
+    path = run.spec.reward_model_path(vars(run.args))
+    if path is not None:
         try:
-            check_reward_model_path(run.args.reward_model_path)
+            check_reward_model_path(path)
         except (FileNotFoundError, ValueError) as e:
             raise tu.SetupError(str(e)) from None
     return run
 
 
-def load_policy_run(args):
+def load_rewards(run):
+    """The reward functions of the run: format (with --reasoning), and the reward model's score or the rule."""
+    path = run.spec.reward_model_path(vars(run.args))
+    return reward_functions(run.args.reasoning, load_reward_model(path, run.args.device))
+
+
+def load_policy_run(run):
     """What GRPO and SPO build, in this order: the policy (logged as "Policy") and tokenizer, the
     frozen reference (None when beta is 0: no KL penalty), the reward functions, the prompts.
     Returns (policy, tokenizer, reference, reward_fns, dataset)."""
+    args = run.args
     policy, tokenizer = load_policy(args)
     reference = load_frozen(args) if args.beta > 0 else None
-    reward_fns = reward_functions(args.reasoning, load_reward_model(args.reward_model_path, args.device))
-    return policy, tokenizer, reference, reward_fns, load_prompts(args, tokenizer)
+    return policy, tokenizer, reference, load_rewards(run), load_prompts(args, tokenizer)
 
 
 def load_policy(args, label="Policy"):
@@ -58,12 +65,12 @@ def load_prompts(args, tokenizer):
 
 
 def reference_logps(reference, rollout, logps):
-    """The frozen reference's per-token log-probs of the rollout's completions; without a reference
-    (no KL penalty), the policy's own detached ones, so the KL term is 0."""
+    """A frozen model's (the reference's, PPO's old actor's) per-token log-probs of the rollout's
+    completions; without a reference (no KL penalty), the policy's own detached ones: a KL term of 0."""
     if reference is None:
         return logps.detach()
     with torch.no_grad():
-        return completion_logps(reference, rollout.input_ids, rollout.attention_mask, rollout.num_completion)[0]
+        return rollout_logps(reference, rollout)[0]
 
 
 class Critic(nn.Module):
