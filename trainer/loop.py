@@ -387,6 +387,4 @@ def open_records(run, resume):
         max_mb=getattr(args, "rollout_max_mb", 2048.0), enabled=tu.is_main_process(),
         meta={"group_size": getattr(args, "num_generations", 1) if run.train_type == "grpo" else 1,
               "reasoning": getattr(args, "reasoning", None), "reward_model_path": getattr(args, "reward_model_path", None)})
-    if records.enabled and resume is None:
-        tu.log(f"Records: {records.run_dir}")
     return Recorder(records, run.info.world_size, (resume or {}).get("records"))
