@@ -10,7 +10,7 @@ from pathlib import Path
 import streamlit as st
 
 from mmcore import (charts, health, jobtable, livepage, logfiles, logheader, logparse, metrics, navigation, progress,
-                    queueui, resumes, rlview, rollouts, storeguard, tailview, urlstate)
+                    queueui, resumes, rlview, rollouts, rollouts_panel, storeguard, tailview, urlstate)
 from mmcore.safetext import md, md_lines
 from mmcore.store import JobStore
 from mmcore.i18n import t
@@ -21,7 +21,6 @@ state = st.session_state
 JOBS_KEY = "logs.jobs"
 FILES_KEY = "logs.files"
 FOLDERS_KEY = "logs.folders"
-STEP_KEY = "logs.rollouts.step"
 METRICS_KEY = "logs.metrics"
 PARSERS_KEY = "logs.parsers"  # log path -> LogParser: each rerun reads only what was appended
 SMOOTH_KEY = "logs.smoothing"
@@ -328,12 +327,13 @@ def show_records():
                 step = rlview.clicked_step(event)
                 if step is not None and state.get(f"logs.rl.clicked.{panel.key}") != step:
                     state[f"logs.rl.clicked.{panel.key}"] = step
-                    state["logs.rollouts.wanted"] = step  # open that step in the Rollouts view
+                    state[rollouts_panel.WANTED_KEY] = step  # open that step in the Rollouts view
     with st.expander(t("logs.thresholds"), icon=":material/tune:"):
         health_settings_form(settings)
-    stored = [run for run in recorded if metrics.has_rollouts(run.run_dir)]
+    stored = [(run.label, run.run_dir) for run in recorded if metrics.has_rollouts(run.run_dir)]
     if stored:
-        show_rollouts(stored)
+        # its own fragment: choosing a step or a filter redraws only the Rollouts view
+        st.fragment(rollouts_panel.show)(stored)
 
 
 def health_settings_form(current):
@@ -351,120 +351,6 @@ def health_settings_form(current):
                 st.error(t("logs.not_saved", error=md(exc)))
             else:
                 st.success(t("logs.saved"))
-
-
-def show_rollouts(stored):
-    """Choose a run and a step; see each group's prompt, reference and responses with their parts."""
-    st.subheader(t("logs.rollouts"))
-    by_label = {run.label: run for run in stored}
-    top = st.columns([2, 5])
-    label = top[0].selectbox(t("logs.run"), list(by_label), key="logs.rollouts.run") if len(by_label) > 1 else stored[0].label
-    run = by_label[label]
-    steps = list(rollouts.steps(run.run_dir)["step"])
-    if not steps:
-        st.info(f"{md(label)}: no step stored yet.")
-        return
-    wanted = state.pop("logs.rollouts.wanted", None)
-    if wanted is not None:
-        state[STEP_KEY] = min(steps, key=lambda s: abs(s - wanted))  # the nearest stored step
-    if state.get(STEP_KEY) not in steps:
-        state[STEP_KEY] = steps[-1]
-    with top[1]:
-        step = steps[0] if len(steps) == 1 else st.select_slider(
-            t("logs.step"), steps, key=STEP_KEY, help=t("logs.step.help"))
-    meta = rollouts.meta(run.run_dir)
-    if meta.get("full_at_step") is not None:
-        st.caption(t("logs.store_full", step=meta["full_at_step"]))
-    parts = rollouts.part_names(run.run_dir)
-
-    filters = st.columns([3, 2, 2, 3])
-    frame = rollouts.read(run.run_dir, step)
-    lo, hi = (float(frame["reward"].min()), float(frame["reward"].max())) if len(frame) else (0.0, 0.0)
-    reward_range = None
-    if hi > lo:
-        reward_range = filters[0].slider(t("logs.reward_range"), lo, hi, (lo, hi), key=f"logs.rollouts.range.{step}")
-    truncated = filters[1].selectbox(t("logs.truncated"), ("all", "only", "none"), key="logs.rollouts.truncated",
-                                     format_func=lambda v: t(f"logs.truncated.{v}"))
-    format_failures = filters[2].checkbox(t("logs.format_failures"), key="logs.rollouts.format",
-                                          help=t("logs.format_failures.help"))
-    text = filters[3].text_input(t("logs.search"), key="logs.rollouts.text", placeholder=t("logs.search.placeholder"))
-    groups = rlview.filtered_groups(run.run_dir, step, reward_range=reward_range, truncated=truncated,
-                                    format_failures=format_failures, text=text)
-    st.caption(t("logs.step_summary", step=step, responses=len(frame), groups=frame["group"].nunique() if len(frame) else 0,
-                 shown=sum(len(g.responses) for g in groups)))
-    for g in groups[:GROUPS_SHOWN]:
-        show_group(g, parts)
-    if len(groups) > GROUPS_SHOWN:
-        st.caption(f"{len(groups) - GROUPS_SHOWN} more groups match: narrow the filters to see them.")
-
-    choices = rlview.prompt_choices(groups or rlview.groups_of(frame))
-    if not choices:
-        return
-    st.markdown("**Follow a prompt across steps**")
-    by_label = {f"{text} (#{pid})": pid for pid, text in choices}  # plain strings: the prompt's id keeps them apart
-    pid = by_label[st.selectbox(t("logs.prompt"), list(by_label), key="logs.rollouts.follow")]
-    history = rlview.prompt_history(run.run_dir, pid)
-    st.dataframe(history, hide_index=True, width="stretch")
-    later = rollouts.query(run.run_dir, prompt_id=pid)
-    for hstep, rows in list(later.groupby("step"))[-HISTORY_STEPS:]:
-        with st.expander(t("logs.best_reward", step=hstep, reward=f"{rows['reward'].max():+.3f}"), expanded=False):
-            for _, r in rows.iterrows():
-                st.text(f"reward {r['reward']:+.3f} · advantage {rlview.format_value(r['advantage'])}")
-                st.code(r["response"], language=None, wrap_lines=True)
-    others = [r for r in stored if r is not run]
-    if others:
-        other_label = st.selectbox(t("logs.compare_run"), [r.label for r in others], key="logs.rollouts.compare")
-        other = next(r for r in others if r.label == other_label)
-        mine = rlview.groups_of(rollouts.query(run.run_dir, step, prompt_id=pid))
-        if mine:
-            ostep, theirs = rlview.same_prompt_in(other.run_dir, mine[0].prompt, mine[0].reference, step)
-            left, right = st.columns(2)
-            with left:
-                st.markdown(f"**{md(label)}**, step {step}")
-                for _, r in mine[0].responses.iterrows():
-                    response_card(r, parts)
-            with right:
-                if ostep is None:
-                    st.info(f"{md(other_label)} never sampled this prompt.")
-                else:
-                    st.markdown(f"**{md(other_label)}**, step {ostep}")
-                    for _, r in theirs.iterrows():
-                        response_card(r, rollouts.part_names(other.run_dir))
-
-
-GROUPS_SHOWN = 12
-HISTORY_STEPS = 10
-COLUMNS_PER_ROW = 4
-
-
-def show_group(g, parts):
-    """A prompt, its reference and its responses side by side; every text shown as plain text."""
-    with st.container(border=True):
-        note = t("logs.rewards_equal") if g.rewards_equal else ""
-        st.markdown(t("logs.group", group=g.group, n=len(g.responses)) + note)
-        left, right = st.columns(2)
-        left.caption(t("logs.prompt"))
-        left.code(g.prompt, language=None, wrap_lines=True, height=120 if len(g.prompt) > 300 else "content")
-        right.caption(t("logs.reference"))
-        right.code(g.reference or "(none)", language=None, wrap_lines=True,
-                   height=120 if len(g.reference) > 300 else "content")
-        rows = list(g.responses.iterrows())
-        for start in range(0, len(rows), COLUMNS_PER_ROW):
-            cols = st.columns(COLUMNS_PER_ROW)
-            for col, (_, r) in zip(cols, rows[start:start + COLUMNS_PER_ROW]):
-                with col:
-                    response_card(r, parts)
-
-
-def response_card(r, parts):
-    """One response: advantage badge (coloured by sign), reward parts, then its text."""
-    adv = r["advantage"]
-    colour = rlview.advantage_colour(adv)
-    st.markdown(f":{colour}-background[advantage {rlview.format_value(adv)}] · reward {r['reward']:+.3f}")
-    items = [(k, v) for k, v in rlview.response_card(r.to_dict(), parts) if k not in ("reward", "advantage")]
-    st.text(" · ".join(f"{k} {rlview.format_value(v)}" for k, v in items))
-    st.code(r["response"] or "(empty)", language=None, wrap_lines=True,
-            height=240 if len(r["response"]) > 600 else "content")
 
 
 def show_tails():
