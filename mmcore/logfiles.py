@@ -4,6 +4,7 @@ import hashlib
 import os
 import re
 import tempfile
+import time
 from pathlib import Path
 
 from mmcore.logtext import ANSI_RE, decode, visible
@@ -54,11 +55,42 @@ def tail(path, n=200, block=64 << 10):
     return [decode(visible(line)) for line in lines[-n:]]
 
 
-def save_upload(data, name, folder=None):
+#: Largest upload kept, in MB (also Streamlit's server.maxUploadSize in .streamlit/config.toml, which
+#: stops a bigger file before it reaches the server's memory), and how long an upload is kept.
+UPLOAD_MAX_MB = float(os.environ.get("MINIMIND_UPLOAD_MAX_MB", 50))
+UPLOAD_KEEP_S = float(os.environ.get("MINIMIND_UPLOAD_KEEP_H", 24)) * 3600
+
+
+class UploadTooLarge(ValueError):
+    """An upload over UPLOAD_MAX_MB; the message says the limit."""
+
+
+def prune_uploads(folder, keep_s=None, now=None):
+    """Delete uploads older than `keep_s` seconds; returns how many went."""
+    keep_s = UPLOAD_KEEP_S if keep_s is None else keep_s
+    now = time.time() if now is None else now
+    gone = 0
+    for path in Path(folder).glob("*"):
+        try:
+            if path.is_file() and now - path.stat().st_mtime > keep_s:
+                path.unlink()
+                gone += 1
+        except OSError:
+            continue
+    return gone
+
+
+def save_upload(data, name, folder=None, max_mb=None):
     """Write uploaded log bytes to a file (named by their hash, so the same upload is saved once) and
-    return its path; the Logs page then reads it like any other log."""
+    return its path; the Logs page then reads it like any other log. Uploads over `max_mb` raise
+    UploadTooLarge; uploads older than UPLOAD_KEEP_S are removed on the way."""
+    max_mb = UPLOAD_MAX_MB if max_mb is None else max_mb
+    if len(data) > max_mb * 1024 * 1024:
+        raise UploadTooLarge(f"{name} is {len(data) / 1024 / 1024:.0f} MB; uploads are limited to {max_mb:g} MB "
+                             f"(MINIMIND_UPLOAD_MAX_MB). Copy a large log into the logs folder instead.")
     folder = Path(folder) if folder is not None else Path(tempfile.gettempdir()) / "minimind-dashboard-uploads"
     folder.mkdir(parents=True, exist_ok=True)
+    prune_uploads(folder)
     digest = hashlib.sha256(data).hexdigest()[:16]
     safe = re.sub(r"[^\w.-]+", "_", Path(name).name)[:80] or "upload.log"
     path = folder / f"{digest}-{safe}"

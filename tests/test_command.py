@@ -12,7 +12,8 @@ from trainer import args as trainer_args
 
 SEED_GRPO = "--beta 0.02 --num_generations 8 --reasoning 1 --reward_model_path ../../internlm2-1_8b-reward"
 SEED_SPO = "--beta 0.02 --reasoning 1 --reward_model_path ../../internlm2-1_8b-reward"
-ROLLOUT_STORE = "--rollout_groups -1 --rollout_max_mb 2048.0"  # ours, after upstream's options
+# ours, after upstream's options: the rollout store, then sampling (upstream's effective values)
+ROLLOUT_STORE = "--rollout_groups -1 --rollout_max_mb 2048.0 --temperature 0.8 --top_k 50 --top_p 1.0"
 
 
 def form(train_type, **changes):
@@ -43,7 +44,7 @@ def test_seed_grpo_command_line():
                     "--learning_rate", "8e-8", "--device", "cpu", "--dtype", "bfloat16", "--num_workers", "1",
                     "--accumulation_steps", "1", "--grad_clip", "1.0", "--log_interval", "1", "--save_interval", "10",
                     "--hidden_size", "512", "--num_hidden_layers", "8", "--max_seq_len", "66", "--use_moe", "0",
-                    "--data_path", "../dataset/rlaif-mini.jsonl", "--weight_dir", "../out", "--from_resume", "0",
+                    "--data_path", "../dataset/rlaif-mini.jsonl", "--weight_dir", "../out", "--tokenizer_path", "../model", "--keep_checkpoints", "0", "--from_resume", "0",
                     "--max_gen_len", "1536", *SEED_GRPO.split(), *ROLLOUT_STORE.split()]
 
 

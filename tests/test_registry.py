@@ -25,7 +25,8 @@ def row(script, save_dir, weight, epochs, batch, lr, accum, log, save, seq, data
     return script, values, own
 
 
-ROLLOUT_STORE = {"rollout_groups": "-1", "rollout_max_mb": "2048.0"}  # ours, after upstream's options
+ROLLOUT_STORE = {"rollout_groups": "-1", "rollout_max_mb": "2048.0",  # ours, after upstream's options
+                 "temperature": "0.8", "top_k": "50", "top_p": "1.0"}  # sampling: upstream's effective values
 
 DESIGN_TABLE = {
     "pretrain": row("train_pretrain.py", "../out", ("save_weight", "pretrain"), "1", "32", "0.0005", "8", "100",

@@ -9,7 +9,7 @@ import argparse
 import os
 from dataclasses import dataclass, replace
 
-from trainer import roots
+from trainer import lifeline, roots
 
 TRAIN_TYPES = ("pretrain", "sft", "lora", "dpo", "ppo", "grpo", "spo", "distill_reason", "distillation")
 
@@ -76,6 +76,10 @@ def _common(type_key, wandb_name, *, save_dir="../out", save_weight, epochs, bat
         Arg("data_path", str, data_path, "Training data (jsonl)"),
         Arg("from_weight", str, from_weight, "Base weight to start from (prefix in weight_dir); none = random init"),
         Arg("weight_dir", str, "../out", "Folder where base weights are read"),
+        Arg("tokenizer_path", str, "../model", "Tokenizer folder (tokenizer.json, tokenizer_config.json); for weights "
+            "trained upstream, an upstream MiniMind checkout's model/ folder"),
+        Arg("keep_checkpoints", int, 0, "Keep the last N step snapshots of the weights beside the weight file, "
+            "named {weight}_step{N}.pth (0 = none)", min=0),
         Arg("from_resume", int, 0, "Resume from the last checkpoint in ../checkpoints (0 = no, 1 = yes)", choices=(0, 1)),
         Arg("use_wandb", bool, False, "Report metrics to wandb (or swanlab, when that is what is installed)"),
         Arg("wandb_project", str, f"MiniMind-{wandb_name}", "wandb / swanlab project name"),
@@ -84,6 +88,10 @@ def _common(type_key, wandb_name, *, save_dir="../out", save_weight, epochs, bat
     ]
     drop = {name for name, value in (("save_weight", save_weight), ("from_weight", from_weight)) if value is None}
     return [a for a in args if a.name not in drop]
+
+
+#: The RL trainers' sampling options (ours, after upstream's options).
+SAMPLING = ("temperature", "top_k", "top_p")
 
 
 def _rl_own(*, reasoning_help="Train the reasoning model (1: starts from reason, format rewards) or not (0: starts from full_sft)"):
@@ -97,6 +105,12 @@ def _rl_own(*, reasoning_help="Train the reasoning model (1: starts from reason,
                               "rollout store (-1 = all, 0 = none)", min=-1),
         "rollout_max_mb": Arg("rollout_max_mb", float, 2048.0, "Size bound of the rollout store in MB; past it, "
                               "responses are no longer stored (metrics still are)", gt_zero=True),
+        # Upstream samples with generate(do_sample=True, temperature=0.8) and so gets transformers'
+        # default top-k of 50 and top-p of 1.0: these defaults are upstream's effective values.
+        "temperature": Arg("temperature", float, 0.8, "Sampling temperature of the rollouts", gt_zero=True),
+        "top_k": Arg("top_k", int, 50, "Sample only from the k most likely tokens (0 = whole vocabulary)", min=0),
+        "top_p": Arg("top_p", float, 1.0, "Sample only from the most likely tokens whose probabilities add up "
+                     "to top_p (1.0 = no limit)", gt_zero=True, max=1),
     }
 
 
@@ -145,17 +159,20 @@ def _definitions():
         Arg("kl_coef", float, 0.02, "Weight of the KL penalty against the reference model", min=0),
         rl["reasoning"],
         Arg("update_old_actor_freq", int, 4, "Refresh the old actor every N steps", min=1),
-        rl["reward_model_path"], rl["rollout_groups"], rl["rollout_max_mb"]]
+        rl["reward_model_path"], rl["rollout_groups"], rl["rollout_max_mb"],
+        *(rl[name] for name in SAMPLING)]
     defs["grpo"] = _common("grpo", "GRPO", save_weight="grpo", learning_rate=8e-8, **rl_common) + [
         rl["max_gen_len"],
         Arg("beta", float, 0.02, "Weight of the KL penalty against the reference model", min=0),
         Arg("num_generations", int, 8, "Responses sampled per prompt (the group size)", min=2),
-        rl["reasoning"], rl["reward_model_path"], rl["rollout_groups"], rl["rollout_max_mb"]]
+        rl["reasoning"], rl["reward_model_path"], rl["rollout_groups"], rl["rollout_max_mb"],
+        *(rl[name] for name in SAMPLING)]
     defs["spo"] = _common("spo", "SPO", save_weight="spo", learning_rate=1e-7,
                           **{**rl_common, "accumulation_steps": 4}) + [
         rl["max_gen_len"],
         Arg("beta", float, 0.02, "Weight of the KL penalty against the reference model", min=0),
-        rl["reasoning"], rl["reward_model_path"], rl["rollout_groups"], rl["rollout_max_mb"]]
+        rl["reasoning"], rl["reward_model_path"], rl["rollout_groups"], rl["rollout_max_mb"],
+        *(rl[name] for name in SAMPLING)]
 
     defs["distill_reason"] = _common(
         "distill_reason", "Reasoning-Distill", save_weight="reason", epochs=1, batch_size=8, learning_rate=1e-6,
@@ -191,7 +208,8 @@ UPPER = {
     "teacher_hidden_size": 8192, "teacher_num_layers": 128,
     "max_seq_len": 32768, "max_gen_len": 32768,  # the model's max_position_embeddings
     "beta": 1e3, "clip_epsilon": 10.0, "vf_coef": 1e3, "kl_coef": 1e3, "update_old_actor_freq": 1_000_000,
-    "num_generations": 256, "rollout_groups": 1_000_000, "rollout_max_mb": 1e7, "temperature": 100.0,
+    "num_generations": 256, "keep_checkpoints": 10_000, "rollout_groups": 1_000_000, "rollout_max_mb": 1e7, "temperature": 100.0,
+    "top_k": 6400,  # the vocabulary size
 }
 #: What each non-numeric option holds, for the checks of names and paths.
 KINDS = {
@@ -270,6 +288,7 @@ def parse_args(train_type, argv=None):
     Exits with a usage error for a combination the model cannot build, and, when the dashboard
     started the job (see trainer/roots.py), for a path outside the allowed folders.
     """
+    lifeline.tie_to_parent()  # a job the dashboard started ends (and saves) when its launcher dies
     parser = build_parser(train_type)
     args = parser.parse_args(argv)
     errors = cross_errors(train_type, vars(args))
