@@ -17,12 +17,15 @@ from trainer import trainer_utils as tu  # noqa: E402
 
 
 def lm_loss(model, batch):
-    """Next-token cross entropy over the non-pad tokens, plus the MoE auxiliary loss (0 when dense).
+    """Next-token cross entropy over the tokens whose label counts, plus the MoE auxiliary loss (0
+    when dense).
 
     Batches are right-padded and attention is causal, so real tokens never see the padding: no
-    attention mask is needed, and the model keeps its fast causal attention path.
+    attention mask is needed, and the model keeps its fast causal attention path. The head and the
+    loss run only where a label counts (`loss_only`), not over padding. Packed rows (`--pack 1`)
+    carry `document_ids`: attention stays within each document.
     """
-    out = model(batch["input_ids"], labels=batch["labels"])
+    out = model(batch["input_ids"], labels=batch["labels"], document_ids=batch.get("document_ids"), loss_only=True)
     return out.loss + out.aux_loss, {}
 
 
@@ -31,13 +34,15 @@ def main():
     stop = tu.StopSignal()
     info = tu.init_distributed(args)
     tu.setup_seed(tu.BASE_SEED + info.rank)
-    from dataset.lm_dataset import PretrainDataset, pad_collate
+    from dataset.lm_dataset import PackedPretrainDataset, PretrainDataset, pad_collate
 
     config = tu.model_config(args.hidden_size, args.num_hidden_layers, args.use_moe)
     model, tokenizer = tu.init_model(config, args.from_weight, args.weight_dir, args.device)
     tu.log_model_size(model, config)
     tu.check_data_file(args.data_path)
-    dataset = PretrainDataset(args.data_path, tokenizer, max_length=args.max_seq_len)
+    # --pack 1: documents concatenated into full max_seq_len rows, attention within each document
+    dataset = (PackedPretrainDataset if args.pack else PretrainDataset)(args.data_path, tokenizer,
+                                                                        max_length=args.max_seq_len)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate)
     resume, tracker = tu.resume_and_tracker(
         args, info, args.save_weight, config,
