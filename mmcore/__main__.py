@@ -9,6 +9,7 @@
     python -m mmcore backup
     python -m mmcore restore [latest | FILE]
     python -m mmcore export out/full_sft_512.pth exported/full_sft_512 [--lora out/lora/x_512.pth]
+    python -m mmcore queue [JOB --move up|down|top|bottom | --priority N]
 
 Each subcommand is one `add_*` function below that registers its parser and handler; a new one is a
 new function added to `COMMANDS`. A handler may return an exit status (None means 0); a refusal
@@ -22,6 +23,7 @@ import sys
 
 from mmcore import api, audit, roles, storeguard
 from mmcore.export import add_export
+from mmcore.queuecli import add_queue
 from mmcore.paths import DB_NAME, default_home
 
 
@@ -50,6 +52,10 @@ def add_submit(sub):
     p.add_argument("--set", action="append", metavar="NAME=VALUE", dest="values",
                    help="a field of the Train form (repeatable); fields not set take the script's default")
     p.add_argument("--name", default=None, help="job name (default: TYPE-YYYYMMDD-HHMM)")
+    p.add_argument("--backend", choices=("local", "slurm"), default=None,
+                   help="where it runs (default: the queue settings' default_backend)")
+    p.add_argument("--gpus", default=None, metavar="N|IDS",
+                   help="GPUs it needs: a number (any free ones) or ids like 0,2 (default: the device in --set)")
     _user_option(p)
 
     def run(args):
@@ -57,7 +63,10 @@ def add_submit(sub):
             values = _pairs(args.values)
         except argparse.ArgumentTypeError as exc:
             p.error(str(exc))
-        print(api.submit(args.train_type, values, user=args.user, name=args.name))
+        gpus = args.gpus
+        if gpus is not None:
+            gpus = int(gpus) if gpus.strip().isdigit() else [g for g in gpus.split(",") if g.strip()]
+        print(api.submit(args.train_type, values, user=args.user, name=args.name, backend=args.backend, gpus=gpus))
     p.set_defaults(handler=run)
 
 
@@ -71,7 +80,8 @@ def add_status(sub):
         if args.json:
             print(json.dumps(job, indent=2, default=str))
             return
-        for key in ("id", "name", "train_type", "status", "exit_code", "owner", "log_path", "note"):
+        for key in ("id", "name", "train_type", "status", "exit_code", "owner", "log_path", "note", "backend",
+                    "external_id", "queue_reason"):
             print(f"{key}: {'' if job[key] is None else job[key]}")
         for key in ("created_at", "started_at", "ended_at"):
             print(f"{key}: {_time(job[key])}")
@@ -164,7 +174,8 @@ def add_restore(sub):
 
 
 #: Every subcommand, in the order `--help` lists them.
-COMMANDS = [add_submit, add_status, add_stop, add_delete, add_list, add_history, add_backup, add_restore, add_export]
+COMMANDS = [add_submit, add_status, add_stop, add_delete, add_list, add_history, add_backup, add_restore, add_export,
+            add_queue]
 
 
 def build_parser():

@@ -16,7 +16,7 @@ Every refusal raises `Refused` (or a subclass) whose message says why.
 import dataclasses
 import sqlite3
 
-from mmcore import audit, forms, gpu, launch, registry, roles, runner
+from mmcore import audit, backends, forms, jobqueue, launch, queueconf, registry, resources, roles, runner, scheduler
 from mmcore.store import JobStore
 
 #: Keys of `values` that are not parameters of a type but still mean something to `command`.
@@ -97,26 +97,39 @@ def full_values(train_type, values):
     return full
 
 
-def submit(train_type, values, user=None, name=None):
-    """Launch a job of `train_type` with `values` (as `mmcore.command.build_argv` takes them; missing
-    fields take the script's defaults); returns the new job's id. `user` owns the job."""
+def submit(train_type, values, user=None, name=None, backend=None, gpus=None):
+    """Queue a job of `train_type` with `values` (as `mmcore.command.build_argv` takes them; missing
+    fields take the script's defaults); returns the new job's id. `user` owns the job.
+
+    `backend`: "local" or "slurm" (None: the configured default, see `mmcore.queueconf`). `gpus`:
+    a number of GPUs (any free ones: the queue picks them) or a list of GPU ids; None keeps the
+    device in `values` (CPU when none is given on a machine without GPUs).
+    """
     user = _acting(user)
     _require(user, "launch")
     full = full_values(train_type, values)
     name = name or forms.default_job_name(train_type)
     store = open_store()
     try:
-        job_id = launch.launch(store, train_type, name, full, gpu.gpu_count(), user=user)
+        backend = backend or queueconf.load(store.home).default_backend
+        gpu_count = jobqueue.gpu_count_for(store, backend)
+        if gpus is not None:
+            full = resources.values_on(full, resources.resources_for(full, gpus, gpu_count))
+        job_id = launch.launch(store, train_type, name, full, gpu_count, user=user, backend=backend, gpus=gpus)
+    except resources.QueueRefused as exc:
+        raise Refused(exc.reasons) from None
     except launch.LaunchRefused as exc:
         raise Refused(exc.reasons) from None
     except (sqlite3.Error, OSError) as exc:
         raise Refused(f"the job could not be started: {exc}") from exc
-    audit.record(user, "launch", job_id, {"type": train_type, "name": name, "values": values}, home=store.home)
+    audit.record(user, "launch", job_id, {"type": train_type, "name": name, "values": values, "backend": backend,
+                                          "gpus": gpus}, home=store.home)
     return job_id
 
 
 def get(job_id):
-    """The job as a dict (see `job_dict`): status, exit_code, owner, name, log_path, params, times..."""
+    """The job as a dict (see `job_dict`): status, exit_code, owner, name, log_path, params, times,
+    `backend`, `external_id` (the Slurm job id) and `queue_reason` (its place and why it waits)."""
     return job_dict(_job(open_store(), job_id))
 
 
@@ -130,13 +143,17 @@ def list_jobs(status=None, train_type=None, limit=100):
 
 
 def stop(job_id, user=None, grace=runner.DEFAULT_GRACE_S, wait=False):
-    """Ask a job to stop (its processes get SIGTERM, then SIGKILL after `grace` seconds); True when it
-    was queued or running, False when it had already ended. `wait`: return once its end is recorded."""
+    """Ask a job to stop (its processes get SIGTERM, then SIGKILL after `grace` seconds; on Slurm,
+    after the cluster's KillWait) or take it out of the queue; True when it was queued or running,
+    False when it had already ended. `wait`: return once its end is recorded."""
     user = _acting(user)
     store = open_store()
     job = _job(store, job_id)
     _require(user, "stop", job)
-    stopping = runner.stop(store, job.id, grace=grace, wait=wait)
+    try:
+        stopping = backends.stop(store, job.id, grace=grace, wait=wait)
+    except RuntimeError as exc:  # scancel failed
+        raise Refused(f"job {job.id} could not be stopped: {exc}") from None
     audit.record(user, "stop", job.id, {"was": job.status, "stopping": stopping}, home=store.home)
     return stopping
 
@@ -164,7 +181,7 @@ def resume(job_id, user=None):
     if job.active:
         raise Refused(f"job {job.id} is {job.status}: it can be resumed once it has ended")
     try:
-        new_id = launch.resume(store, job, gpu.gpu_count(), user=user)
+        new_id = launch.resume(store, job, jobqueue.gpu_count_for(store, job.backend), user=user)
     except launch.LaunchRefused as exc:
         raise Refused(exc.reasons) from None
     audit.record(user, "resume", job.id, {"new_job": new_id}, home=store.home)
@@ -175,3 +192,40 @@ def history(job_id=None, limit=200):
     """Audit entries (newest first) of one job or of all, as dicts."""
     store = open_store()
     return [dataclasses.asdict(e) for e in audit.entries(job_id, limit, home=store.home)]
+
+
+def queue():
+    """Jobs waiting in the queue, in the order they will be considered, as dicts (see `job_dict`);
+    `queue_reason` says each one's place and what it waits for."""
+    store = open_store()
+    try:
+        return [job_dict(_job(store, entry.id)) for entry in scheduler.waiting_jobs(store)]
+    except sqlite3.Error as exc:
+        raise StoreUnavailable(f"the job store cannot be read: {exc}") from exc
+
+
+def move(job_id, where, user=None):
+    """Move a waiting job among jobs of its priority: "up", "down", "top" or "bottom" (its owner or
+    an admin). False when it is no longer waiting."""
+    user = _acting(user)
+    store = open_store()
+    job = _job(store, job_id)
+    _require(user, "stop", job)  # who may take a job out of the queue may also reorder it
+    try:
+        return jobqueue.move(store, job.id, where)
+    except resources.QueueRefused as exc:
+        raise Refused(exc.reasons) from None
+
+
+def set_priority(job_id, priority, user=None):
+    """Set a waiting job's priority (higher starts first; admins only). False when it is no longer waiting."""
+    user = _acting(user)
+    store = open_store()
+    job = _job(store, job_id)
+    _require(user, "settings")
+    try:
+        changed = jobqueue.set_priority(store, job.id, priority)
+    except resources.QueueRefused as exc:
+        raise Refused(exc.reasons) from None
+    audit.record(user, "settings", job.id, {"priority": priority, "changed": changed}, home=store.home)
+    return changed

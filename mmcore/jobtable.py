@@ -156,6 +156,14 @@ def job_rows(jobs, cache, now=None):
     return [job_row(job, cache.progress(job, now), now) for job in jobs]
 
 
+def mark_resumes(rows, parents):
+    """Rows whose job resumed another ({job id: resumed job's id}) read "↳ name (resumes 12)"."""
+    for row in rows:
+        if row["id"] in parents:
+            row["name"] = f"↳ {row['name']} (resumes {parents[row['id']]})"
+    return rows
+
+
 def params_rows(job):
     """A job's parameters as [{"parameter", "value"}] for a table, in the type's command-line order
     (then anything else the job stored)."""

@@ -1,4 +1,4 @@
-"""Starting jobs: check submitted values, write a queued job, start its supervisor; resume a job.
+"""Starting jobs: check submitted values, put the job in the queue (which starts it); resume a job.
 
 What the Train page's Launch button and the Jobs page's Resume button call. A launch is checked
 once (`check`: the values parsed by `mmcore.command`, then `mmcore.preflight` on valid ones) and
@@ -8,7 +8,7 @@ what it showed.
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mmcore import command, metrics, ownership, preflight, registry, runner
+from mmcore import command, jobqueue, metrics, ownership, preflight, registry
 from trainer import specs
 
 
@@ -33,6 +33,7 @@ class LaunchCheck:
     command: command.Command | None
     errors: dict = field(default_factory=dict)
     problems: list = field(default_factory=list)
+    warnings: list = field(default_factory=list)  # worth a look, but no reason to refuse the launch
 
     @property
     def ok(self):
@@ -57,30 +58,29 @@ def check(train_type, values, gpu_count, extra_errors=None):
         problems = preflight.problems(checked, gpu_count)
     except OSError as exc:  # an unreadable file or folder is a problem to show, not a crash
         problems = [f"cannot check the files: {exc}"]
-    return LaunchCheck(train_type, values, command=command.command_of(checked), problems=problems)
+    return LaunchCheck(train_type, values, command=command.command_of(checked), problems=problems,
+                       warnings=preflight.warnings(checked))
 
 
-def start(store, name, launch_check, user=None):
-    """Write a queued job owned by `user` (None: the OS user) from a passed check and start its
-    supervisor; return the job id.
+def start(store, name, launch_check, user=None, backend=None, gpus=None):
+    """Put a job owned by `user` (None: the OS user) from a passed check in the queue, which starts
+    it as soon as its resources are free (`mmcore.jobqueue`); return the job id. `backend`:
+    "local", "slurm" or None (the configured default); `gpus`: as `mmcore.resources.resources_for` takes it.
 
     Raises LaunchRefused with every reason when the check found problems.
     """
     if not launch_check.ok:
         raise LaunchRefused(launch_check.reasons)
-    taken = ownership.conflicts(store, launch_check.train_type, launch_check.values)
-    if taken:
-        raise LaunchRefused(taken)
-    cmd = launch_check.command
-    job_id = store.create(train_type=launch_check.train_type, name=name, params=launch_check.values,
-                          argv=cmd.argv, cwd=cmd.cwd, env=cmd.env, user=user)
-    runner.launch(store, job_id)
-    return job_id
+    try:
+        return jobqueue.enqueue(store, launch_check.train_type, name, launch_check.values, launch_check.command,
+                                backend=backend, gpus=gpus, user=user)
+    except jobqueue.QueueRefused as exc:
+        raise LaunchRefused(exc.reasons) from None
 
 
-def launch(store, train_type, name, values, gpu_count, user=None):
-    """Check command values and start the job as `user`; return its id (LaunchRefused when it cannot start)."""
-    return start(store, name, check(train_type, values, gpu_count), user)
+def launch(store, train_type, name, values, gpu_count, user=None, backend=None, gpus=None):
+    """Check command values and queue the job as `user`; return its id (LaunchRefused when it cannot be queued)."""
+    return start(store, name, check(train_type, values, gpu_count), user, backend, gpus)
 
 
 def resume_values(train_type, params):
@@ -120,10 +120,10 @@ def resume_refusal(job):
 
 
 def resume(store, job, gpu_count, user=None):
-    """Start a new job that resumes `job` from its last checkpoint; return the new job's id."""
+    """Queue a new job that resumes `job` from its last checkpoint, on the same backend; return its id."""
     name = f"{job.name}-resume" if job.name else f"{job.train_type}-resume"
     values = resume_values(job.train_type, job.params)
     values[ownership.RESUME_OF] = str(job.id)  # the trainer refuses a resume state another job wrote
     if not values.get("run_dir"):  # continue the resumed job's records rather than start new ones
         values["run_dir"] = str(metrics.job_run_dir(job, store.home))
-    return launch(store, job.train_type, name, values, gpu_count, user)
+    return launch(store, job.train_type, name, values, gpu_count, user, backend=job.backend)

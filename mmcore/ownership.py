@@ -1,17 +1,17 @@
 """Jobs own their files: no two active jobs write the same weight or resume file, and a Resume
 continues only its own job's state.
 
-`conflicts` is checked at every launch (Train page, Resume, API): the files a job writes are its
-weights in save_dir and its resume state in checkpoints/ (names from trainer/specs.py), resolved the
-way the trainer opens them. `trainer_env` is what the supervisor tells the trainer about itself, so
-the resume state records its writer and a resumed run refuses a state another job wrote
-(trainer/ownership.py).
+`written_files` names the files a job writes: its weights in save_dir and its resume state in
+checkpoints/ (names from trainer/specs.py), resolved the way the trainer opens them. The queue
+(`mmcore.queueplan`) starts a job only when no active job writes one of them: the later job waits,
+told which job (and owner) it waits for. `trainer_env` is what the supervisor tells the trainer
+about itself, so the resume state records its writer and a resumed run refuses a state another job
+wrote (trainer/ownership.py).
 """
 from pathlib import Path
 
 from mmcore import command
 from mmcore.paths import TRAINER_DIR, ensure_root_on_path
-from mmcore.store import ACTIVE_STATUSES
 
 ensure_root_on_path()
 from trainer import ownership as trainer_ownership  # noqa: E402  (torch-free)
@@ -34,19 +34,6 @@ def written_files(train_type, values, trainer_dir=TRAINER_DIR):
     except (KeyError, TypeError, ValueError):
         return set()
     return {trainer_roots.resolved(f, trainer_dir) for f in files}
-
-
-def conflicts(store, train_type, values, trainer_dir=TRAINER_DIR):
-    """One sentence per active job that writes a file this launch would write."""
-    mine = written_files(train_type, values, trainer_dir)
-    found = []
-    for job in store.list(status=list(ACTIVE_STATUSES), limit=None) if mine else []:
-        same = mine & written_files(job.train_type, job.params, job.cwd or trainer_dir)
-        if same:
-            found.append(f"Job {job.id} (owner {job.user or 'unknown'}, {job.status}) is writing "
-                         f"{', '.join(str(p) for p in sorted(same))}: choose another output name "
-                         f"(save_weight / lora_name) or save folder, or wait until job {job.id} has ended.")
-    return found
 
 
 def resume_chain(store, job):

@@ -29,7 +29,8 @@ from mmcore import storeguard
 from mmcore.paths import DB_NAME, default_home
 
 
-STATUSES = ("queued", "running", "succeeded", "failed", "stopped", "lost")
+# `blocked`: a pipeline stage held back because an earlier stage failed or was stopped.
+STATUSES = ("queued", "running", "succeeded", "failed", "stopped", "lost", "blocked")
 ACTIVE_STATUSES = ("queued", "running")
 FINISHED_STATUSES = ("succeeded", "failed", "stopped", "lost")
 
@@ -77,11 +78,35 @@ MIGRATIONS = (
     """
     ALTER TABLE jobs ADD COLUMN final_progress TEXT;
     """,
+    # The queue (mmcore.scheduler), backends (mmcore.backends) and pipelines (mmcore.pipelines).
+    """
+    ALTER TABLE jobs ADD COLUMN backend TEXT NOT NULL DEFAULT 'local';
+    ALTER TABLE jobs ADD COLUMN external_id TEXT;
+    ALTER TABLE jobs ADD COLUMN resources TEXT;
+    ALTER TABLE jobs ADD COLUMN assigned_gpus TEXT;
+    ALTER TABLE jobs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE jobs ADD COLUMN queue_pos REAL;
+    ALTER TABLE jobs ADD COLUMN queue_reason TEXT;
+    ALTER TABLE jobs ADD COLUMN waiting INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE jobs ADD COLUMN dispatched_at REAL;
+    ALTER TABLE jobs ADD COLUMN pipeline_id INTEGER;
+    ALTER TABLE jobs ADD COLUMN stage INTEGER;
+    ALTER TABLE jobs ADD COLUMN depends_on INTEGER;
+    CREATE INDEX jobs_waiting ON jobs (waiting);
+    CREATE INDEX jobs_pipeline ON jobs (pipeline_id);
+    CREATE TABLE pipelines (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        name TEXT NOT NULL DEFAULT '',
+        template TEXT NOT NULL DEFAULT '',
+        user TEXT NOT NULL DEFAULT '',
+        created_at REAL NOT NULL
+    );
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # Stored as JSON text; SQL NULL reads back as None.
-JSON_COLUMNS = ("params", "argv", "env", "final_progress")
+JSON_COLUMNS = ("params", "argv", "env", "final_progress", "resources", "assigned_gpus")
 
 
 @dataclass
@@ -113,6 +138,22 @@ class Job:
     # from its log once when it ended; None for jobs that ended before it was stored, or whose log
     # could not be parsed then.
     final_progress: dict | None = None
+    # Where it runs and how it waits (see mmcore.scheduler): `backend` "local" or "slurm";
+    # `external_id` the backend's own id (the Slurm job id); `resources` what it asks for
+    # ({"gpus": N} or {"gpu_ids": [...]}; {} = a CPU slot); `assigned_gpus` what it got;
+    # `waiting` 1 while the queue holds it; `queue_reason` why it waits (None once started).
+    backend: str = "local"
+    external_id: str | None = None
+    resources: dict | None = None
+    assigned_gpus: list | None = None
+    priority: int = 0
+    queue_pos: float | None = None
+    queue_reason: str | None = None
+    waiting: int = 0
+    dispatched_at: float | None = None
+    pipeline_id: int | None = None  # the pipeline this job is a stage of, with its 0-based stage
+    stage: int | None = None
+    depends_on: int | None = None  # the job that must succeed before this one may start
 
     @property
     def type(self):
@@ -128,6 +169,11 @@ class Job:
     def finished(self):
         """True once the job has ended (succeeded, failed, stopped or lost)."""
         return self.status in FINISHED_STATUSES
+
+    @property
+    def in_queue(self):
+        """True while the queue holds the job (queued and not yet handed to its backend)."""
+        return self.status == "queued" and bool(self.waiting)
 
     @property
     def duration(self):
@@ -288,8 +334,11 @@ class JobStore:
         """Where job `job_id` writes its log."""
         return str(self.logs_dir / f"job-{job_id}.log")
 
-    def create(self, train_type, name, params, argv, cwd, env, user=None, host=None):
-        """Insert a `queued` job and return its id. `user`/`host` default to this process's."""
+    def create(self, train_type, name, params, argv, cwd, env, user=None, host=None, **queue_fields):
+        """Insert a `queued` job and return its id. `user`/`host` default to this process's.
+
+        `queue_fields` sets further columns at once (backend, resources, waiting, pipeline_id, ...).
+        """
         if not isinstance(train_type, str) or not train_type:
             raise ValueError("train_type must be a non-empty string")
         if not isinstance(argv, (list, tuple)) or not argv or not all(isinstance(a, str) for a in argv):
@@ -307,7 +356,10 @@ class JobStore:
                  json.dumps(env), time.time(), user if user is not None else _os_user(),
                  host if host is not None else socket.gethostname()))
             job_id = cur.lastrowid
-            conn.execute("UPDATE jobs SET log_path = ? WHERE id = ?", (self._fresh_log_path(job_id), job_id))
+            extra = {"queue_pos": float(job_id), **self._encode(queue_fields)}
+            assignments = ", ".join(f"{k} = ?" for k in extra)
+            conn.execute(f"UPDATE jobs SET log_path = ?, {assignments} WHERE id = ?",
+                         (self._fresh_log_path(job_id), *extra.values(), job_id))
         storeguard.backup_if_due(self.path)
         return job_id
 
@@ -393,6 +445,25 @@ class JobStore:
                 (*values.values(), int(job_id), *states))
         return cur.rowcount == 1
 
+    def update_waiting(self, job_id, **fields_):
+        """Set columns of a job only while the queue holds it (queued and waiting); True when it did.
+
+        Conditional in one statement, so the scheduler starting a job and a user cancelling or
+        reordering it cannot both win: nothing starts twice, nothing cancelled starts.
+        """
+        values = self._encode(fields_)
+        assignments = ", ".join(f"{k} = ?" for k in values)
+        with self._write() as conn:
+            cur = conn.execute(f"UPDATE jobs SET {assignments} WHERE id = ? AND status = 'queued' AND waiting = 1",
+                               (*values.values(), int(job_id)))
+        return cur.rowcount == 1
+
+    def cancel_waiting(self, job_id):
+        """Take a waiting job out of the queue: it ends as stopped. False when it was not waiting."""
+        now = time.time()
+        return self.update_waiting(job_id, status="stopped", waiting=0, ended_at=now, stop_requested=now,
+                                   queue_reason=None, note="cancelled while queued")
+
     def delete(self, job_id):
         """Remove the row (not its log; see `runner.delete`). An unknown id raises KeyError."""
         with self._write() as conn:
@@ -407,12 +478,15 @@ class JobStore:
 
         Gone: its pid is dead or a zombie, or now belongs to a process with another start time (pid
         reuse). A queued job whose supervisor never registered within `queued_grace` seconds of its
-        creation is lost too. Costs one indexed query when nothing is active.
+        creation (or dispatch by the queue) is lost too. Costs one indexed query when nothing is active.
         """
+        # Jobs the queue holds have no supervisor yet, and Slurm jobs never have one (their state
+        # comes from Slurm: mmcore.backends); a dispatched job's grace starts when it was dispatched.
         with self._connect() as conn:
             rows = conn.execute(
-                "SELECT id, status, supervisor_pid, supervisor_start, created_at FROM jobs"
-                " WHERE status IN ('queued', 'running')").fetchall()
+                "SELECT id, status, supervisor_pid, supervisor_start,"
+                " COALESCE(dispatched_at, created_at) AS created_at FROM jobs"
+                " WHERE status IN ('queued', 'running') AND waiting = 0 AND backend = 'local'").fetchall()
         if not rows:
             return []
         now = time.time()

@@ -95,8 +95,9 @@ class ModelPool:
         """The reward model in folder `path`, loaded once (on the CPU: it scores short texts)."""
         with self._lock:
             if path not in self._reward_models:
-                from trainer.rl_utils import load_reward_model
-                self._reward_models[path] = load_reward_model(path, "cpu")
+                from trainer.rl.reward_model import load_reward_model
+                rule_only = str(path).strip().lower() == "none"
+                self._reward_models[path] = load_reward_model(None if rule_only else path, "cpu")
             return self._reward_models[path]
 
     def release(self, key):
@@ -141,10 +142,10 @@ def release_memory():
 def score_reply(prompt, reply, reference, reasoning, reward_model=None):
     """The training rewards of `reply`: the total the RL trainers compute (format reward with reasoning,
     plus the rule reward against `reference`, or the reward model's score), and its parts."""
-    from trainer.rl_utils import compute_rewards, format_reward, rule_reward
-    total = float(compute_rewards([prompt], [reply], [reference], reasoning, reward_model)[0])
-    return {"total": total, "format": format_reward(reply) if reasoning else None,
-            "rule": rule_reward(reply, reference, reasoning) if reward_model is None else None}
+    from trainer.rl.rewards import reward_functions, score
+    total, parts = score(reward_functions(reasoning, reward_model), [prompt], [reply], [reference])
+    return {"total": float(total[0]), "format": float(parts["format"][0]) if "format" in parts else None,
+            "rule": float(parts["rule"][0]) if "rule" in parts else None}
 
 
 def build_prompt(tokenizer, messages, system=None, reasoning=True):

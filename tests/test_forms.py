@@ -4,6 +4,7 @@ import sys
 
 import pytest
 
+from _runner_helpers import wait_for
 from mmcore import command, forms, launch, registry, runner
 from mmcore.presets import demo_preset
 from mmcore.store import JobStore
@@ -181,14 +182,17 @@ def test_resume_values_set_from_resume_and_fill_missing_defaults():
 
 
 def test_launch_creates_a_job_and_starts_it(tmp_path):
-    """A valid launch writes the form values, argv, cwd and env, then starts the supervisor."""
+    """A valid launch writes the form values, argv, cwd and env; the queue then starts the supervisor."""
     store = JobStore(tmp_path / "jobs.db")
     values = forms.command_values("pretrain", forms.preset_form("pretrain"))
     job_id = launch.launch(store, "pretrain", "tiny", values, gpu_count=0)
     try:
         job = store.get(job_id)
         assert job.params == values and job.name == "tiny"
-        assert job.supervisor_pid is not None  # runner.launch started and recorded the supervisor
+        assert job.backend == "local" and job.resources == {}  # a CPU slot on this machine
+        # The scheduler hands it to its supervisor within moments (the store's only CPU job).
+        job = wait_for(lambda: (lambda j: j if j.supervisor_pid is not None else None)(store.get(job_id)), 30,
+                       what="the queue to start the job")
         assert job.argv[0] == sys.executable and job.argv[1] == "../trainer/train_pretrain.py"
         assert job.argv[job.argv.index("--hidden_size") + 1] == "64"
         assert job.cwd.endswith("trainer")

@@ -1,6 +1,8 @@
-"""Jobs own their files: a launch that would write an active job's weight or resume file is refused,
-and a Resume tells its trainer whose state it continues."""
+"""Jobs own their files: a launch that would write an active job's weight or resume file waits in
+the queue for that job (told whose job it is), and a Resume tells its trainer whose state it continues."""
 import pytest
+
+from _runner_helpers import wait_for
 
 from mmcore import api, ownership, roles
 from mmcore.presets import demo_preset
@@ -24,17 +26,20 @@ def tiny(**changes):
     return {**demo_preset("pretrain"), "epochs": "1", "save_weight": "shared", **changes}
 
 
-def test_a_second_live_job_on_the_same_files_is_refused_with_the_owner(team):
-    first = api.submit("pretrain", tiny(), user="alice")
-    with pytest.raises(api.Refused, match=rf"Job {first} \(owner alice, (queued|running)\) is writing .*shared_64\.pth"):
-        api.submit("pretrain", tiny(), user="bob")
-    with pytest.raises(api.Refused, match="shared_64_resume.pth"):  # same resume file from another folder
-        api.submit("pretrain", tiny(save_dir="../out/demo/elsewhere"), user="bob")
-    other = api.submit("pretrain", tiny(save_weight="bobs"), user="bob")  # another name is fine
-    assert api.get(other)["owner"] == "bob"
+def test_a_second_job_on_the_same_files_waits_for_the_first_and_names_its_owner(team):
+    first = api.submit("pretrain", tiny(epochs="3"), user="alice")
+    second = api.submit("pretrain", tiny(), user="bob")  # queued, not refused: it waits for alice's job
+    elsewhere = api.submit("pretrain", tiny(save_dir="../out/demo/elsewhere"), user="bob")  # same resume file
+    reason = wait_for(lambda: (api.get(second)["queue_reason"] or "") if f"job {first} (alice)"
+                      in (api.get(second)["queue_reason"] or "") else None, 60, what="bob's job to say why it waits")
+    assert "shared_64.pth" in reason and api.get(second)["status"] == "queued"
+    assert "shared_64_resume.pth" in wait_for(lambda: api.get(elsewhere)["queue_reason"] if "_resume" in (
+        api.get(elsewhere)["queue_reason"] or "") else None, 60, what="the resume file's writer to be named")
+    api.stop(elsewhere, user="bob")
     api.stop(first, user="alice", grace=5, wait=True)
-    third = api.submit("pretrain", tiny(), user="bob")  # the file is free once its writer ended
-    assert api.get(third)["status"] in ("queued", "running")
+    # The files are free once their writer ended: the waiting job starts.
+    wait_for(lambda: api.get(second)["status"] != "queued", 90, what="bob's job to start")
+    assert api.get(second)["owner"] == "bob"
 
 
 def test_a_resume_tells_the_trainer_which_jobs_state_it_continues(team):

@@ -179,7 +179,8 @@ def test_resume_creates_a_new_job_with_from_resume(store, tmp_path):
     assert new.argv[new.argv.index("--from_resume") + 1] == "1"
     assert new.params["from_resume"] == "1"
     assert new.params["save_dir"] == str(tmp_path / "out")
-    assert new.supervisor_pid is not None  # launched
+    assert new.backend == "local" and new.status == "queued"  # in the queue, which starts it
+    wait_for(lambda: store.get(new.id).supervisor_pid is not None, 30, what="the queue to start it")
     assert job_selector(at).value == new.id
 
 

@@ -86,7 +86,7 @@ def test_list_filters_order_and_paging(store):
     assert len(store.list(limit=None)) == 5
     assert store.count() == 5 and store.count(train_type="sft") == 3
     assert store.count(status=["succeeded", "failed"]) == 3
-    assert store.counts() == {"queued": 2, "running": 0, "succeeded": 2, "failed": 1, "stopped": 0, "lost": 0}
+    assert store.counts() == {"queued": 2, "running": 0, "succeeded": 2, "failed": 1, "stopped": 0, "lost": 0, "blocked": 0}
     with pytest.raises(ValueError, match="unknown status 'done'"):
         store.list(status="done")
 
