@@ -23,7 +23,7 @@ STAGE_MARK = {"succeeded": "✓", "running": "▶", "queued": "…", "failed": "
 
 def _admin(identity):
     try:
-        return roles.refusal(identity or roles.os_user(), "settings") is None
+        return roles.refusal(identity or roles.ANONYMOUS_ROLE_USER, "settings") is None
     except roles.RolesFileError:
         return False
 
@@ -92,7 +92,11 @@ def pipeline_section(store, gpu_count, identity=None):
         problems = pipelines.check(stages, gpu_count if backend == "local" else 1024)
         for problem in problems:
             st.warning(md(problem), icon=":material/warning:")
-        if st.button("Run pipeline", type="primary", key="queue.pipeline.launch", disabled=bool(problems)):
+        may_not = _may(identity, "launch")
+        if may_not:
+            st.caption(md(may_not))
+        if st.button("Run pipeline", type="primary", key="queue.pipeline.launch",
+                     disabled=bool(problems) or bool(may_not)):
             try:
                 pid = pipelines.create(store, name.strip() or template.label, stages, user=identity, backend=backend,
                                        gpu_count=gpu_count, template=key)
@@ -157,7 +161,21 @@ def queue_details(store, job, identity=None):
                          disabled=not _admin(identity))
 
 
+def _may(identity, action, owner=None, what=None):
+    """Why `identity` may not take `action` (on something `owner` owns), or None."""
+    try:
+        return roles.refusal(identity or roles.ANONYMOUS_ROLE_USER, action, owner=owner, job_id=what)
+    except roles.RolesFileError as exc:
+        return f"The roles file cannot be used: {exc}"
+
+
 def _retry(store, pipeline_id, resume, identity):
+    pipeline = pipelines.get(store, pipeline_id)
+    why = _may(identity, "resume" if resume else "stop", pipeline.user if pipeline else None,
+               f"of pipeline {pipeline_id}")
+    if why:
+        _flash("error", why)
+        return
     try:
         new_id = pipelines.retry(store, pipeline_id, resume=resume, user=identity)
     except (pipelines.PipelineRefused, QueueRefused) as exc:
@@ -166,8 +184,12 @@ def _retry(store, pipeline_id, resume, identity):
         _flash("success", f"Queued job {new_id}: the pipeline continues from there.")
 
 
-def _stop_pipeline(store, pipeline_id):
+def _stop_pipeline(store, pipeline_id, identity=None):
     pipeline = pipelines.get(store, pipeline_id)
+    why = _may(identity, "stop", pipeline.user, f"of pipeline {pipeline_id}")
+    if why:
+        _flash("error", why)
+        return
     stopped = [j.id for j in pipeline.stages if j.active and backends.stop(store, j.id)]
     _flash("info", f"Stopping jobs {', '.join(map(str, stopped))}." if stopped else "Nothing was running or queued.")
 
@@ -192,7 +214,7 @@ def pipelines_section(store, identity=None, limit=10):
                            on_click=_retry, args=(store, p.id, True, identity),
                            help="Continue the failed or stopped stage from its resume state.")
             cols[2].button("Stop pipeline", key=f"pipe.stop.{p.id}", disabled=p.status not in ("running", "queued"),
-                           on_click=_stop_pipeline, args=(store, p.id))
+                           on_click=_stop_pipeline, args=(store, p.id, identity))
             with cols[3]:
                 st.page_link("pages/logs.py", label="Chart the pipeline", icon=":material/monitoring:",
                              query_params={"pipeline": str(p.id)})
@@ -253,7 +275,7 @@ def settings_section(store, identity=None):
                     slurm_cpus_per_task=int(cpus), slurm_rdzv_port=current.slurm_rdzv_port)
                 try:
                     queueconf.save(store.home, new)
-                    audit.record(identity or roles.os_user(), "settings", None,
+                    audit.record(identity or roles.ANONYMOUS_ROLE_USER, "settings", None,
                                  {"queue": dataclasses.asdict(new)}, home=store.home)
                 except (ValueError, OSError, sqlite3.Error) as exc:
                     st.error(f"Not saved: {md(exc)}")
