@@ -6,9 +6,10 @@ Model output is user data: it is shown as plain text (never markdown/HTML), reas
 import pandas as pd
 import streamlit as st
 
-from mmcore import catalogue, chat_client, evaluate, modelsview, navigation
+from mmcore import auth, catalogue, chat_client, evaluate, guard, modelsview, navigation
 from mmcore.export import run_export
 from mmcore.paths import ROOT
+from mmcore.safetext import md
 from mmcore.store import JobStore
 from trainer import roots as allowed_roots
 
@@ -235,7 +236,10 @@ elif section == "Export":
     except ValueError as exc:
         st.error(str(exc))
         folder = None
-    if st.button("Export", type="primary", disabled=folder is None):
+    may_not = guard.refusal(auth.session_user(st.session_state), "launch")  # writes files: members and admins
+    if may_not:
+        st.caption(md(may_not))
+    if st.button("Export", type="primary", disabled=folder is None or bool(may_not)):
         with st.spinner("Exporting…"):
             code, output = run_export(target.weight, folder, lora=target.lora, tokenizer_path=target.tokenizer_path,
                                       dtype=dtype)
