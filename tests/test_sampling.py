@@ -174,8 +174,8 @@ def test_shared_prefix_forward_equals_plain_forward():
 
 def test_compiled_decode_step_and_autocast_run_on_cpu(model):
     """The GPU options on their CPU equivalents: the decode step through torch.compile (dynamo with
-    the eager backend) gives the greedy tokens of the plain loop; under bf16 autocast the loop runs,
-    follows the compute dtype and every sampled token gets a finite log-probability."""
+    the eager backend) gives the greedy tokens of the plain loop; under bf16 autocast the loop runs
+    and every sampled token gets a finite, non-positive log-probability."""
     ids, mask = prompts()
     plain = sample(model, ids, mask, 6, eos_id=EOS, pad_id=PAD, greedy=True)
     compiled = sample(model, ids, mask, 6, eos_id=EOS, pad_id=PAD, greedy=True, compile="eager")
