@@ -20,6 +20,7 @@ cores.
 import argparse
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -118,6 +119,8 @@ def main():
     parser.add_argument("--settle", type=float, default=10.0)
     parser.add_argument("--pages", default="jobs,logs")
     args = parser.parse_args()
+    # A timeout's SIGTERM must still stop the demo job and the server (the finally blocks below).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     counts = [int(n) for n in args.viewers.split(",")]
     missing = browser.browser_missing_reason()
     if missing:
