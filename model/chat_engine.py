@@ -95,7 +95,10 @@ class ModelPool:
         """The reward model in folder `path`, loaded once (on the CPU: it scores short texts)."""
         with self._lock:
             if path not in self._reward_models:
-                from trainer.rl_utils import load_reward_model
+                try:
+                    from trainer.rl.reward_model import load_reward_model
+                except ImportError:  # before the trainer/rl/ package
+                    from trainer.rl_utils import load_reward_model
                 self._reward_models[path] = load_reward_model(path, "cpu")
             return self._reward_models[path]
 
@@ -140,11 +143,18 @@ def release_memory():
 
 def score_reply(prompt, reply, reference, reasoning, reward_model=None):
     """The training rewards of `reply`: the total the RL trainers compute (format reward with reasoning,
-    plus the rule reward against `reference`, or the reward model's score), and its parts."""
-    from trainer.rl_utils import compute_rewards, format_reward, rule_reward
-    total = float(compute_rewards([prompt], [reply], [reference], reasoning, reward_model)[0])
-    return {"total": total, "format": format_reward(reply) if reasoning else None,
-            "rule": rule_reward(reply, reference, reasoning) if reward_model is None else None}
+    plus the rule reward against `reference`, or the reward model's score), and each part by name
+    ("format", "rule" or "reward_model"; None for a part that does not apply)."""
+    try:
+        from trainer.rl.rewards import reward_functions, score
+    except ImportError:  # the rewards inside trainer/rl_utils.py, before the trainer/rl/ package
+        from trainer.rl_utils import compute_rewards, format_reward, rule_reward
+        total = float(compute_rewards([prompt], [reply], [reference], reasoning, reward_model)[0])
+        return {"total": total, "format": format_reward(reply) if reasoning else None,
+                "rule": rule_reward(reply, reference, reasoning) if reward_model is None else None}
+    total, parts = score(reward_functions(reasoning, reward_model), [prompt], [reply], [reference])
+    return {"total": float(total[0]), "format": None, "rule": None,
+            **{name: float(values[0]) for name, values in parts.items()}}
 
 
 def build_prompt(tokenizer, messages, system=None, reasoning=True):
