@@ -148,12 +148,14 @@ def score_reply(prompt, reply, reference, reasoning, reward_model=None):
     try:
         from trainer.rl.rewards import reward_functions, score
     except ImportError:  # the rewards inside trainer/rl_utils.py, before the trainer/rl/ package
-        from trainer.rl_utils import compute_rewards, format_reward, rule_reward
+        from trainer.rl_utils import compute_rewards, format_reward, reward_model_score, rule_reward
         total = float(compute_rewards([prompt], [reply], [reference], reasoning, reward_model)[0])
         return {"total": total, "format": format_reward(reply) if reasoning else None,
-                "rule": rule_reward(reply, reference, reasoning) if reward_model is None else None}
+                "rule": rule_reward(reply, reference, reasoning) if reward_model is None else None,
+                "reward_model": (reward_model_score(reward_model, prompt, reply, reasoning)
+                                 if reward_model is not None else None)}
     total, parts = score(reward_functions(reasoning, reward_model), [prompt], [reply], [reference])
-    return {"total": float(total[0]), "format": None, "rule": None,
+    return {"total": float(total[0]), "format": None, "rule": None, "reward_model": None,
             **{name: float(values[0]) for name, values in parts.items()}}
 
 

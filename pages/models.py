@@ -6,11 +6,12 @@ Model output is user data: it is shown as plain text (never markdown/HTML), reas
 import pandas as pd
 import streamlit as st
 
-from mmcore import catalogue, chat_client, evaluate, modelsview, navigation
+from mmcore import catalogue, chat_client, evaluate, modelsview, navigation, preflight
 from mmcore.export import run_export
 from mmcore.paths import ROOT
 from mmcore.store import JobStore
 from trainer import roots as allowed_roots
+from trainer import specs
 
 navigation.ensure_app_navigation()
 
@@ -51,6 +52,21 @@ def prompt_file(prefix):
     if problem is None and not path.is_file():
         problem = f"No such file: {data_path} (paths are relative to the repository folder)."
     return (None if problem else path), int(count), problem
+
+
+def reward_model_field(prefix):
+    """An optional reward-model folder -> (absolute path or None, problem or None)."""
+    folder = st.text_input("Reward model folder (optional)", key=f"{prefix}.reward_model",
+                           placeholder="empty: the rule reward against the reference answer",
+                           help="A transformers reward model (e.g. internlm2-1_8b-reward), scored as the RL "
+                                "trainers score with --reward_model_path; relative to the repository folder.")
+    if not folder.strip():
+        return None, None
+    problem = allowed_roots.configured().problem(folder, "read", base=ROOT)
+    if problem is None:
+        found = preflight.reward_model(specs.spec("grpo"), {"reward_model_path": folder}, ROOT)
+        problem = found[0] if found else None
+    return (None, problem) if problem else (str(allowed_roots.resolved(folder, ROOT)), None)
 
 
 def sampling_settings(prefix, target=None, greedy=False):
@@ -141,6 +157,9 @@ elif section == "Compare":
         typed = st.text_area("One prompt per line (no reference: answers are not scored)", key="models.compare.typed")
         prompts = modelsview.prompts_from_text(typed)
     settings = sampling_settings("models.compare", greedy=True)
+    reward_model, reward_problem = reward_model_field("models.compare")
+    settings["reward_model_path"] = reward_model
+    problem = problem or reward_problem
     if problem:
         st.error(problem)
     ready = 2 <= len(chosen) <= 4 and prompts and not problem
@@ -186,6 +205,9 @@ elif section == "Evaluate":
         st.caption(f"{len(chosen)} checkpoints of job {run}" if run is not None else "No run has checkpoints here.")
     path, count, problem = prompt_file("models.eval")
     settings = sampling_settings("models.eval", greedy=True)
+    reward_model, reward_problem = reward_model_field("models.eval")
+    settings["reward_model_path"] = reward_model
+    problem = problem or reward_problem
     if problem:
         st.error(problem)
     if st.button("Launch evaluation", type="primary", disabled=bool(problem or not chosen or evals is None)):

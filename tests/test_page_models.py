@@ -81,10 +81,13 @@ def test_compare_scores_answers_with_the_training_rewards(demo_models):
 def test_score_reply_matches_hand_checked_answers():
     from model.chat_engine import score_reply
     good = "<think>\n6 minus 3\n</think>\n<answer>\n3\n</answer>"
-    assert score_reply("", good, "3", reasoning=True) == {"total": 2.5, "format": 1.5, "rule": 1.0}
+    assert score_reply("", good, "3", reasoning=True) == {"total": 2.5, "format": 1.5, "rule": 1.0,
+                                                               "reward_model": None}
     wrong = "<think>\nhmm\n</think>\n<answer>\n4\n</answer>"
-    assert score_reply("", wrong, "3", reasoning=True) == {"total": 1.5, "format": 1.5, "rule": 0.0}
-    assert score_reply("", "3", "3", reasoning=False) == {"total": 1.0, "format": None, "rule": 1.0}
+    assert score_reply("", wrong, "3", reasoning=True) == {"total": 1.5, "format": 1.5, "rule": 0.0,
+                                                                "reward_model": None}
+    assert score_reply("", "3", "3", reasoning=False) == {"total": 1.0, "format": None, "rule": 1.0,
+                                                                     "reward_model": None}
     assert score_reply("", "the answer is 3", "<answer>3</answer>", reasoning=True)["total"] == 0.0
 
 
