@@ -67,6 +67,7 @@ def run_pretrain_case(config_name, batching, data_path, device, threads=0, warmu
     import torch
     from dataset.lm_dataset import PretrainDataset, pad_collate
     from trainer import trainer_utils as tu
+    from trainer.loop import make_optimizer
 
     cfg = PRETRAIN_CONFIGS[config_name]
     if threads:
@@ -74,7 +75,7 @@ def run_pretrain_case(config_name, batching, data_path, device, threads=0, warmu
     torch.manual_seed(0)
     config = tu.model_config(cfg["hidden_size"], cfg["num_hidden_layers"], False)
     model, tokenizer = tu.init_model(config, "none", ".", device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=5e-4)
+    optimizer = make_optimizer(model.parameters(), 5e-4)
     dataset = PretrainDataset(data_path, tokenizer, max_length=cfg["max_seq_len"])
     collate = (pad_collate(tokenizer.pad_token_id) if batching == "longest"
                else pad_to_max_collate(tokenizer.pad_token_id, cfg["max_seq_len"]))
@@ -151,8 +152,10 @@ def bench_grpo(args):
     with the KV cache), rewards and the update (policy + reference passes, backward, optimizer step)."""
     import torch
     from dataset.lm_dataset import RLAIFDataset, pad_collate
-    from trainer import rl_utils as rl
     from trainer import trainer_utils as tu
+    from trainer.loop import make_optimizer
+    from trainer.rl import losses, rewards
+    from trainer.rl.rollout import completion_logps, rollout
 
     results = []
     for config_name in args.configs:
@@ -163,7 +166,7 @@ def bench_grpo(args):
         reference, _ = tu.init_model(config, "none", ".", args.device, tokenizer=False)
         reference.load_state_dict(model.state_dict())
         reference.eval().requires_grad_(False)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)
+        optimizer = make_optimizer(model.parameters(), 1e-6)
         dataset = RLAIFDataset(GRPO_DATA, tokenizer, max_length=66)
         info = tu.DistInfo(False, 0, 0, 1, args.device)
         batches = iter(tu.make_loader(dataset, cfg["batch_size"], 0, info, pad_collate(tokenizer.pad_token_id)))
@@ -175,16 +178,17 @@ def bench_grpo(args):
             batch = next(batches)
             sync()
             t0 = time.perf_counter()
-            ro = rl.rollout(model, tokenizer, batch["prompt"], batch["answer"], 66, cfg["max_gen_len"], args.device, n)
+            ro = rollout(model, tokenizer, batch["prompt"], batch["answer"], 66, cfg["max_gen_len"], args.device, n)
             sync()
             t1 = time.perf_counter()
-            rewards = rl.compute_rewards(ro.prompts, ro.responses, ro.references, 1).to(args.device)
+            reward, _ = rewards.score(rewards.reward_functions(1), ro.prompts, ro.responses, ro.references)
+            reward = reward.to(args.device)
             t2 = time.perf_counter()
-            advantages, _ = rl.group_advantages(rewards, n)
-            logps, aux = rl.completion_logps(model, ro.input_ids, ro.attention_mask, ro.num_completion)
+            advantages, _ = losses.group_advantages(reward, n)
+            logps, aux = completion_logps(model, ro.input_ids, ro.attention_mask, ro.num_completion)
             with torch.no_grad():
-                ref_logps, _ = rl.completion_logps(reference, ro.input_ids, ro.attention_mask, ro.num_completion)
-            loss, _ = rl.grpo_loss(logps, ref_logps, advantages, ro.completion_mask, 0.02)
+                ref_logps, _ = completion_logps(reference, ro.input_ids, ro.attention_mask, ro.num_completion)
+            loss, _ = losses.grpo_loss(logps, ref_logps, advantages, ro.completion_mask, 0.02)
             (loss + aux).backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             optimizer.step()
@@ -256,8 +260,8 @@ class RLParts:
             self.trained.append((self.critic, torch.optim.AdamW(self.critic.parameters(), lr=1e-7)))
         self.reward_model = None
         if reward_model_path != "none":
-            from trainer import rl_utils
-            self.reward_model = rl_utils.RewardModel(reward_model_path, device)
+            from trainer.rl.reward_model import RewardModel
+            self.reward_model = RewardModel(reward_model_path, device)
 
     @staticmethod
     def _copy(tu, config, device, state, frozen=True):
@@ -293,16 +297,16 @@ def current_rl_step(algo):
 
 
 def _current_rollout(timer, parts, batch, n=1):
-    from trainer import rl_utils as rl
+    from trainer.rl import rewards, rollout as rl_rollout
     a = parts.args
     with timer.part("sample"):  # prompt encoding included: it is a small part of a step
-        ro = rl.rollout(parts.policy, parts.tokenizer, batch["prompt"], batch["answer"], a.max_seq_len,
+        ro = rl_rollout.rollout(parts.policy, parts.tokenizer, batch["prompt"], batch["answer"], a.max_seq_len,
                         a.max_gen_len, a.device, num_generations=n, temperature=0.8, top_k=50, top_p=1.0)
         timer.sampled_tokens += ro.completion_mask.numel()
     with timer.part("score"):
-        rewards = rl.compute_rewards(ro.prompts, ro.responses, ro.references, a.reasoning,
-                                     parts.reward_model).to(a.device)
-    return ro, rewards
+        functions = rewards.reward_functions(a.reasoning, parts.reward_model)
+        reward = rewards.score(functions, ro.prompts, ro.responses, ro.references)[0].to(a.device)
+    return ro, reward
 
 
 def _current_update(timer, parts, loss):
@@ -318,31 +322,31 @@ def _current_update(timer, parts, loss):
 
 def _current_grpo(timer, parts, batch):
     import torch
-    from trainer import rl_utils as rl
+    from trainer.rl import losses, rollout as rl_rollout
     n = parts.args.num_generations
     ro, rewards = _current_rollout(timer, parts, batch, n)
-    advantages, _ = rl.group_advantages(rewards, n)
+    advantages, _ = losses.group_advantages(rewards, n)
     with timer.part("policy_forward"):
-        logps, aux = rl.rollout_logps(parts.policy, ro)
+        logps, aux = rl_rollout.rollout_logps(parts.policy, ro)
     with timer.part("reference"), torch.no_grad():
-        ref_logps, _ = rl.rollout_logps(parts.reference, ro)
+        ref_logps, _ = rl_rollout.rollout_logps(parts.reference, ro)
     with timer.part("loss"):
-        loss, _ = rl.grpo_loss(logps, ref_logps, advantages, ro.completion_mask, parts.args.beta)
+        loss, _ = losses.grpo_loss(logps, ref_logps, advantages, ro.completion_mask, parts.args.beta)
     _current_update(timer, parts, loss + aux)
 
 
 def _current_spo(timer, parts, batch):
     import torch
-    from trainer import rl_utils as rl
+    from trainer.rl import losses, rollout as rl_rollout
     ro, rewards = _current_rollout(timer, parts, batch)
-    advantages = rl.spo_advantages(rewards, 0.0)
+    advantages = losses.spo_advantages(rewards, 0.0)
     with timer.part("policy_forward"):
-        logps, aux = rl.rollout_logps(parts.policy, ro)
+        logps, aux = rl_rollout.rollout_logps(parts.policy, ro)
     with timer.part("reference"), torch.no_grad():
-        ref_logps, _ = rl.rollout_logps(parts.reference, ro)
+        ref_logps, _ = rl_rollout.rollout_logps(parts.reference, ro)
     with timer.part("loss"):
-        loss, _ = rl.spo_loss(logps, ref_logps, advantages, ro.completion_mask, parts.args.beta)
-        rl.masked_mean(logps.detach(), ro.completion_mask).item()
+        loss, _ = losses.spo_loss(logps, ref_logps, advantages, ro.completion_mask, parts.args.beta)
+        losses.masked_mean(logps.detach(), ro.completion_mask).item()
     _current_update(timer, parts, loss + aux)
 
 
@@ -350,24 +354,24 @@ def _current_ppo(timer, parts, batch):
     """As train_ppo.py: the old actor's pass is skipped on the steps right after its refresh (every
     update_old_actor_freq steps), where the rollout's own log-probs are the old actor's."""
     import torch
-    from trainer import rl_utils as rl
+    from trainer.rl import losses, rollout as rl_rollout
     a = parts.args
     parts.ppo_steps = getattr(parts, "ppo_steps", -1) + 1
     ro, rewards = _current_rollout(timer, parts, batch)
     with timer.part("critic_forward"):
-        values = rl.last_token_values(parts.critic(ro.input_ids, ro.attention_mask), ro.attention_mask)
+        values = losses.last_token_values(parts.critic(ro.input_ids, ro.attention_mask), ro.attention_mask)
     with timer.part("policy_forward"):
-        logps, aux = rl.completion_logps(parts.policy, ro.input_ids, ro.attention_mask, ro.num_completion)
+        logps, aux = rl_rollout.completion_logps(parts.policy, ro.input_ids, ro.attention_mask, ro.num_completion)
     mask = ro.completion_mask.to(logps.dtype)
     with timer.part("old_forward"), torch.no_grad():
         if parts.ppo_steps % a.update_old_actor_freq == 0:
             old_logps = ro.sample_logps
         else:
-            old_logps, _ = rl.completion_logps(parts.old_actor, ro.input_ids, ro.attention_mask, ro.num_completion)
+            old_logps, _ = rl_rollout.completion_logps(parts.old_actor, ro.input_ids, ro.attention_mask, ro.num_completion)
     with timer.part("reference"), torch.no_grad():
-        ref_logps, _ = rl.completion_logps(parts.reference, ro.input_ids, ro.attention_mask, ro.num_completion)
+        ref_logps, _ = rl_rollout.completion_logps(parts.reference, ro.input_ids, ro.attention_mask, ro.num_completion)
     with timer.part("loss"):
-        out = rl.ppo_losses((logps * mask).sum(dim=1), (old_logps * mask).sum(dim=1), (ref_logps * mask).sum(dim=1),
+        out = losses.ppo_losses((logps * mask).sum(dim=1), (old_logps * mask).sum(dim=1), (ref_logps * mask).sum(dim=1),
                             values.float(), rewards, a.clip_epsilon, a.vf_coef, a.kl_coef)
     _current_update(timer, parts, out["loss"] + aux)
 

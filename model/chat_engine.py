@@ -95,11 +95,9 @@ class ModelPool:
         """The reward model in folder `path`, loaded once (on the CPU: it scores short texts)."""
         with self._lock:
             if path not in self._reward_models:
-                try:
-                    from trainer.rl.reward_model import load_reward_model
-                except ImportError:  # before the trainer/rl/ package
-                    from trainer.rl_utils import load_reward_model
-                self._reward_models[path] = load_reward_model(path, "cpu")
+                from trainer.rl.reward_model import load_reward_model
+                rule_only = str(path).strip().lower() == "none"
+                self._reward_models[path] = load_reward_model(None if rule_only else path, "cpu")
             return self._reward_models[path]
 
     def release(self, key):
@@ -145,15 +143,7 @@ def score_reply(prompt, reply, reference, reasoning, reward_model=None):
     """The training rewards of `reply`: the total the RL trainers compute (format reward with reasoning,
     plus the rule reward against `reference`, or the reward model's score), and each part by name
     ("format", "rule" or "reward_model"; None for a part that does not apply)."""
-    try:
-        from trainer.rl.rewards import reward_functions, score
-    except ImportError:  # the rewards inside trainer/rl_utils.py, before the trainer/rl/ package
-        from trainer.rl_utils import compute_rewards, format_reward, reward_model_score, rule_reward
-        total = float(compute_rewards([prompt], [reply], [reference], reasoning, reward_model)[0])
-        return {"total": total, "format": format_reward(reply) if reasoning else None,
-                "rule": rule_reward(reply, reference, reasoning) if reward_model is None else None,
-                "reward_model": (reward_model_score(reward_model, prompt, reply, reasoning)
-                                 if reward_model is not None else None)}
+    from trainer.rl.rewards import reward_functions, score
     total, parts = score(reward_functions(reasoning, reward_model), [prompt], [reply], [reference])
     return {"total": float(total[0]), "format": None, "rule": None, "reward_model": None,
             **{name: float(values[0]) for name, values in parts.items()}}

@@ -88,7 +88,7 @@ def trainer_env(**extra):
     return env
 
 
-def run_trainer(repo, script, argv, timeout=180, launcher=None):
+def run_trainer(repo, script, argv, timeout=900, launcher=None):
     """Run `trainer/<script>` in `repo` (working directory trainer/, like the dashboard) to completion.
 
     `launcher` replaces `[python]`, e.g. `[python, -m, torch.distributed.run, --nproc_per_node, 2]`.
@@ -109,7 +109,7 @@ def start_trainer(repo, script, argv, log_path):
         log.close()  # the child holds its own descriptor
 
 
-def wait_for_text(log_path, text, proc, timeout=120):
+def wait_for_text(log_path, text, proc, timeout=600):
     """Wait until `text` appears in `log_path`; fail if `proc` exits first or time runs out."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -7,7 +7,7 @@ import torch
 from _trainer_helpers import (DEMO, free_port, head_jsonl, make_repo_copy, proc_output, progress_frame,
                               run_trainer, tiny_args)
 
-pytestmark = pytest.mark.timeout(400)
+pytestmark = pytest.mark.timeout(1200)
 
 
 def test_torchrun_two_cpu_processes(tmp_path):

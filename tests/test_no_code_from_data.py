@@ -10,8 +10,9 @@ from model.model_lora import apply_lora, load_lora
 from model.model_minimind import MiniMindForCausalLM
 from model import weights
 from trainer import ownership, roots
-from trainer import rl_utils
+from trainer import checkpoint
 from trainer import trainer_utils as tu
+from trainer.rl import reward_model
 
 
 class Payload:
@@ -54,7 +55,7 @@ def test_base_weight(tmp_path, marker):
 
 def test_resume_state(tmp_path, marker):
     with pytest.raises(Exception, match="(?i)weights.only|unpickl|unsupported"):
-        tu.load_resume(str(plant(tmp_path / "evil_64_resume.pth", marker)), 1)
+        checkpoint.load_resume(str(plant(tmp_path / "evil_64_resume.pth", marker)), 1)
 
 
 def test_lora_file(tmp_path, marker):
@@ -73,25 +74,25 @@ def test_resume_state_round_trips_with_weights_only(tmp_path):
     model = MiniMindForCausalLM(tu.model_config(64, 1, False))
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     path = str(tmp_path / "r_64_resume.pth")
-    tu.save_resume(path, model=model, optimizer=optimizer, epoch=0, step=3, world_size=1, global_step=3)
-    state = tu.load_resume(path, 1)
+    checkpoint.save_resume(path, model=model, optimizer=optimizer, epoch=0, step=3, world_size=1, global_step=3)
+    state = checkpoint.load_resume(path, 1)
     assert state["step"] == 3 and state["written_by"]["pid"] == os.getpid()
-    tu.set_rng_states(state["rng"])
+    checkpoint.set_rng_states(state["rng"])
 
 
 def test_a_resume_refuses_a_state_another_job_wrote(tmp_path, monkeypatch):
     model = MiniMindForCausalLM(tu.model_config(64, 1, False))
     path = str(tmp_path / "shared_64_resume.pth")
     monkeypatch.setenv(ownership.JOB_ENV, "2")  # job 2 wrote the state
-    tu.save_resume(path, model=model, optimizer=None, epoch=0, step=125, world_size=1)
+    checkpoint.save_resume(path, model=model, optimizer=None, epoch=0, step=125, world_size=1)
     monkeypatch.setenv(ownership.JOB_ENV, "4")
     monkeypatch.setenv(ownership.RESUME_OF_ENV, "3")  # job 4 resumes job 3
     with pytest.raises(tu.SetupError, match="written by job 2, not by job 3"):
-        tu.load_resume(path, 1)
+        checkpoint.load_resume(path, 1)
     monkeypatch.setenv(ownership.RESUME_OF_ENV, "3,2")  # job 3 itself resumed job 2: its lineage
-    assert tu.load_resume(path, 1)["step"] == 125
+    assert checkpoint.load_resume(path, 1)["step"] == 125
     monkeypatch.delenv(ownership.RESUME_OF_ENV)  # a run by hand: the user's own choice
-    assert tu.load_resume(path, 1)["step"] == 125
+    assert checkpoint.load_resume(path, 1)["step"] == 125
 
 
 def evil_reward_folder(folder, marker):
@@ -111,7 +112,7 @@ def test_a_reward_model_folder_runs_no_code_unless_an_admin_allowed_it(tmp_path,
     folder = evil_reward_folder(tmp_path / "reward", marker)
     monkeypatch.delenv(roots.TRUSTED_CODE_ENV, raising=False)
     with pytest.raises(tu.SetupError, match="could not load the reward model"):
-        rl_utils.load_reward_model(str(folder), "cpu")
+        reward_model.load_reward_model(str(folder), "cpu")
 
 
 def test_preflight_names_an_untrusted_reward_model_that_needs_its_own_code(tmp_path, monkeypatch):

@@ -7,7 +7,7 @@ import torch
 from _trainer_helpers import (DEMO, head_jsonl, make_repo_copy, proc_output, progress_frame, run_trainer,
                               start_trainer, wait_for_text, tiny_args)
 
-pytestmark = pytest.mark.timeout(400)
+pytestmark = pytest.mark.timeout(1500)
 
 STEPS = 40
 
@@ -24,7 +24,7 @@ def test_sigterm_then_resume_matches_an_uninterrupted_run(tmp_path):
     proc = start_trainer(repo, "train_pretrain.py", tiny_args(save_weight="stopped", **common), log)
     wait_for_text(log, f"(3/{STEPS})", proc)
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=120) == 143, log.read_text()
+    assert proc.wait(timeout=300) == 143, log.read_text()
     stopped_text = log.read_text()
     assert "Stopped by SIGTERM" in stopped_text and "--from_resume 1" in stopped_text
     assert "Traceback" not in stopped_text

@@ -1,10 +1,10 @@
-"""Unit tests of the RL maths in trainer/rl_utils.py against hand-computed values."""
+"""Unit tests of the RL maths in trainer/rl/ against hand-computed values."""
 import math
 
 import pytest
 import torch
 
-from trainer import rl_utils as rl
+from trainer.rl import losses, reward_model, rewards, rollout
 
 FULL = "<think>\nadd them\n</think>\n<answer>\n8\n</answer>"
 
@@ -20,32 +20,32 @@ FULL = "<think>\nadd them\n</think>\n<answer>\n8\n</answer>"
     ("8", 0.0),
 ])
 def test_format_reward(response, expected):
-    assert rl.format_reward(response) == pytest.approx(expected)
+    assert rewards.format_reward(response) == pytest.approx(expected)
 
 
 def test_rule_reward_reasoning_uses_answer_content():
-    assert rl.rule_reward(FULL, "8", reasoning=1) == 1.0
-    assert rl.rule_reward(FULL, "9", reasoning=1) == 0.0
-    assert rl.rule_reward("8", "8", reasoning=1) == 0.0  # no <answer> block: nothing to compare
+    assert rewards.rule_reward(FULL, "8", reasoning=1) == 1.0
+    assert rewards.rule_reward(FULL, "9", reasoning=1) == 0.0
+    assert rewards.rule_reward("8", "8", reasoning=1) == 0.0  # no <answer> block: nothing to compare
     # a reference in the reasoning format is compared by its answer
-    assert rl.rule_reward(FULL, "<think>\n4+4\n</think>\n<answer>\n8\n</answer>", reasoning=1) == 1.0
+    assert rewards.rule_reward(FULL, "<think>\n4+4\n</think>\n<answer>\n8\n</answer>", reasoning=1) == 1.0
 
 
 def test_rule_reward_plain_compares_stripped_response():
-    assert rl.rule_reward("  8 \n", "8", reasoning=0) == 1.0
-    assert rl.rule_reward(FULL, "8", reasoning=0) == 0.0
+    assert rewards.rule_reward("  8 \n", "8", reasoning=0) == 1.0
+    assert rewards.rule_reward(FULL, "8", reasoning=0) == 0.0
 
 
 def test_clip_and_blend():
-    assert rl.clip_score(7.5) == 3.0
-    assert rl.clip_score(-4) == -3.0
-    assert rl.clip_score(1.25) == 1.25
-    assert rl.blend_scores(1.0, 2.0) == pytest.approx(0.4 + 1.2)
+    assert rewards.clip_score(7.5) == 3.0
+    assert rewards.clip_score(-4) == -3.0
+    assert rewards.clip_score(1.25) == 1.25
+    assert rewards.blend_scores(1.0, 2.0) == pytest.approx(0.4 + 1.2)
 
 
 def test_prompt_messages_parses_chatml():
     prompt = "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n3+5=?<|im_end|>\n<|im_start|>assistant\n"
-    assert rl.prompt_messages(prompt) == [{"role": "system", "content": "Be brief."},
+    assert rewards.prompt_messages(prompt) == [{"role": "system", "content": "Be brief."},
                                           {"role": "user", "content": "3+5=?"}]
 
 
@@ -64,38 +64,50 @@ def test_reward_model_score_blends_clipped_scores():
     prompt = "<|im_start|>user\n3+5=?<|im_end|>\n<|im_start|>assistant\n"
     model = FixedScores({FULL: 5.0, "8": -1.0})
     # whole response clipped to 3, answer -1: 0.4*3 + 0.6*(-1)
-    assert rl.reward_model_score(model, prompt, FULL, reasoning=1) == pytest.approx(0.6)
+    assert rewards.reward_model_score(model, prompt, FULL, reasoning=1) == pytest.approx(0.6)
     assert model.seen[0][0] == {"role": "user", "content": "3+5=?"}
-    assert rl.reward_model_score(model, prompt, FULL, reasoning=0) == pytest.approx(3.0)
+    assert rewards.reward_model_score(model, prompt, FULL, reasoning=0) == pytest.approx(3.0)
     # no answer block: the whole-response score alone
-    assert rl.reward_model_score(FixedScores({"hm": -9.0}), prompt, "hm", reasoning=1) == pytest.approx(-3.0)
+    assert rewards.reward_model_score(FixedScores({"hm": -9.0}), prompt, "hm", reasoning=1) == pytest.approx(-3.0)
 
 
-def test_compute_rewards_rule_and_model():
+def test_score_rule_and_model():
     prompts = ["<|im_start|>user\n3+5=?<|im_end|>\n<|im_start|>assistant\n"] * 3
     responses = [FULL, "<think>\nx\n</think>\n<answer>\n7\n</answer>", "8"]
-    rewards = rl.compute_rewards(prompts, responses, ["8"] * 3, reasoning=1)
-    assert rewards.tolist() == pytest.approx([2.5, 1.5, 0.0])
-    rewards = rl.compute_rewards(prompts, responses, ["8"] * 3, reasoning=0)
-    assert rewards.tolist() == pytest.approx([0.0, 0.0, 1.0])
+    total, parts = rewards.score(rewards.reward_functions(1), prompts, responses, ["8"] * 3)
+    assert total.tolist() == pytest.approx([2.5, 1.5, 0.0])
+    assert list(parts) == ["format", "rule"]  # each part by name, unweighted
+    assert parts["format"].tolist() == pytest.approx([1.5, 1.5, 0.0]) and parts["rule"].tolist() == [1.0, 0.0, 0.0]
+    total, parts = rewards.score(rewards.reward_functions(0), prompts, responses, ["8"] * 3)
+    assert total.tolist() == pytest.approx([0.0, 0.0, 1.0]) and list(parts) == ["rule"]
     model = FixedScores({FULL: 1.0, "8": 2.0, "<think>\nx\n</think>\n<answer>\n7\n</answer>": 0.0, "7": -1.0})
-    rewards = rl.compute_rewards(prompts, responses, ["8"] * 3, reasoning=1, reward_model=model)
+    total, parts = rewards.score(rewards.reward_functions(1, model), prompts, responses, ["8"] * 3)
     # format + blended score; the rule reward is not used with a reward model
-    assert rewards.tolist() == pytest.approx([1.5 + 0.4 * 1 + 0.6 * 2, 1.5 + 0.6 * -1, 2.0])
+    assert total.tolist() == pytest.approx([1.5 + 0.4 * 1 + 0.6 * 2, 1.5 + 0.6 * -1, 2.0])
+    assert list(parts) == ["format", "reward_model"]
+
+
+def test_score_weights_each_named_part():
+    double = rewards.RewardFunction("double", 2.0, rewards.per_response(lambda prompt, response, ref: len(response)))
+    minus = rewards.RewardFunction("minus", -0.5, lambda prompts, responses, references: [1.0] * len(responses))
+    total, parts = rewards.score([double, minus], ["p", "p"], ["ab", "abcd"], ["r", "r"])
+    assert total.tolist() == [2 * 2 - 0.5, 2 * 4 - 0.5]
+    assert parts["double"].tolist() == [2.0, 4.0] and parts["minus"].tolist() == [1.0, 1.0]
+    assert total.dtype == torch.float32 and parts["double"].dtype == torch.float32
 
 
 def test_missing_reward_model_path_names_it(tmp_path):
     missing = tmp_path / "no-such-reward-model"
     with pytest.raises(FileNotFoundError, match="no-such-reward-model"):
-        rl.check_reward_model_path(str(missing))
-    assert rl.load_reward_model("none", "cpu") is None
+        reward_model.check_reward_model_path(str(missing))
+    assert reward_model.load_reward_model(None, "cpu") is None
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(FileNotFoundError, match="no config.json"):
-        rl.check_reward_model_path(str(empty))
+        reward_model.check_reward_model_path(str(empty))
     (empty / "config.json").write_text("{broken")
     with pytest.raises(ValueError, match="not valid JSON"):
-        rl.check_reward_model_path(str(empty))
+        reward_model.check_reward_model_path(str(empty))
 
 
 # --- masks --------------------------------------------------------------------------------------------
@@ -106,7 +118,7 @@ def test_completion_mask_stops_after_first_eos():
                         [5, 2, 7, 2, 0],
                         [5, 6, 7, 8, 9],
                         [2, 0, 0, 0, 0]])
-    assert rl.completion_mask(ids, eos).tolist() == [[1, 1, 1, 0, 0],
+    assert rollout.completion_mask(ids, eos).tolist() == [[1, 1, 1, 0, 0],
                                                     [1, 1, 0, 0, 0],
                                                     [1, 1, 1, 1, 1],
                                                     [1, 0, 0, 0, 0]]
@@ -114,32 +126,39 @@ def test_completion_mask_stops_after_first_eos():
 
 def test_trim_completions_drops_trailing_columns():
     ids = torch.tensor([[5, 2, 0, 0], [5, 6, 2, 0]])
-    mask = rl.completion_mask(ids, 2)
-    trimmed, trimmed_mask = rl.trim_completions(ids, mask)
+    mask = rollout.completion_mask(ids, 2)
+    trimmed, trimmed_mask = rollout.trim_completions(ids, mask)
     assert trimmed.tolist() == [[5, 2, 0], [5, 6, 2]]
     assert trimmed_mask.tolist() == [[1, 1, 0], [1, 1, 1]]
 
 
 def test_token_logps_gathers_targets():
     logits = torch.log(torch.tensor([[[0.5, 0.25, 0.25], [0.1, 0.1, 0.8]]]))
-    assert rl.token_logps(logits, torch.tensor([[0, 2]]))[0].tolist() == pytest.approx([math.log(0.5), math.log(0.8)])
+    assert rollout.token_logps(logits, torch.tensor([[0, 2]]))[0].tolist() == pytest.approx([math.log(0.5), math.log(0.8)])
 
 
 # --- GRPO ---------------------------------------------------------------------------------------------
 
 def test_group_advantages():
     rewards = torch.tensor([1.0, 3.0, 2.0, 2.0])
-    adv, std = rl.group_advantages(rewards, group_size=2)
+    adv, std = losses.group_advantages(rewards, group_size=2)
     s = math.sqrt(2.0)  # unbiased std of (1, 3)
     assert adv.tolist() == pytest.approx([-1 / (s + 1e-4), 1 / (s + 1e-4), 0.0, 0.0])
     assert std.tolist() == pytest.approx([s, s, 0.0, 0.0])
+
+
+def test_masked_mean_over_all_tokens_and_per_row():
+    values = torch.tensor([[1.0, 3.0, 100.0], [2.0, 100.0, 100.0], [7.0, 7.0, 7.0]])
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0], [0, 0, 0]])
+    assert losses.masked_mean(values, mask).item() == pytest.approx((1 + 3 + 2) / 3)
+    assert losses.masked_mean(values, mask, dim=1).tolist() == pytest.approx([2.0, 2.0, 0.0])  # empty row: 0
 
 
 def test_k3_kl():
     logp = torch.tensor([math.log(0.5), math.log(0.2)])
     ref = torch.tensor([math.log(0.25), math.log(0.2)])
     # r = ref/p = 0.5: 0.5 - ln 0.5 - 1 ; equal probabilities: 0
-    assert rl.k3_kl(logp, ref).tolist() == pytest.approx([0.5 - math.log(0.5) - 1, 0.0], abs=1e-6)
+    assert losses.k3_kl(logp, ref).tolist() == pytest.approx([0.5 - math.log(0.5) - 1, 0.0], abs=1e-6)
 
 
 def test_grpo_loss_value_and_gradient():
@@ -148,7 +167,7 @@ def test_grpo_loss_value_and_gradient():
     ref[0, 0] = -1.5
     adv = torch.tensor([1.0, -2.0])
     mask = torch.tensor([[1, 1, 0], [1, 1, 1]])
-    loss, kl = rl.grpo_loss(logps, ref, adv, mask, beta=0.1)
+    loss, kl = losses.grpo_loss(logps, ref, adv, mask, beta=0.1)
     kl00 = math.exp(-0.5) + 0.5 - 1
     # row 0: (-1 + 0.1*kl00 - 1) / 2 ; row 1: (2 + 2 + 2) / 3
     expected = ((-2 + 0.1 * kl00) / 2 + 2.0) / 2
@@ -164,7 +183,7 @@ def test_grpo_loss_value_and_gradient():
 # --- SPO ----------------------------------------------------------------------------------------------
 
 def test_value_tracker_first_update_and_baseline():
-    tracker = rl.ValueTracker()
+    tracker = losses.ValueTracker()
     assert tracker.alpha == pytest.approx(1.0) and tracker.beta == pytest.approx(1.0)  # 0.5 / (1 - 0.5)
     assert tracker.baseline() == pytest.approx(0.5)
     assert tracker.baseline_reward() == pytest.approx(0.0)
@@ -178,7 +197,7 @@ def test_value_tracker_first_update_and_baseline():
 
 
 def test_value_tracker_rho_from_logprob_change_and_clipping():
-    tracker = rl.ValueTracker()
+    tracker = losses.ValueTracker()
     tracker.update(0.5, mean_logp=-2.0)
     # moved 0.03 = half of D_half: 2^-0.5
     assert tracker.rho(-2.03) == pytest.approx(2 ** -0.5)
@@ -192,21 +211,21 @@ def test_value_tracker_rho_from_logprob_change_and_clipping():
     assert tracker.alpha == pytest.approx(rho * alpha)
     assert tracker.beta == pytest.approx(rho * beta + 1)
     state = tracker.state_dict()
-    other = rl.ValueTracker()
+    other = losses.ValueTracker()
     other.load_state_dict(state)
     assert other.baseline() == pytest.approx(tracker.baseline()) and other.old_mean_logp == pytest.approx(-2.03)
 
 
 def test_spo_advantages_and_loss():
-    adv = rl.spo_advantages(torch.tensor([1.0, 9.0, -8.0]), baseline_reward=0.5)
+    adv = losses.spo_advantages(torch.tensor([1.0, 9.0, -8.0]), baseline_reward=0.5)
     assert adv.tolist() == pytest.approx([0.5, 5.0, -5.0])
     logps = torch.tensor([[-1.0, -2.0], [-1.0, -1.0]])
     ref = torch.tensor([[-1.0, -2.0], [-1.0, -1.0 + math.log(2)]])
-    loss, kl = rl.spo_loss(logps, ref, torch.tensor([2.0, -1.0]), torch.tensor([[1, 1], [1, 0]]), beta=0.5)
+    loss, kl = losses.spo_loss(logps, ref, torch.tensor([2.0, -1.0]), torch.tensor([[1, 1], [1, 0]]), beta=0.5)
     # row 0: (2 + 4) / 2 = 3 ; row 1: -1 * 1 (second token masked)
     assert loss.item() == pytest.approx((3 - 1) / 2)
     assert kl.item() == pytest.approx(0.0, abs=1e-7)
-    loss, kl = rl.spo_loss(logps, ref, torch.tensor([0.0, 0.0]), torch.ones(2, 2), beta=0.5)
+    loss, kl = losses.spo_loss(logps, ref, torch.tensor([0.0, 0.0]), torch.ones(2, 2), beta=0.5)
     k = 2 - math.log(2) - 1
     assert loss.item() == pytest.approx((0 + 0.5 * k / 2) / 2, rel=1e-5)
     assert kl.item() == pytest.approx(k / 4, rel=1e-5)
@@ -220,7 +239,7 @@ def test_ppo_clipped_loss():
     ref = torch.tensor([0.0, math.log(0.5)])
     values = torch.tensor([0.5, 1.0], requires_grad=True)
     rewards = torch.tensor([1.5, 0.0])
-    out = rl.ppo_losses(logp, old, ref, values, rewards, clip_epsilon=0.2, vf_coef=0.5, kl_coef=0.1)
+    out = losses.ppo_losses(logp, old, ref, values, rewards, clip_epsilon=0.2, vf_coef=0.5, kl_coef=0.1)
     # A = (1.0, -1.0); ratio = (1.5, 0.5): min(1.5, 1.2) = 1.2 ; min(-0.5, -0.8) = -0.8
     assert out["policy_loss"].item() == pytest.approx(-(1.2 - 0.8) / 2)
     assert out["value_loss"].item() == pytest.approx((1.0 + 1.0) / 2)
@@ -234,4 +253,4 @@ def test_ppo_clipped_loss():
 def test_last_token_values():
     values = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
     mask = torch.tensor([[1, 1, 0], [0, 1, 1]])
-    assert rl.last_token_values(values, mask).tolist() == [2.0, 6.0]
+    assert losses.last_token_values(values, mask).tolist() == [2.0, 6.0]

@@ -15,7 +15,7 @@ import torch
 from _trainer_helpers import (DEMO, REPO, free_port, head_jsonl, make_repo_copy, proc_output, progress_frame,
                               run_trainer, save_random_weights, start_trainer, tiny_args, wait_for_text)
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(1200)
 
 # Small and fast: 16 new tokens, 2 prompts a step.
 RL_TINY = {"max_seq_len": 48, "max_gen_len": 16, "batch_size": 2, "learning_rate": 1e-4,
@@ -108,7 +108,8 @@ def get_score_reward_model(tmp_path_factory):
 
 def test_classifier_scores_a_batch_as_each_chat_alone(classifier_reward_model):
     """Batched reward-model scoring (right-padded, one forward per batch) equals one chat at a time."""
-    from trainer.rl_utils import RewardModel, reward_model_scores
+    from trainer.rl.reward_model import RewardModel
+    from trainer.rl.rewards import reward_model_scores
     rm = RewardModel(str(classifier_reward_model))
     chats = [[{"role": "user", "content": "3+5=?"}, {"role": "assistant", "content": reply}]
              for reply in ("8", "<think>\nadd\n</think>\n<answer>\n8\n</answer>", "a much longer reply " * 5)]
@@ -169,7 +170,9 @@ def test_spo_rule_rewards_with_accumulation(repo):
     assert state["value_tracker"]["old_mean_logp"] is not None
 
 
-def test_spo_with_get_score_reward_model(repo, get_score_reward_model):
+def test_spo_with_get_score_reward_model(repo, get_score_reward_model, monkeypatch):
+    from trainer import roots
+    monkeypatch.setenv(roots.TRUSTED_CODE_ENV, str(get_score_reward_model))  # its own code may run
     proc = run_trainer(repo, "train_spo.py", rl_args(repo, save_weight="spo_gs",
                                                      reward_model_path=get_score_reward_model))
     frame = check_run(repo, proc, "spo_gs_64.pth", "spo_gs_64_resume.pth", 2, SPO_COLUMNS)
@@ -230,7 +233,7 @@ def test_grpo_sigterm_saves_resume_state_and_resumes(repo, tmp_path):
     proc = start_trainer(repo, "train_grpo.py", argv, log)
     wait_for_text(log, f"Step: 2/{steps},", proc)
     proc.send_signal(signal.SIGTERM)
-    assert proc.wait(timeout=120) == 143, log.read_text()
+    assert proc.wait(timeout=300) == 143, log.read_text()
     stopped_text = log.read_text()
     resume_file = repo / "checkpoints" / "grpo_stop_64_resume.pth"
     assert "Stopped by SIGTERM at epoch 1/1" in stopped_text, stopped_text

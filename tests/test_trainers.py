@@ -11,7 +11,7 @@ import torch
 from _trainer_helpers import (DEMO, head_jsonl, make_repo_copy, proc_output, progress_frame, run_trainer,
                               save_random_weights, tiny_args)
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(1200)
 
 
 @pytest.fixture(scope="module")

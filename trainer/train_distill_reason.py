@@ -14,7 +14,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from trainer.args import parse_args  # noqa: E402
+from dataset.lm_dataset import SFTDataset, pad_collate  # noqa: E402
+from trainer import loop  # noqa: E402
 from trainer import trainer_utils as tu  # noqa: E402
 
 TAGS = ("<think>", "</think>", "<answer>", "</answer>")
@@ -55,29 +56,18 @@ def make_reason_loss_fn(tag_id_seqs):
 
 
 def main():
-    args = parse_args("distill_reason")
-    stop = tu.StopSignal()
-    info = tu.init_distributed(args)
-    tu.setup_seed(tu.BASE_SEED + info.rank)
-    from dataset.lm_dataset import SFTDataset, pad_collate
-
-    config = tu.model_config(args.hidden_size, args.num_hidden_layers, args.use_moe)
-    model, tokenizer = tu.init_model(config, args.from_weight, args.weight_dir, args.device, tokenizer=args.tokenizer_path)
-    tu.log_model_size(model, config)
+    # 1. Options, processes, seed
+    run = loop.start("distill_reason")
+    args = run.args
+    # 2. Model, the tags' token ids, reasoning conversations
+    model, tokenizer = tu.load_model(args, args.from_weight)
     tag_id_seqs = [tokenizer(tag, add_special_tokens=False).input_ids for tag in TAGS]
-    tu.check_data_file(args.data_path)
-    dataset = SFTDataset(args.data_path, tokenizer, max_length=args.max_seq_len)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate)
-    resume, tracker = tu.resume_and_tracker(
-        args, info, args.save_weight, config,
-        f"MiniMind-Reasoning-Epoch-{args.epochs}-BatchSize-{args.batch_size}"
-        f"-LR-{args.learning_rate}")
-    save_path = tu.weight_path(args.save_dir, args.save_weight, config.hidden_size, config.use_moe)
-    tu.run_supervised_training(
-        args, info, model=model, config=config, dataset=dataset, collate_fn=pad_collate(tokenizer.pad_token_id),
-        loss_fn=make_reason_loss_fn(tag_id_seqs), save_name=args.save_weight,
-        save_fn=lambda m: tu.save_weights(m, save_path), optimizer=optimizer, stop=stop, resume_state=resume,
-        tracker=tracker, find_unused_parameters=bool(args.use_moe))
+    dataset = tu.load_dataset(SFTDataset, args, tokenizer)
+    # 3. Train the whole model on the tag-weighted next-token loss
+    part = run.part("model", model, args.learning_rate)
+    loss_fn = make_reason_loss_fn(tag_id_seqs)
+    loop.train(run, [part], dataset, pad_collate(tokenizer.pad_token_id), lambda batch: loss_fn(part.model, batch),
+               run_name=f"MiniMind-Reasoning-Epoch-{args.epochs}-BatchSize-{args.batch_size}-LR-{args.learning_rate}")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from trainer.args import parse_args  # noqa: E402
+from dataset.lm_dataset import SFTDataset, pad_collate  # noqa: E402
+from trainer import loop  # noqa: E402
 from trainer import trainer_utils as tu  # noqa: E402
 
 
@@ -29,7 +30,7 @@ def distillation_loss(student_logits, teacher_logits, temperature):
 
 
 def make_distill_loss_fn(teacher, alpha, temperature):
-    """The `loss_fn` for run_supervised_training; logs `ce` and `distill` next to the total loss."""
+    """The loss of one batch; logs `ce` and `distill` next to the total loss."""
     def loss_fn(model, batch):
         ids, labels = batch["input_ids"], batch["labels"][:, 1:]
         out = model(ids)
@@ -49,35 +50,24 @@ def make_distill_loss_fn(teacher, alpha, temperature):
 
 
 def main():
-    args = parse_args("distillation")
-    stop = tu.StopSignal()
-    info = tu.init_distributed(args)
-    tu.setup_seed(tu.BASE_SEED + info.rank)
-    from dataset.lm_dataset import SFTDataset, pad_collate
-
-    student_config = tu.model_config(args.student_hidden_size, args.student_num_layers, args.use_moe)
-    teacher_config = tu.model_config(args.teacher_hidden_size, args.teacher_num_layers, args.use_moe)
-    model, tokenizer = tu.init_model(student_config, args.from_student_weight, args.weight_dir, args.device, tokenizer=args.tokenizer_path)
-    tu.log_model_size(model, student_config, label="Student")
+    # 1. Options, processes, seed
+    run = loop.start("distillation")
+    args = run.args
+    # 2. Student, frozen teacher, conversations
+    model, tokenizer = tu.load_model(args, args.from_student_weight, label="Student",
+                                     hidden_size=args.student_hidden_size, num_hidden_layers=args.student_num_layers)
     if args.from_teacher_weight == "none":
         tu.warn("--from_teacher_weight none: the teacher is randomly initialised, its logits carry no knowledge")
-    teacher, _ = tu.init_model(teacher_config, args.from_teacher_weight, args.weight_dir, args.device, tokenizer=False)
-    teacher.eval().requires_grad_(False)
-    tu.log_model_size(teacher, teacher_config, label="Teacher")
-    tu.check_data_file(args.data_path)
-    dataset = SFTDataset(args.data_path, tokenizer, max_length=args.max_seq_len)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate)
-    resume, tracker = tu.resume_and_tracker(
-        args, info, args.save_weight, student_config,
-        f"MiniMind-Distill-S{args.student_hidden_size}T{args.teacher_hidden_size}"
-        f"-Epoch-{args.epochs}-BS-{args.batch_size}-LR-{args.learning_rate}")
-    save_path = tu.weight_path(args.save_dir, args.save_weight, student_config.hidden_size, student_config.use_moe)
-    tu.run_supervised_training(
-        args, info, model=model, config=student_config, dataset=dataset,
-        collate_fn=pad_collate(tokenizer.pad_token_id),
-        loss_fn=make_distill_loss_fn(teacher, args.alpha, args.temperature), save_name=args.save_weight,
-        save_fn=lambda m: tu.save_weights(m, save_path), optimizer=optimizer, stop=stop, resume_state=resume,
-        tracker=tracker, find_unused_parameters=bool(args.use_moe))
+    teacher, _ = tu.load_model(args, args.from_teacher_weight, label=None, tokenizer=False,
+                               hidden_size=args.teacher_hidden_size, num_hidden_layers=args.teacher_num_layers)
+    tu.log_model_size(teacher.eval().requires_grad_(False), teacher.config, label="Teacher")
+    dataset = tu.load_dataset(SFTDataset, args, tokenizer)
+    # 3. Train the student on the data and on the teacher's softened logits
+    part = run.part("model", model, args.learning_rate)
+    loss_fn = make_distill_loss_fn(teacher, args.alpha, args.temperature)
+    loop.train(run, [part], dataset, pad_collate(tokenizer.pad_token_id), lambda batch: loss_fn(part.model, batch),
+               run_name=f"MiniMind-Distill-S{args.student_hidden_size}T{args.teacher_hidden_size}"
+                        f"-Epoch-{args.epochs}-BS-{args.batch_size}-LR-{args.learning_rate}")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-from trainer.args import parse_args  # noqa: E402
+from dataset.lm_dataset import DPODataset, pad_collate  # noqa: E402
+from trainer import loop  # noqa: E402
 from trainer import trainer_utils as tu  # noqa: E402
 
 
@@ -46,7 +47,7 @@ def pad_to(tensor, length, value):
 
 
 def make_dpo_loss_fn(ref_model, beta, pad_id):
-    """The `loss_fn` for run_supervised_training: one policy pass and one reference pass over
+    """The loss of one batch: one policy pass and one reference pass over
     chosen and rejected stacked into a single batch."""
     def loss_fn(model, batch):
         length = max(batch["chosen_input_ids"].size(1), batch["rejected_input_ids"].size(1))
@@ -67,30 +68,19 @@ def make_dpo_loss_fn(ref_model, beta, pad_id):
 
 
 def main():
-    args = parse_args("dpo")
-    stop = tu.StopSignal()
-    info = tu.init_distributed(args)
-    tu.setup_seed(tu.BASE_SEED + info.rank)
-    from dataset.lm_dataset import DPODataset, pad_collate
-
-    config = tu.model_config(args.hidden_size, args.num_hidden_layers, args.use_moe)
-    model, tokenizer = tu.init_model(config, args.from_weight, args.weight_dir, args.device, tokenizer=args.tokenizer_path)
-    tu.log_model_size(model, config, label="Policy")
-    ref_model, _ = tu.init_model(config, args.from_weight, args.weight_dir, args.device, tokenizer=False)
+    # 1. Options, processes, seed
+    run = loop.start("dpo")
+    args = run.args
+    # 2. Policy, its frozen copy as the reference, preference pairs
+    model, tokenizer = tu.load_model(args, args.from_weight, label="Policy")
+    ref_model, _ = tu.load_model(args, args.from_weight, label=None, tokenizer=False)
     ref_model.eval().requires_grad_(False)
-    tu.check_data_file(args.data_path)
-    dataset = DPODataset(args.data_path, tokenizer, max_length=args.max_seq_len)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate)
-    resume, tracker = tu.resume_and_tracker(
-        args, info, args.save_weight, config,
-        f"MiniMind-DPO-Epoch-{args.epochs}-BatchSize-{args.batch_size}"
-        f"-LR-{args.learning_rate}")
-    save_path = tu.weight_path(args.save_dir, args.save_weight, config.hidden_size, config.use_moe)
-    tu.run_supervised_training(
-        args, info, model=model, config=config, dataset=dataset, collate_fn=pad_collate(tokenizer.pad_token_id),
-        loss_fn=make_dpo_loss_fn(ref_model, args.beta, tokenizer.pad_token_id), save_name=args.save_weight,
-        save_fn=lambda m: tu.save_weights(m, save_path), optimizer=optimizer, stop=stop, resume_state=resume,
-        tracker=tracker, find_unused_parameters=bool(args.use_moe))
+    dataset = tu.load_dataset(DPODataset, args, tokenizer)
+    # 3. Train the policy on the DPO loss
+    part = run.part("model", model, args.learning_rate)
+    loss_fn = make_dpo_loss_fn(ref_model, args.beta, tokenizer.pad_token_id)
+    loop.train(run, [part], dataset, pad_collate(tokenizer.pad_token_id), lambda batch: loss_fn(part.model, batch),
+               run_name=f"MiniMind-DPO-Epoch-{args.epochs}-BatchSize-{args.batch_size}-LR-{args.learning_rate}")
 
 
 if __name__ == "__main__":

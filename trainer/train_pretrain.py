@@ -10,9 +10,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import torch  # noqa: E402
-
-from trainer.args import parse_args  # noqa: E402
+from dataset.lm_dataset import PretrainDataset, pad_collate  # noqa: E402
+from trainer import loop  # noqa: E402
 from trainer import trainer_utils as tu  # noqa: E402
 
 
@@ -26,28 +25,22 @@ def lm_loss(model, batch):
     return out.loss + out.aux_loss, {}
 
 
-def main():
-    args = parse_args("pretrain")
-    stop = tu.StopSignal()
-    info = tu.init_distributed(args)
-    tu.setup_seed(tu.BASE_SEED + info.rank)
-    from dataset.lm_dataset import PretrainDataset, pad_collate
+def train_next_token(train_type, dataset_class, run_label):
+    """The pretrain and full-SFT run: the whole model trained on `lm_loss` over `dataset_class`."""
+    # 1. Options, processes, seed
+    run = loop.start(train_type)
+    args = run.args
+    # 2. Model and data
+    model, tokenizer = tu.load_model(args, args.from_weight)
+    dataset = tu.load_dataset(dataset_class, args, tokenizer)
+    # 3. Train the whole model on the next-token loss
+    part = run.part("model", model, args.learning_rate)
+    loop.train(run, [part], dataset, pad_collate(tokenizer.pad_token_id), lambda batch: lm_loss(part.model, batch),
+               run_name=f"MiniMind-{run_label}-Epoch-{args.epochs}-BatchSize-{args.batch_size}-LR-{args.learning_rate}")
 
-    config = tu.model_config(args.hidden_size, args.num_hidden_layers, args.use_moe)
-    model, tokenizer = tu.init_model(config, args.from_weight, args.weight_dir, args.device, tokenizer=args.tokenizer_path)
-    tu.log_model_size(model, config)
-    tu.check_data_file(args.data_path)
-    dataset = PretrainDataset(args.data_path, tokenizer, max_length=args.max_seq_len)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.learning_rate)
-    resume, tracker = tu.resume_and_tracker(
-        args, info, args.save_weight, config,
-        f"MiniMind-Pretrain-Epoch-{args.epochs}-BatchSize-{args.batch_size}"
-        f"-LR-{args.learning_rate}")
-    save_path = tu.weight_path(args.save_dir, args.save_weight, config.hidden_size, config.use_moe)
-    tu.run_supervised_training(
-        args, info, model=model, config=config, dataset=dataset, collate_fn=pad_collate(tokenizer.pad_token_id),
-        loss_fn=lm_loss, save_name=args.save_weight, save_fn=lambda m: tu.save_weights(m, save_path),
-        optimizer=optimizer, stop=stop, resume_state=resume, tracker=tracker, find_unused_parameters=bool(args.use_moe))
+
+def main():
+    train_next_token("pretrain", PretrainDataset, "Pretrain")
 
 
 if __name__ == "__main__":

@@ -1,24 +1,18 @@
-"""Utilities shared by the MiniMind training scripts.
+"""Building blocks of the MiniMind training scripts: processes, output, precision, models, data.
 
-Every `train_*.py` script is a thin file: it parses its options with `trainer.args.parse_args`, builds
-its model(s) and dataset with the helpers here, and either hands a loss function to
-`run_supervised_training` (pretrain, SFT, LoRA, DPO, reasoning distill, distillation) or writes its own
-loop with the same building blocks (PPO, GRPO, SPO).
-
-The building blocks, roughly in the order a script uses them:
+The scripts' shape and their one training loop live in `trainer.loop`; resume state and weight files
+in `trainer.checkpoint`; the RL pieces in `trainer.rl`. Here, roughly in the order a script uses them:
 
 - `script_main(main)`: runs a script's `main()`; a setup error (missing data or weight file, bad data
   line) becomes one `ERROR: ...` line and exit status 1, a SIGTERM exit status 143, and the process
   group is always torn down.
 - `init_distributed(args)`: plain process or torchrun (NCCL on CUDA, gloo on CPU); returns a `DistInfo`.
-- `setup_seed`, `get_lr` (upstream cosine), `autocast_context`, `make_grad_scaler`.
-- `model_config`, `weight_path`, `load_tokenizer`, `init_model` (reads `{weight_dir}/{name}_{h}[_moe].pth`),
-  `log_model_size`, `unwrap_model`, `wrap_ddp`.
-- `check_data_file`, `make_loader` (per-epoch deterministic shuffle, resume skipping, pad-to-longest).
-- `save_weights`, `atomic_torch_save`, `resume_path`, `save_resume`, `load_resume`.
-- `StopSignal`: SIGTERM handling (finish the current step, save resume state, exit 143).
-- `init_tracker`: wandb, else swanlab, else a warning; `resume_and_tracker`: both steps of a script's start.
-- `log`, `warn`, `format_progress`: rank-0 output, one flushed line each.
+- `setup_seed`, `autocast_context`, `make_grad_scaler`.
+- `model_config`, `load_tokenizer`, `init_model` (reads `{weight_dir}/{name}_{h}[_moe].pth`, named by
+  `trainer.specs.weight_file`), `log_model_size`, `unwrap_model`, `wrap_ddp`.
+- `load_dataset` (checks the file first), `make_loader` (per-epoch deterministic shuffle, resume
+  skipping, pad-to-longest).
+- `log`, `warn`: rank-0 output, one flushed line each.
 
 Directories follow upstream MiniMind: scripts run in `trainer/`, so `../out` is `<repo>/out`; the
 resume state always lives in `<repo>/checkpoints` (resolved from this file's location, not the
@@ -29,7 +23,6 @@ import os
 import random
 import signal
 import sys
-import time
 from contextlib import nullcontext
 from dataclasses import dataclass
 
@@ -43,7 +36,7 @@ ROOT = os.path.dirname(TRAINER_DIR)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from trainer import ownership  # noqa: E402  (torch-free)
+from trainer.specs import weight_file  # noqa: E402
 
 #: Where resume states are written: `../checkpoints` seen from trainer/, like upstream.
 CHECKPOINT_DIR = os.path.join(ROOT, "checkpoints")
@@ -78,26 +71,9 @@ def log(message):
         print(message, flush=True)
 
 
-#: Upstream's name for `log`, for scripts written against MiniMind's trainer_utils.
-Logger = log
-
-
 def warn(message):
     """Print a `WARNING: ...` line on rank 0."""
     log(f"WARNING: {message}")
-
-
-def format_progress(epoch, epochs, step, iters, loss, lr, eta_min, extra=None):
-    """A progress line in the upstream format, e.g.
-
-    `Epoch:[1/2](100/44160) loss:8.896761 lr:0.000549999999 epoch_Time:332.0min:`
-
-    `epoch` is 0-based (printed 1-based), `step` 1-based within the epoch. `extra` (name -> float) is
-    written between loss and lr, like distillation's `ce:` and `distill:` fields.
-    """
-    fields = "".join(f" {name}:{value:.6f}" for name, value in (extra or {}).items())
-    return (f"Epoch:[{epoch + 1}/{epochs}]({step}/{iters}) loss:{loss:.6f}{fields} "
-            f"lr:{lr:.12f} epoch_Time:{eta_min}min:")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -151,11 +127,6 @@ def setup_seed(seed):
         pass
 
 
-def get_lr(current_step, total_steps, lr):
-    """Upstream MiniMind's cosine schedule: from 1.0*lr down to 0.1*lr over `total_steps`."""
-    return lr * (0.1 + 0.45 * (1 + math.cos(math.pi * current_step / total_steps)))
-
-
 def device_type(device):
     """'cuda', 'mps' or 'cpu' for a device string such as 'cuda:1'."""
     device = str(device)
@@ -187,11 +158,6 @@ def model_config(hidden_size, num_hidden_layers, use_moe):
         raise SetupError(f"invalid model size: {e}") from None
 
 
-def weight_path(directory, name, hidden_size, use_moe=False):
-    """`{directory}/{name}_{hidden_size}[_moe].pth`, the MiniMind weight-file convention."""
-    return os.path.join(directory, f"{name}_{hidden_size}{'_moe' if use_moe else ''}.pth")
-
-
 def load_tokenizer(path=TOKENIZER_DIR):
     """The tokenizer in folder `path` (default: the one shipped in `<repo>/model`; never downloaded)."""
     from transformers import AutoTokenizer
@@ -201,19 +167,6 @@ def load_tokenizer(path=TOKENIZER_DIR):
     if os.path.realpath(path) != os.path.realpath(TOKENIZER_DIR):  # say so when it is not the usual one
         log(f"Tokenizer: {path} ({len(tokenizer)} tokens, fingerprint {weight_meta.tokenizer_fingerprint(path)})")
     return tokenizer
-
-
-def record_save(args, epoch, step, global_step):
-    """Write the metadata beside the weight files just saved (and keep --keep_checkpoints snapshots)."""
-    from trainer import specs, weight_meta
-    script = os.path.basename(sys.argv[0])
-    train_type = next((s.key for s in specs.SPECS.values() if s.script == script), None)
-    if train_type is None:  # the loop driven from elsewhere (e.g. a test): nothing names the files
-        return
-    values = vars(args)
-    paths = [os.path.join(args.save_dir, name) for name in specs.spec(train_type).weight_files(values)]
-    weight_meta.after_save(values, train_type, [p for p in paths if os.path.isfile(p)], epoch=epoch, step=step,
-                           global_step=global_step)
 
 
 def init_model(config, from_weight, weight_dir, device, tokenizer=True):
@@ -226,7 +179,7 @@ def init_model(config, from_weight, weight_dir, device, tokenizer=True):
     from model.model_minimind import MiniMindForCausalLM
     model = MiniMindForCausalLM(config)
     if from_weight and from_weight != "none":
-        path = weight_path(weight_dir, from_weight, config.hidden_size, config.use_moe)
+        path = os.path.join(weight_dir, weight_file(from_weight, config.hidden_size, config.use_moe))
         if not os.path.isfile(path):
             raise MissingWeightError(
                 f"weight file not found: {os.path.abspath(path)} (from_weight={from_weight!r}, "
@@ -242,6 +195,19 @@ def init_model(config, from_weight, weight_dir, device, tokenizer=True):
                              f"e.g. {(real_missing + list(unexpected))[:3]}")
     model = model.to(device)
     return model, (load_tokenizer(tokenizer if isinstance(tokenizer, str) else TOKENIZER_DIR) if tokenizer else None)
+
+
+def load_model(args, from_weight, label="Model", tokenizer=True, hidden_size=None, num_hidden_layers=None):
+    """`init_model` sized by the options (`args.hidden_size`, `args.num_hidden_layers`, `args.use_moe`, unless
+    given) from `{args.weight_dir}/{from_weight}_...` on `args.device`, with the tokenizer of
+    `--tokenizer_path` (unless `tokenizer` is False); logs its size under `label` (None: not logged).
+    Returns `(model, tokenizer)`; the config is `model.config`."""
+    config = model_config(hidden_size or args.hidden_size, num_hidden_layers or args.num_hidden_layers, args.use_moe)
+    model, tok = init_model(config, from_weight, args.weight_dir, args.device,
+                            tokenizer=args.tokenizer_path if tokenizer else False)
+    if label:
+        log_model_size(model, config, label=label)
+    return model, tok
 
 
 def count_params(model, trainable_only=False):
@@ -287,109 +253,6 @@ def wrap_ddp(model, info, find_unused_parameters=False):
     return DistributedDataParallel(model, device_ids=device_ids, find_unused_parameters=find_unused_parameters)
 
 
-def atomic_torch_save(obj, path):
-    """torch.save to a temp file in the same folder, then os.replace: readers never see half a file."""
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp{os.getpid()}")
-    try:
-        torch.save(obj, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
-def half_state_dict(model):
-    """The model's state dict in half precision on the CPU (the MiniMind weight-file format)."""
-    return {k: v.detach().half().cpu() if v.is_floating_point() else v.detach().cpu()
-            for k, v in unwrap_model(model).state_dict().items()}
-
-
-def save_weights(model, path):
-    """Atomically save the model's half-precision state dict to `path`."""
-    atomic_torch_save(half_state_dict(model), path)
-
-
-# ----------------------------------------------------------------------------------------------------
-# Resume state
-
-
-def resume_path(name, hidden_size, use_moe=False, directory=CHECKPOINT_DIR):
-    """`<repo>/checkpoints/{name}_{hidden_size}[_moe]_resume.pth`."""
-    return os.path.join(directory, f"{name}_{hidden_size}{'_moe' if use_moe else ''}_resume.pth")
-
-
-def rng_states():
-    """The random-number generators' states, so a resumed run draws the same numbers."""
-    states = {"python": random.getstate(), "torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        states["cuda"] = torch.cuda.get_rng_state_all()
-    return states
-
-
-def set_rng_states(states):
-    """Restore what `rng_states` returned (missing entries are skipped)."""
-    if not states:
-        return
-    if "python" in states:
-        random.setstate(states["python"])
-    if "torch" in states:
-        torch.set_rng_state(states["torch"])
-    if "cuda" in states and torch.cuda.is_available() and len(states["cuda"]) == torch.cuda.device_count():
-        torch.cuda.set_rng_state_all(states["cuda"])
-
-
-def save_resume(path, *, model, optimizer, epoch, step, world_size, scaler=None, global_step=None,
-                wandb_id=None, **extra):
-    """Atomically write the resume state: model (full precision), optimizer, scaler, scheduler position,
-    epoch (0-based), step (optimizer-consistent micro-steps done in that epoch), world_size, RNG states.
-
-    `extra` holds anything else a script needs back (e.g. a critic's state dict); modules and
-    optimizers in it are stored as their state dicts.
-    """
-    state = {
-        "model": {k: v.detach().cpu() for k, v in unwrap_model(model).state_dict().items()},
-        "optimizer": optimizer.state_dict() if optimizer is not None else None,
-        "scaler": scaler.state_dict() if scaler is not None else None,
-        "scheduler": {"type": "cosine", "global_step": global_step},
-        "epoch": epoch,
-        "step": step,
-        "world_size": world_size,
-        "rng": rng_states(),
-        "wandb_id": wandb_id,
-        "written_by": ownership.writer(),  # which job wrote it: a Resume refuses another job's state
-    }
-    for key, value in extra.items():
-        if isinstance(value, torch.nn.Module):
-            value = unwrap_model(value).state_dict()
-        elif hasattr(value, "state_dict") and callable(value.state_dict):
-            value = value.state_dict()
-        state[key] = value
-    atomic_torch_save(state, path)
-
-
-def load_resume(path, world_size):
-    """Read a resume state, or return None (with a warning) when there is none.
-
-    When the number of processes changed, `step` is converted so that the same number of samples
-    counts as done (`step * saved_world_size // world_size`).
-    """
-    if not os.path.isfile(path):
-        warn(f"--from_resume 1 but no resume state at {os.path.abspath(path)}; starting from the beginning")
-        return None
-    # weights_only: tensors and plain containers only, so a planted file cannot run code.
-    state = torch.load(path, map_location="cpu", weights_only=True)
-    problem = ownership.resume_problem(state.get("written_by"), path)
-    if problem:
-        raise SetupError(problem)
-    saved_ws = state.get("world_size", 1) or 1
-    if saved_ws != world_size:
-        state["step"] = state["step"] * saved_ws // world_size
-        log(f"Number of processes changed ({saved_ws} -> {world_size}); resuming at step {state['step']}")
-    return state
-
-
 # ----------------------------------------------------------------------------------------------------
 # Data
 
@@ -398,6 +261,12 @@ def check_data_file(path):
     """Raise SetupError naming the absolute path when the data file is missing."""
     if not os.path.isfile(path):
         raise SetupError(f"data file not found: {os.path.abspath(path)} (--data_path {path})")
+
+
+def load_dataset(dataset_class, args, tokenizer):
+    """`dataset_class(args.data_path, tokenizer, max_length=args.max_seq_len)`, after checking the file exists."""
+    check_data_file(args.data_path)
+    return dataset_class(args.data_path, tokenizer, max_length=args.max_seq_len)
 
 
 class SkipBatchSampler(Sampler):
@@ -455,203 +324,6 @@ def _ignore_sigterm(worker_id):
 def to_device(batch, device):
     """Move every tensor of a batch dict to `device` (other values are kept as they are)."""
     return {k: v.to(device, non_blocking=True) if torch.is_tensor(v) else v for k, v in batch.items()}
-
-
-# ----------------------------------------------------------------------------------------------------
-# Stopping
-
-
-class StopSignal:
-    """SIGTERM handling for a training loop.
-
-    Before `arm()` a SIGTERM exits at once with status 143 (there is nothing to save yet). After it,
-    the handler only sets a flag; the loop calls `should_stop()` after each step, saves its resume
-    state, prints `stopped_message` and exits with `SIGTERM_EXIT`. Under torchrun every rank takes
-    part in `should_stop()` (an all-reduce), so all ranks stop after the same step.
-    """
-
-    def __init__(self):
-        self.requested = False
-        self.armed = False
-        signal.signal(signal.SIGTERM, self._handle)
-
-    def _handle(self, signum, frame):
-        if not self.armed:
-            raise SystemExit(SIGTERM_EXIT)
-        self.requested = True
-
-    def arm(self):
-        """From now on, a SIGTERM lets the current step finish."""
-        self.armed = True
-
-    def should_stop(self):
-        """True when any process got a SIGTERM (collective under torchrun: call it on every rank)."""
-        if dist.is_available() and dist.is_initialized():
-            device = "cuda" if dist.get_backend() == "nccl" else "cpu"
-            flag = torch.tensor([1.0 if self.requested else 0.0], device=device)
-            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
-            return bool(flag.item())
-        return self.requested
-
-
-def stopped_message(epoch, epochs, step, iters, path, resume_step=None):
-    """The line printed when a run stops on SIGTERM: where it stopped and how to go on.
-
-    `resume_step`, when it differs from `step`, is where the resume state continues (the last
-    optimizer step under gradient accumulation)."""
-    where = "" if resume_step is None or resume_step == step else f" (resumes after step {resume_step})"
-    return (f"Stopped by SIGTERM at epoch {epoch + 1}/{epochs}, step {step}/{iters}{where}; resume state saved to "
-            f"{os.path.abspath(path)}. Run the same command with --from_resume 1 to continue.")
-
-
-# ----------------------------------------------------------------------------------------------------
-# Experiment tracking
-
-
-def resume_and_tracker(args, info, save_name, config, run_name):
-    """The resume state of `save_name` (with --from_resume 1, else None) and the experiment tracker,
-    whose run continues the resumed one. Returns (resume, tracker)."""
-    resume = load_resume(resume_path(save_name, config.hidden_size, config.use_moe),
-                         info.world_size) if args.from_resume else None
-    return resume, init_tracker(args, run_name, resume)
-
-
-def init_tracker(args, run_name, resume_state=None):
-    """wandb if installed, else swanlab (same API), else None with a warning. Rank 0 only.
-
-    With a `resume_state` that recorded a run id, the same tracker run is continued. Returns the
-    module (with `.log(dict)`), or None when tracking is off or unavailable.
-    """
-    resume_id = (resume_state or {}).get("wandb_id")
-    if not getattr(args, "use_wandb", False) or not is_main_process():
-        return None
-    try:
-        import wandb as tracker
-    except ImportError:
-        try:
-            import swanlab as tracker
-        except ImportError:
-            warn("--use_wandb was given but neither wandb nor swanlab is installed; training without a tracker")
-            return None
-    try:
-        tracker.init(project=args.wandb_project, name=run_name, id=resume_id, resume="must" if resume_id else None)
-    except Exception as e:  # a tracker outage (no network, no login) must not stop the training
-        warn(f"could not start {tracker.__name__} ({e}); training without a tracker")
-        return None
-    return tracker
-
-
-def tracker_run_id(tracker):
-    """The tracker run's id (stored in the resume state so the run continues in the same chart)."""
-    if tracker is None:
-        return None
-    run = tracker.get_run() if hasattr(tracker, "get_run") else getattr(tracker, "run", None)
-    return getattr(run, "id", None)
-
-
-# ----------------------------------------------------------------------------------------------------
-# The supervised training loop
-
-
-def run_supervised_training(args, info, *, model, config, dataset, collate_fn, loss_fn, save_name,
-                            save_fn, optimizer, stop, resume_state=None, tracker=None, scaler=None,
-                            find_unused_parameters=False):
-    """Train `model` on `dataset` for `args.epochs` epochs: the loop of the six supervised scripts.
-
-    - `loss_fn(model, batch) -> (loss, metrics)`: `loss` is the scalar to minimise for one micro-batch
-      (MoE aux loss included); `metrics` is an ordered dict of extra values (floats or 0-d tensors)
-      for the progress line, written between loss and lr.
-    - `save_fn(model)` writes the weight file (rank 0 only); the resume state goes to
-      `resume_path(save_name, config.hidden_size, config.use_moe)`.
-    - Gradient accumulation (`args.accumulation_steps`), clipping (`args.grad_clip`) over the trainable
-      parameters, the cosine schedule per micro-step like upstream, a progress line every
-      `args.log_interval` steps and at each epoch's last step, saves every `args.save_interval` steps
-      and at each epoch's end.
-    - `resume_state` (from `load_resume`, for `--from_resume 1`): the model/optimizer/scaler/RNG are
-      restored and the consumed batches skipped. A SIGTERM (see `StopSignal`) saves the resume state
-      and raises SystemExit(143).
-
-    Resume states always record the last optimizer-step boundary: the micro-batches after it (their
-    gradients were not yet applied) are simply run again on resume, so results match an uninterrupted run.
-    """
-    device = info.device
-    scaler = scaler or make_grad_scaler(device, args.dtype)
-    ckpt = resume_path(save_name, config.hidden_size, config.use_moe)
-    start_epoch, start_step = 0, 0
-    if resume_state is not None:
-        unwrap_model(model).load_state_dict(resume_state["model"])
-        optimizer.load_state_dict(resume_state["optimizer"])
-        if resume_state.get("scaler"):
-            scaler.load_state_dict(resume_state["scaler"])
-        set_rng_states(resume_state.get("rng"))
-        start_epoch, start_step = resume_state["epoch"], resume_state["step"]
-    model = wrap_ddp(model, info, find_unused_parameters)
-    autocast = autocast_context(device, args.dtype)
-    params = [p for p in model.parameters() if p.requires_grad]
-    iters = batches_per_epoch(len(dataset), args.batch_size, info.world_size)
-    if start_step >= iters:  # the saved epoch was complete
-        start_epoch, start_step = start_epoch + 1, 0
-    if start_epoch >= args.epochs:
-        log(f"Nothing to do: the resume state at {os.path.abspath(ckpt)} is already past epoch {args.epochs}")
-        return
-    wandb_id = tracker_run_id(tracker)
-
-    def save(epoch, boundary_step):
-        if is_main_process():
-            save_fn(model)
-            save_resume(ckpt, model=model, optimizer=optimizer, scaler=scaler, epoch=epoch, step=boundary_step,
-                        world_size=info.world_size, global_step=epoch * iters + boundary_step, wandb_id=wandb_id)
-            record_save(args, epoch, boundary_step, epoch * iters + boundary_step)
-
-    stop.arm()
-    model.train()
-    for epoch in range(start_epoch, args.epochs):
-        skip = start_step if epoch == start_epoch else 0
-        loader = make_loader(dataset, args.batch_size, epoch, info, collate_fn, args.num_workers, skip)
-        if skip:
-            log(f"Epoch [{epoch + 1}/{args.epochs}]: skipping the first {skip} steps, starting at step {skip + 1}")
-        start_time = time.time()
-        boundary = skip  # last step whose gradients were applied
-        for step, batch in enumerate(loader, start=skip + 1):
-            batch = to_device(batch, device)
-            lr = get_lr(epoch * iters + step, args.epochs * iters, args.learning_rate)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            is_boundary = step % args.accumulation_steps == 0 or step == iters
-            # Without an optimizer step, skip DDP's gradient all-reduce: it happens once per boundary.
-            sync = nullcontext() if is_boundary or not info.distributed else model.no_sync()
-            with sync:
-                with autocast:
-                    loss, metrics = loss_fn(model, batch)
-                scaler.scale(loss / args.accumulation_steps).backward()
-            if is_boundary:
-                scaler.unscale_(optimizer)
-                torch.nn.utils.clip_grad_norm_(params, args.grad_clip)
-                scaler.step(optimizer)
-                scaler.update()
-                optimizer.zero_grad(set_to_none=True)
-                boundary = step
-
-            if step % args.log_interval == 0 or step == iters:
-                spent = time.time() - start_time
-                eta_min = spent / max(step - skip, 1) * (iters - step) // 60
-                loss_value = loss.item()
-                metrics = {name: float(value) for name, value in metrics.items()}
-                log(format_progress(epoch, args.epochs, step, iters, loss_value, lr, eta_min, metrics))
-                if tracker is not None:
-                    tracker.log({"loss": loss_value, **metrics, "lr": lr, "epoch_Time": eta_min})
-
-            if step % args.save_interval == 0 or step == iters:
-                save(epoch, boundary)
-            if stop.should_stop():
-                save(epoch, boundary)
-                if info.distributed:
-                    dist.barrier()  # the other ranks wait for rank 0's save before tearing down
-                log(stopped_message(epoch, args.epochs, step, iters, ckpt, resume_step=boundary))
-                raise SystemExit(SIGTERM_EXIT)
-        start_step = 0
-    if info.distributed:
-        dist.barrier()
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -1,0 +1,369 @@
+"""The one training loop of every MiniMind trainer, and the start of a run around it.
+
+A training script reads top to bottom like upstream MiniMind's:
+
+    run = loop.start("sft")                                    # 1. options, SIGTERM, processes, seed
+    model, tokenizer = tu.load_model(run.args, run.args.from_weight)   # 2. its model(s) and data
+    dataset = tu.load_dataset(SFTDataset, run.args, tokenizer)
+    part = run.part("model", model, run.args.learning_rate)   # 3. what trains: optimizer (+ DDP)
+    loop.train(run, [part], dataset, collate_fn, step_fn, run_name=...)   # 4. the loop
+
+`train` is written once for all nine types: the cosine schedule per micro-step, gradient accumulation,
+clipping, mixed precision, the progress line with its ETA, the experiment tracker, saves, resume and
+SIGTERM handling. What differs between types is only `step_fn(batch) -> (loss, metrics)` (the
+supervised loss, or an RL rollout/reward/advantage step) and, for RL, the progress line. Supervised
+training is the one-part case; PPO trains two parts (actor and critic), each with its own optimizer
+and learning rate.
+"""
+import math
+import os
+import signal
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+
+from trainer import specs, weight_meta
+from trainer import trainer_utils as tu
+from trainer.args import parse_args
+from trainer.checkpoint import load_resume, resume_path, save_resume, save_weights, set_rng_states
+
+
+# ----------------------------------------------------------------------------------------------------
+# A run and the parts it trains
+
+
+def start(train_type):
+    """The first steps of every script, in this order: parse the options of `train_type`, catch SIGTERM,
+    start the processes, seed each rank. Returns a `Run`."""
+    args = parse_args(train_type)
+    stop = StopSignal()
+    info = tu.init_distributed(args)
+    tu.setup_seed(tu.BASE_SEED + info.rank)
+    return Run(train_type, args, info, stop)
+
+
+def make_optimizer(params, learning_rate):
+    """The optimizer of every trained part: AdamW with torch's defaults, like upstream."""
+    return torch.optim.AdamW(params, lr=learning_rate)
+
+
+@dataclass
+class Part:
+    """One trained module: `model` is what the loss runs on (DDP-wrapped under torchrun), with its
+    optimizer and its peak learning rate. The first part's state is the resume file's `model`;
+    a further part's is stored under its `name` (PPO: `critic`, `critic_optimizer`)."""
+    name: str
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    learning_rate: float
+
+    @property
+    def module(self):
+        """The plain module (no DDP wrapper): sampling and state dicts use it."""
+        return tu.unwrap_model(self.model)
+
+
+@dataclass
+class Run:
+    """One training run: its type, parsed options, process info and SIGTERM handler."""
+    train_type: str
+    args: object
+    info: tu.DistInfo
+    stop: "StopSignal"
+    spec: specs.TypeSpec = field(init=False)
+
+    def __post_init__(self):
+        self.spec = specs.spec(self.train_type)
+
+    def weight_paths(self):
+        """Where the trained parts are saved, in part order (`trainer.specs` names the files)."""
+        return [os.path.join(self.args.save_dir, name) for name in self.spec.weight_files(vars(self.args))]
+
+    def resume_path(self):
+        return resume_path(self.spec, vars(self.args))
+
+    def part(self, name, model, learning_rate, params=None):
+        """A `Part` training `params` (default: all of `model`'s) with its own optimizer; under torchrun
+        the model is wrapped in DDP (MoE models may leave experts unused in a step)."""
+        optimizer = make_optimizer(model.parameters() if params is None else params, learning_rate)
+        model = tu.wrap_ddp(model, self.info, find_unused_parameters=bool(self.args.use_moe))
+        return Part(name, model, optimizer, learning_rate)
+
+
+def get_lr(current_step, total_steps, lr):
+    """Upstream MiniMind's cosine schedule: from 1.0*lr down to 0.1*lr over `total_steps`."""
+    return lr * (0.1 + 0.45 * (1 + math.cos(math.pi * current_step / total_steps)))
+
+
+# ----------------------------------------------------------------------------------------------------
+# Progress lines
+
+
+@dataclass
+class Progress:
+    """What a progress line may show: `epoch` 0-based, `step` 1-based in the epoch, one learning rate
+    per part, the step's loss and metrics (floats), the epoch's remaining minutes."""
+    epoch: int
+    epochs: int
+    step: int
+    iters: int
+    loss: float
+    metrics: dict
+    lrs: list
+    eta_min: float
+
+
+def format_progress(epoch, epochs, step, iters, loss, lr, eta_min, extra=None):
+    """A progress line in the upstream format, e.g.
+
+    `Epoch:[1/2](100/44160) loss:8.896761 lr:0.000549999999 epoch_Time:332.0min:`
+
+    `epoch` is 0-based (printed 1-based), `step` 1-based within the epoch. `extra` (name -> float) is
+    written between loss and lr, like distillation's `ce:` and `distill:` fields.
+    """
+    fields = "".join(f" {name}:{value:.6f}" for name, value in (extra or {}).items())
+    return (f"Epoch:[{epoch + 1}/{epochs}]({step}/{iters}) loss:{loss:.6f}{fields} "
+            f"lr:{lr:.12f} epoch_Time:{eta_min}min:")
+
+
+def template_line(template):
+    """A `progress_line` that fills `template` (str.format) with a `Progress`'s fields: `epoch` (1-based),
+    `epochs`, `step`, `iters`, `loss`, `lr` (the first part's), `lr_1`, `lr_2`... (further parts') and
+    the metrics by name. The RL scripts write their upstream lines this way."""
+    def line(p):
+        lrs = {"lr": p.lrs[0], **{f"lr_{i}": lr for i, lr in enumerate(p.lrs[1:], start=1)}}
+        return template.format(epoch=p.epoch + 1, epochs=p.epochs, step=p.step, iters=p.iters, loss=p.loss,
+                               **lrs, **p.metrics)
+    return line
+
+
+def supervised_line(p):
+    """The supervised scripts' progress line (`format_progress` of a `Progress`)."""
+    return format_progress(p.epoch, p.epochs, p.step, p.iters, p.loss, p.lrs[0], p.eta_min, p.metrics)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Stopping
+
+
+class StopSignal:
+    """SIGTERM handling for a training loop.
+
+    Before `arm()` a SIGTERM exits at once with status 143 (there is nothing to save yet). After it,
+    the handler only sets a flag; the loop calls `should_stop()` after each step, saves its resume
+    state, prints `stopped_message` and exits with `SIGTERM_EXIT`. Under torchrun every rank takes
+    part in `should_stop()` (an all-reduce), so all ranks stop after the same step.
+    """
+
+    def __init__(self):
+        self.requested = False
+        self.armed = False
+        signal.signal(signal.SIGTERM, self._handle)
+
+    def _handle(self, signum, frame):
+        if not self.armed:
+            raise SystemExit(tu.SIGTERM_EXIT)
+        self.requested = True
+
+    def arm(self):
+        """From now on, a SIGTERM lets the current step finish."""
+        self.armed = True
+
+    def should_stop(self):
+        """True when any process got a SIGTERM (collective under torchrun: call it on every rank)."""
+        if dist.is_available() and dist.is_initialized():
+            device = "cuda" if dist.get_backend() == "nccl" else "cpu"
+            flag = torch.tensor([1.0 if self.requested else 0.0], device=device)
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+            return bool(flag.item())
+        return self.requested
+
+
+def stopped_message(epoch, epochs, step, iters, path, resume_step=None):
+    """The line printed when a run stops on SIGTERM: where it stopped and how to go on.
+
+    `resume_step`, when it differs from `step`, is where the resume state continues (the last
+    optimizer step under gradient accumulation)."""
+    where = "" if resume_step is None or resume_step == step else f" (resumes after step {resume_step})"
+    return (f"Stopped by SIGTERM at epoch {epoch + 1}/{epochs}, step {step}/{iters}{where}; resume state saved to "
+            f"{os.path.abspath(path)}. Run the same command with --from_resume 1 to continue.")
+
+
+# ----------------------------------------------------------------------------------------------------
+# Experiment tracking
+
+
+def init_tracker(args, run_name, resume_state=None):
+    """wandb if installed, else swanlab (same API), else None with a warning. Rank 0 only.
+
+    With a `resume_state` that recorded a run id, the same tracker run is continued. Returns the
+    module (with `.log(dict)`), or None when tracking is off or unavailable.
+    """
+    resume_id = (resume_state or {}).get("wandb_id")
+    if not getattr(args, "use_wandb", False) or not tu.is_main_process():
+        return None
+    try:
+        import wandb as tracker
+    except ImportError:
+        try:
+            import swanlab as tracker
+        except ImportError:
+            tu.warn("--use_wandb was given but neither wandb nor swanlab is installed; training without a tracker")
+            return None
+    try:
+        tracker.init(project=args.wandb_project, name=run_name, id=resume_id, resume="must" if resume_id else None)
+    except Exception as e:  # a tracker outage (no network, no login) must not stop the training
+        tu.warn(f"could not start {tracker.__name__} ({e}); training without a tracker")
+        return None
+    return tracker
+
+
+def tracker_run_id(tracker):
+    """The tracker run's id (stored in the resume state so the run continues in the same chart)."""
+    if tracker is None:
+        return None
+    run = tracker.get_run() if hasattr(tracker, "get_run") else getattr(tracker, "run", None)
+    return getattr(run, "id", None)
+
+
+# ----------------------------------------------------------------------------------------------------
+# The loop
+
+
+def _restore(resume, parts, scaler, extras):
+    """Load a resume state into the parts, their optimizers, the scaler, `extras` and the RNGs."""
+    for i, part in enumerate(parts):
+        part.module.load_state_dict(resume["model" if i == 0 else part.name])
+        part.optimizer.load_state_dict(resume["optimizer" if i == 0 else f"{part.name}_optimizer"])
+    if resume.get("scaler"):
+        scaler.load_state_dict(resume["scaler"])
+    for name, obj in extras.items():
+        if resume.get(name) is not None:
+            obj.load_state_dict(resume[name])
+    set_rng_states(resume.get("rng"))
+
+
+def _optimizer_step(parts, scaler, grad_clip):
+    """Unscale, clip each part's trainable gradients to `grad_clip`, step, and clear the gradients."""
+    for part in parts:
+        scaler.unscale_(part.optimizer)
+        torch.nn.utils.clip_grad_norm_([p for p in part.model.parameters() if p.requires_grad], grad_clip)
+        scaler.step(part.optimizer)
+    scaler.update()
+    for part in parts:
+        part.optimizer.zero_grad(set_to_none=True)
+
+
+def train(run, parts, dataset, collate_fn, step_fn, *, run_name, progress_line=supervised_line, save_fn=None,
+          extras=None, after_update=None, after_resume=None):
+    """Train `parts` (list of `Part`) on `dataset` for `args.epochs` epochs.
+
+    - `step_fn(batch) -> (loss, metrics)`: one micro-batch (already on the device): `loss` is the
+      scalar to minimise (MoE aux loss included where the type counts it); `metrics` an ordered dict
+      of floats or 0-d tensors, for the progress line and the tracker.
+    - `progress_line(Progress) -> str`; default: the supervised upstream format (`supervised_line`).
+    - `save_fn()` writes the weight files (rank 0 only); default: each part's half-precision weights
+      to `run.weight_paths()`. The resume state goes to `run.resume_path()` with each part and
+      `extras` (name -> object with state_dict/load_state_dict, e.g. SPO's value tracker).
+    - `run_name`: the experiment tracker's run name.
+    - `after_update(step)` runs after each optimizer step (PPO refreshes its old actor there);
+      `after_resume()` after a resume state was loaded into the parts.
+
+    As upstream: the learning rate follows the cosine schedule per micro-step; gradients of
+    `args.accumulation_steps` micro-steps are summed (each loss divided by their number), clipped
+    to `args.grad_clip` and applied; a progress line every `args.log_interval` steps and at each epoch's
+    last step; saves every `args.save_interval` steps and at each epoch's end. Unlike upstream, an
+    epoch's last partial accumulation window is applied too.
+
+    With `--from_resume 1` the parts, optimizers, scaler, `extras` and RNGs are restored and the
+    consumed batches skipped. Resume states always record the last optimizer-step boundary: the
+    micro-batches after it (their gradients were not yet applied) are run again on resume, so results
+    match an uninterrupted run. A SIGTERM (see `StopSignal`) saves the resume state after the current
+    step and raises SystemExit(143).
+    """
+    args, info, extras = run.args, run.info, extras or {}
+    ckpt = run.resume_path()
+    resume = load_resume(ckpt, info.world_size) if args.from_resume else None
+    tracker = init_tracker(args, run_name, resume)
+    scaler = tu.make_grad_scaler(info.device, args.dtype)
+    save_fn = save_fn or (lambda: [save_weights(p.model, path) for p, path in zip(parts, run.weight_paths())])
+    start_epoch, start_step = 0, 0
+    if resume is not None:
+        _restore(resume, parts, scaler, extras)
+        start_epoch, start_step = resume["epoch"], resume["step"]
+        if after_resume is not None:
+            after_resume()
+    iters = tu.batches_per_epoch(len(dataset), args.batch_size, info.world_size)
+    if start_step >= iters:  # the saved epoch was complete
+        start_epoch, start_step = start_epoch + 1, 0
+    if start_epoch >= args.epochs:
+        tu.log(f"Nothing to do: the resume state at {os.path.abspath(ckpt)} is already past epoch {args.epochs}")
+        return
+    autocast = tu.autocast_context(info.device, args.dtype)
+    wandb_id = tracker_run_id(tracker)
+
+    def save(epoch, boundary_step):
+        if tu.is_main_process():
+            save_fn()
+            further = {key: value for p in parts[1:] for key, value in
+                       ((p.name, p.model), (f"{p.name}_optimizer", p.optimizer))}
+            global_step = epoch * iters + boundary_step
+            save_resume(ckpt, model=parts[0].model, optimizer=parts[0].optimizer, scaler=scaler, epoch=epoch,
+                        step=boundary_step, world_size=info.world_size, global_step=global_step,
+                        wandb_id=wandb_id, **further, **extras)
+            # The metadata file beside each weight just written (and --keep_checkpoints snapshots).
+            weight_meta.after_save(vars(args), run.train_type, [p for p in run.weight_paths() if os.path.isfile(p)],
+                                   epoch=epoch, step=boundary_step, global_step=global_step)
+
+    run.stop.arm()
+    for part in parts:
+        part.model.train()
+    for epoch in range(start_epoch, args.epochs):
+        skip = start_step if epoch == start_epoch else 0
+        loader = tu.make_loader(dataset, args.batch_size, epoch, info, collate_fn, args.num_workers, skip)
+        if skip:
+            tu.log(f"Epoch [{epoch + 1}/{args.epochs}]: skipping the first {skip} steps, starting at step {skip + 1}")
+        start_time = time.time()
+        boundary = skip  # the last step whose gradients were applied
+        for step, batch in enumerate(loader, start=skip + 1):
+            lrs = [get_lr(epoch * iters + step, args.epochs * iters, part.learning_rate) for part in parts]
+            for part, lr in zip(parts, lrs):
+                for group in part.optimizer.param_groups:
+                    group["lr"] = lr
+            is_boundary = step % args.accumulation_steps == 0 or step == iters
+            with ExitStack() as no_sync:
+                if info.distributed and not is_boundary:  # all-reduce gradients once per optimizer step
+                    for part in parts:
+                        no_sync.enter_context(part.model.no_sync())
+                with autocast:
+                    loss, metrics = step_fn(tu.to_device(batch, info.device))
+                scaler.scale(loss / args.accumulation_steps).backward()
+            if is_boundary:
+                _optimizer_step(parts, scaler, args.grad_clip)
+                boundary = step
+                if after_update is not None:
+                    after_update(step)
+
+            if step % args.log_interval == 0 or step == iters:
+                spent = time.time() - start_time
+                eta_min = spent / max(step - skip, 1) * (iters - step) // 60
+                loss_value = loss.item()
+                metrics = {name: float(value) for name, value in metrics.items()}
+                tu.log(progress_line(Progress(epoch, args.epochs, step, iters, loss_value, metrics, lrs, eta_min)))
+                if tracker is not None:
+                    tracker.log({"loss": loss_value, **metrics, "lr": lrs[0],
+                                 **{f"{p.name}_lr": lr for p, lr in zip(parts[1:], lrs[1:])}, "epoch_Time": eta_min})
+            if step % args.save_interval == 0 or step == iters:
+                save(epoch, boundary)
+            if run.stop.should_stop():
+                save(epoch, boundary)
+                if info.distributed:
+                    dist.barrier()  # the other ranks wait for rank 0's save before tearing down
+                tu.log(stopped_message(epoch, args.epochs, step, iters, ckpt, resume_step=boundary))
+                raise SystemExit(tu.SIGTERM_EXIT)
+        start_step = 0
+    if info.distributed:
+        dist.barrier()

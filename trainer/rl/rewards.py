@@ -1,0 +1,143 @@
+"""Rewards of sampled responses: a list of named reward functions with weights.
+
+A `RewardFunction(name, weight, fn)` scores a batch of responses: `fn(prompts, responses, references)`
+returns one float per response (`per_response` builds one from a function of a single response).
+`score(functions, prompts, responses, references)` returns the weighted total of each response and
+each function's own scores, by name, so every part can be logged and inspected on its own.
+`reward_functions(reasoning, reward_model)` builds the configuration the trainers use:
+
+- with `reasoning`: `format` (think/answer structure, up to 1.5);
+- with a reward model: `reward_model` (its clipped score, blended with the answer's score when
+  reasoning); without one: `rule` (1 when the answer equals the reference).
+"""
+import re
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+#: Reward-model scores are clipped to [-REWARD_SCALE, REWARD_SCALE]; SPO maps rewards to [0, 1] with it.
+REWARD_SCALE = 3.0
+
+# A complete reasoning response: think block, then answer block (one blank line between is tolerated).
+_FORMAT_PATTERNS = (
+    re.compile(r"^<think>\n.*?\n</think>\n<answer>\n.*?\n</answer>$", re.S),
+    re.compile(r"^<think>\n.*?\n</think>\n\n<answer>\n.*?\n</answer>$", re.S),
+)
+_TAGS = ("<think>", "</think>", "<answer>", "</answer>")
+_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
+_CHATML_TURN = re.compile(r"<\|im_start\|>(system|user|assistant)\s+(.*?)<\|im_end\|>", re.S)
+
+
+@dataclass(frozen=True)
+class RewardFunction:
+    """One named part of the reward: `fn(prompts, responses, references) -> list of floats`, one score
+    per response of the (aligned) lists, counted `weight` times. Scoring a whole batch in one call lets
+    a reward model score it in batches."""
+    name: str
+    weight: float
+    fn: Callable[[list, list, list], list]
+
+
+def per_response(fn):
+    """A batch `fn` for `RewardFunction` from `fn(prompt, response, reference) -> float`."""
+    return lambda prompts, responses, references: [fn(p, r, ref) for p, r, ref in zip(prompts, responses, references)]
+
+
+def score(functions, prompts, responses, references):
+    """Rewards of aligned lists of prompts, responses and references.
+
+    Returns `(total, parts)`: `total` is a float32 tensor [B] of the weighted sums, `parts` maps each
+    function's name to its unweighted scores, a float32 tensor [B].
+    """
+    columns = {f.name: [float(x) for x in f.fn(prompts, responses, references)] for f in functions}
+    totals = []
+    for i in range(len(responses)):
+        total = 0.0
+        for f in functions:
+            total += f.weight * columns[f.name][i]
+        totals.append(total)
+    return (torch.tensor(totals, dtype=torch.float32),
+            {name: torch.tensor(values, dtype=torch.float32) for name, values in columns.items()})
+
+
+def reward_functions(reasoning, reward_model=None):
+    """The trainers' rewards: format (with reasoning), plus the reward model's score or, without a
+    reward model, the rule reward against the reference. All weights are 1."""
+    functions = []
+    if reasoning:
+        functions.append(RewardFunction("format", 1.0, per_response(lambda p, response, ref: format_reward(response))))
+    if reward_model is not None:
+        functions.append(RewardFunction(
+            "reward_model", 1.0,
+            lambda prompts, responses, references: reward_model_scores(reward_model, prompts, responses, reasoning)))
+    else:
+        functions.append(RewardFunction(
+            "rule", 1.0, per_response(lambda p, response, reference: rule_reward(response, reference, reasoning))))
+    return functions
+
+
+def format_reward(response):
+    """Reasoning format reward: 0.5 for a full think/answer match, plus 0.25 per tag present exactly once."""
+    full = 0.5 if any(p.match(response) for p in _FORMAT_PATTERNS) else 0.0
+    return full + 0.25 * sum(response.count(tag) == 1 for tag in _TAGS)
+
+
+def extract_answer(text, reasoning):
+    """The answer part of a response: the `<answer>` content with reasoning (None without one), else the text."""
+    if not reasoning:
+        return text.strip()
+    match = _ANSWER.search(text)
+    return match.group(1).strip() if match else None
+
+
+def _normalise(text):
+    return " ".join(text.split())
+
+
+def rule_reward(response, reference, reasoning):
+    """1.0 when the response's answer equals the reference answer (whitespace-insensitive), else 0.0.
+
+    A reference written in the reasoning format (`<answer>...</answer>`) is compared by its answer content.
+    """
+    answer = extract_answer(response, reasoning)
+    if answer is None:
+        return 0.0
+    ref_answer = extract_answer(reference, True) if _ANSWER.search(reference) else reference.strip()
+    return 1.0 if _normalise(answer) == _normalise(ref_answer) else 0.0
+
+
+def clip_score(score, scale=REWARD_SCALE):
+    """Clip a reward-model score to [-scale, scale] so one outlier cannot dominate a batch."""
+    return max(min(float(score), scale), -scale)
+
+
+def blend_scores(response_score, answer_score):
+    """With reasoning, the answer content weighs more than the whole response (thinking included)."""
+    return 0.4 * response_score + 0.6 * answer_score
+
+
+def prompt_messages(prompt):
+    """Turn a ChatML prompt back into chat messages (the open assistant turn at the end is left out)."""
+    return [{"role": role, "content": content.strip()} for role, content in _CHATML_TURN.findall(prompt)]
+
+
+def reward_model_score(reward_model, prompt, response, reasoning):
+    """Clipped reward-model score of one response; with reasoning, blended with its answer's score."""
+    return reward_model_scores(reward_model, [prompt], [response], reasoning)[0]
+
+
+def reward_model_scores(reward_model, prompts, responses, reasoning):
+    """`reward_model_score` of each response, every chat of the batch scored in one call
+    (`RewardModel.score_many`): the responses first, then the answers of those that have one."""
+    histories = [prompt_messages(prompt) for prompt in prompts]
+    chats = [h + [{"role": "assistant", "content": r}] for h, r in zip(histories, responses)]
+    answers = [extract_answer(r, True) if reasoning else None for r in responses]
+    with_answer = [i for i, answer in enumerate(answers) if answer is not None]
+    chats += [histories[i] + [{"role": "assistant", "content": answers[i]}] for i in with_answer]
+    score_many = getattr(reward_model, "score_many", None)  # any object with score(messages) also works
+    raw = [clip_score(x) for x in (score_many(chats) if score_many else map(reward_model.score, chats))]
+    scores = raw[:len(responses)]
+    for j, i in enumerate(with_answer):
+        scores[i] = blend_scores(scores[i], raw[len(responses) + j])
+    return scores

@@ -1,0 +1,97 @@
+"""What the PPO, GRPO and SPO scripts build before their loop: checked inputs, the policy and its
+frozen reference (from `{weight_dir}/reason_...` with --reasoning 1, else `full_sft_...`), PPO's critic,
+the prompts, and the statistics every process must agree on."""
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+
+from trainer import loop
+from trainer import trainer_utils as tu
+from trainer.rl.reward_model import check_reward_model_path, load_reward_model
+from trainer.rl.rewards import reward_functions
+from trainer.rl.rollout import rollout_logps
+from trainer.specs import rl_base_weight
+
+
+def start(rl_type):
+    """`loop.start(rl_type)`, then fail fast, before any model is built: the data file and the
+    reward-model folder must exist. Returns the `loop.Run`."""
+    run = loop.start(rl_type)
+    tu.check_data_file(run.args.data_path)
+    path = run.spec.reward_model_path(vars(run.args))
+    if path is not None:
+        try:
+            check_reward_model_path(path)
+        except (FileNotFoundError, ValueError) as e:
+            raise tu.SetupError(str(e)) from None
+    return run
+
+
+def load_rewards(run):
+    """The reward functions of the run: format (with --reasoning), and the reward model's score or the rule."""
+    path = run.spec.reward_model_path(vars(run.args))
+    return reward_functions(run.args.reasoning, load_reward_model(path, run.args.device))
+
+
+def load_policy_run(run):
+    """What GRPO and SPO build, in this order: the policy (logged as "Policy") and tokenizer, the
+    frozen reference (None when beta is 0: no KL penalty), the reward functions, the prompts.
+    Returns (policy, tokenizer, reference, reward_fns, dataset)."""
+    args = run.args
+    policy, tokenizer = load_policy(args)
+    reference = load_frozen(args) if args.beta > 0 else None
+    return policy, tokenizer, reference, load_rewards(run), load_prompts(args, tokenizer)
+
+
+def load_policy(args, label="Policy"):
+    """The policy (logged under `label`) and the tokenizer, from the base weight of --reasoning."""
+    return tu.load_model(args, rl_base_weight(args.reasoning), label=label)
+
+
+def load_base(args):
+    """Another copy of the base weight (PPO's critic body), without a tokenizer, not logged."""
+    return tu.load_model(args, rl_base_weight(args.reasoning), label=None, tokenizer=False)[0]
+
+
+def load_frozen(args):
+    """A frozen copy of the base weight: the reference of the KL penalty, PPO's old actor."""
+    return load_base(args).eval().requires_grad_(False)
+
+
+def load_prompts(args, tokenizer):
+    """The RLAIF prompts of --data_path (prompts longer than --max_seq_len tokens keep their end)."""
+    from dataset.lm_dataset import RLAIFDataset
+    return tu.load_dataset(RLAIFDataset, args, tokenizer)
+
+
+def reference_logps(reference, rollout, logps):
+    """A frozen model's (the reference's, PPO's old actor's) per-token log-probs of the rollout's
+    completions; without a reference (no KL penalty), the policy's own detached ones: a KL term of 0."""
+    if reference is None:
+        return logps.detach()
+    with torch.no_grad():
+        return rollout_logps(reference, rollout)[0]
+
+
+class Critic(nn.Module):
+    """PPO value model: the MiniMind body (`causal_lm.model`) with a Linear(hidden, 1) value head."""
+
+    def __init__(self, causal_lm):
+        super().__init__()
+        self.model = causal_lm.model
+        self.value_head = nn.Linear(causal_lm.config.hidden_size, 1)
+
+    def forward(self, input_ids, attention_mask=None):
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask)
+        hidden = out[0] if isinstance(out, (tuple, list)) else getattr(out, "last_hidden_state", out)
+        return self.value_head(hidden).squeeze(-1)  # [B, T]
+
+
+def global_mean(value, info):
+    """The mean of a float over all processes (itself in a plain run), e.g. to keep SPO's tracker in step."""
+    if not info.distributed:
+        return float(value)
+    device = "cuda" if dist.get_backend() == "nccl" else "cpu"
+    t = torch.tensor([float(value)], device=device, dtype=torch.float64)
+    dist.all_reduce(t)
+    return float(t.item()) / info.world_size
