@@ -77,8 +77,11 @@ def sampling_settings(prefix, target=None, greedy=False):
     top_p = cols[1].slider("Top-p", 0.05, 1.0, 0.85, 0.05, key=f"{prefix}.top_p")
     max_new = cols[2].number_input("Max new tokens", 1, 8192, 512, key=f"{prefix}.max_new_tokens")
     seed = cols[3].number_input("Seed", 0, 2**31 - 1, 0, key=f"{prefix}.seed")
-    reasoning = cols[4].toggle("Reasoning", value=target is None or modelsview.default_reasoning(target),
-                               key=f"{prefix}.reasoning",
+    default = target is None or modelsview.default_reasoning(target)
+    if target is not None and state.get(f"{prefix}.reasoning_for") != target.label:
+        state[f"{prefix}.reasoning"] = default  # a newly chosen checkpoint starts with its own default
+        state[f"{prefix}.reasoning_for"] = target.label
+    reasoning = cols[4].toggle("Reasoning", value=default, key=f"{prefix}.reasoning",
                                help="On: the model may think first (<think>…</think>, shown folded). Off: an empty "
                                     "thought is given, so it answers directly. Rewards score the reasoning format "
                                     "only when on.")

@@ -13,6 +13,14 @@ from mmcore import chat_client, modelsview
 pytestmark = pytest.mark.timeout(900)
 
 
+@pytest.fixture(autouse=True)
+def only_default_write_roots(monkeypatch):
+    """The catalogue walks the write roots: keep it to the repository's (the tests' temp folder is one
+    too, see conftest); the demo runs' weights are found through their jobs' save folders."""
+    from trainer import roots
+    monkeypatch.setenv(roots.WRITE_ENV, os.pathsep.join(map(str, roots.default_roots().write)))
+
+
 @pytest.fixture(scope="module", autouse=True)
 def stop_worker():
     yield
