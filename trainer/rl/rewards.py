@@ -15,8 +15,10 @@ from typing import Callable
 
 import torch
 
-#: Reward-model scores are clipped to [-REWARD_SCALE, REWARD_SCALE]; SPO maps rewards to [0, 1] with it.
+#: Reward-model scores are clipped to [-REWARD_SCALE, REWARD_SCALE].
 REWARD_SCALE = 3.0
+#: The most `format_reward` gives: 0.5 for the full pattern plus 0.25 for each of the four tags.
+FORMAT_MAX = 1.5
 
 # A complete reasoning response: think block, then answer block (one blank line between is tolerated).
 _FORMAT_PATTERNS = (
@@ -30,10 +32,19 @@ _CHATML_TURN = re.compile(r"<\|im_start\|>(system|user|assistant)\s+(.*?)<\|im_e
 
 @dataclass(frozen=True)
 class RewardFunction:
-    """One named part of the reward: `fn(prompt, response, reference) -> float`, counted `weight` times."""
+    """One named part of the reward: `fn(prompt, response, reference) -> float`, counted `weight` times.
+    `low` and `high` bound what `fn` can return (SPO normalises rewards over the total's range)."""
     name: str
     weight: float
     fn: Callable[[str, str, str], float]
+    low: float = 0.0
+    high: float = 1.0
+
+
+def reward_range(functions):
+    """(lowest, highest) weighted total that `functions` can give, e.g. (-3, 4.5) for format + reward model."""
+    ends = [(f.weight * f.low, f.weight * f.high) for f in functions]
+    return sum(min(e) for e in ends), sum(max(e) for e in ends)
 
 
 def score(functions, prompts, responses, references):
@@ -58,14 +69,17 @@ def reward_functions(reasoning, reward_model=None):
     reward model, the rule reward against the reference. All weights are 1."""
     functions = []
     if reasoning:
-        functions.append(RewardFunction("format", 1.0, lambda prompt, response, reference: format_reward(response)))
+        functions.append(RewardFunction("format", 1.0, lambda prompt, response, reference: format_reward(response),
+                                        low=0.0, high=FORMAT_MAX))
     if reward_model is not None:
         functions.append(RewardFunction(
             "reward_model", 1.0,
-            lambda prompt, response, reference: reward_model_score(reward_model, prompt, response, reasoning)))
+            lambda prompt, response, reference: reward_model_score(reward_model, prompt, response, reasoning),
+            low=-REWARD_SCALE, high=REWARD_SCALE))
     else:
         functions.append(RewardFunction(
-            "rule", 1.0, lambda prompt, response, reference: rule_reward(response, reference, reasoning)))
+            "rule", 1.0, lambda prompt, response, reference: rule_reward(response, reference, reasoning),
+            low=0.0, high=1.0))
     return functions
 
 
