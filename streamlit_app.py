@@ -1,13 +1,16 @@
 """MiniMind Train Dashboard: `streamlit run streamlit_app.py`.
 
-The entry point: page setup, navigation over pages/, and a sidebar with the GPUs, the number of
-active jobs and who is using the dashboard. Nothing to set up first: the job store (SQLite) and its
+The entry point: page setup, navigation over pages/, and a sidebar with the language switch, the
+live ticker (reruns a tab when what it shows changed), the GPUs, the number of active jobs and who
+is using the dashboard. Nothing to set up first: the job store (SQLite) and its
 folders are created on first use. The dashboard never imports torch; trainers run as child processes.
 """
+import sqlite3
+
 import streamlit as st
 import streamlit.components.v1 as components
 
-from mmcore import gpu, i18n, jobtable, navigation
+from mmcore import gpu, i18n, jobtable, livepage, navigation, queuelock
 from mmcore.i18n import t
 from mmcore.store import JobStore
 
@@ -19,7 +22,19 @@ page = st.navigation([
     st.Page("pages/train.py", title=t("app.nav.train"), icon=":material/model_training:", default=True),
     st.Page("pages/jobs.py", title=t("app.nav.jobs"), icon=":material/list:"),
     st.Page("pages/logs.py", title=t("app.nav.logs"), icon=":material/monitoring:"),
+    st.Page("pages/models.py", title=t("app.nav.models"), icon=":material/smart_toy:"),
 ])
+
+
+def reconcile_jobs():
+    """Once per run, before the page: jobs whose supervisor died read as lost everywhere it draws."""
+    try:
+        JobStore().reconcile()
+    except (sqlite3.Error, RuntimeError, OSError):
+        pass  # an unusable job store: the page and the sidebar say so themselves
+
+
+reconcile_jobs()  # before the live watch's snapshot below, so the run starts from reconciled rows
 
 
 def on_language():
@@ -35,15 +50,16 @@ with st.sidebar:
     # Drawn before the page, so a page that stops early (st.stop) still shows them.
     st.markdown(f"### {t('app.title')}")
     st.session_state[LANGUAGE_WIDGET] = st.session_state[i18n.STATE_KEY]
-    st.selectbox(f"🌐 {t('app.language')}", list(i18n.LANGUAGES), format_func=i18n.LANGUAGES.get,
+    st.selectbox(t("app.language"), list(i18n.LANGUAGES), format_func=i18n.LANGUAGES.get,
                  key=LANGUAGE_WIDGET, on_change=on_language, help=t("app.language.help"))
     if REMEMBER_KEY in st.session_state:
         components.html(i18n.remember_script(st.session_state.pop(REMEMBER_KEY)), height=0)
+    livepage.start_run()
+    livepage.ticker()  # reruns this tab when what it shows has changed
 
 
-@st.fragment(run_every=5)
 def status_panel():
-    """GPUs and job counts, refreshed every few seconds without rerunning the page."""
+    """GPUs and job counts (the ticker reruns the tab when a job starts or ends)."""
     gpus = gpu.list_gpus()
     st.markdown(f"**{t('app.gpus')}**")
     if gpus:
@@ -53,7 +69,10 @@ def status_panel():
     else:
         st.caption(t("app.cpu_only"))
     try:
-        counts = JobStore().counts()
+        store = JobStore()
+        counts = store.counts()
+        # A queue left without its scheduler (a crash, a reboot) gets one back while anyone looks.
+        queuelock.ensure_running(store)
     except Exception as exc:  # a broken or locked database must not take the navigation down with it
         st.error(t("app.store_unavailable", error=exc))
     else:

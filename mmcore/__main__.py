@@ -1,21 +1,182 @@
-"""`python -m mmcore COMMAND ...`: the dashboard from a shell.
+"""`python -m mmcore COMMAND ...`: the dashboard's jobs from a shell, with the pages' rules.
 
+    python -m mmcore submit pretrain --set hidden_size=64 --set data_path=../dataset/demo/pretrain.jsonl
+    python -m mmcore status 12
+    python -m mmcore stop 12 [--wait]
+    python -m mmcore delete 12
+    python -m mmcore list [--status running]
+    python -m mmcore history [JOB]
+    python -m mmcore backup
+    python -m mmcore restore [latest | FILE]
     python -m mmcore export out/full_sft_512.pth exported/full_sft_512 [--lora out/lora/x_512.pth]
 
-Each subcommand is one `add_*` function that registers its parser and a handler; a new one is a new
-function added to `COMMANDS`. A handler may return an exit status (None means 0).
+Each subcommand is one `add_*` function below that registers its parser and handler; a new one is a
+new function added to `COMMANDS`. A handler may return an exit status (None means 0); a refusal
+(`api.Refused`) exits 1 with the reason on stderr, a usage error 2.
 """
 import argparse
+import datetime
+import json
+import sqlite3
 import sys
 
+from mmcore import api, audit, roles, storeguard
 from mmcore.export import add_export
+from mmcore.paths import DB_NAME, default_home
+
+
+def _time(ts):
+    return datetime.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S") if ts else ""
+
+
+def _pairs(items):
+    """`--set name=value` items -> {name: value}; argparse errors for a malformed item."""
+    values = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise argparse.ArgumentTypeError(f"--set takes name=value, got {item!r}")
+        values[name.strip()] = value
+    return values
+
+
+def _user_option(parser):
+    parser.add_argument("--user", default=None, help="acting user (default: the OS user); owns what it submits")
+
+
+def add_submit(sub):
+    p = sub.add_parser("submit", help="launch a training job; prints its id")
+    p.add_argument("train_type", help="pretrain, sft, lora, dpo, ppo, grpo, spo, distill_reason or distillation")
+    p.add_argument("--set", action="append", metavar="NAME=VALUE", dest="values",
+                   help="a field of the Train form (repeatable); fields not set take the script's default")
+    p.add_argument("--name", default=None, help="job name (default: TYPE-YYYYMMDD-HHMM)")
+    p.add_argument("--backend", choices=("local", "slurm"), default=None,
+                   help="where it runs (default: the queue settings' default_backend)")
+    p.add_argument("--gpus", default=None, metavar="N|IDS",
+                   help="GPUs it needs: a number (any free ones) or ids like 0,2 (default: the device in --set)")
+    _user_option(p)
+
+    def run(args):
+        try:
+            values = _pairs(args.values)
+        except argparse.ArgumentTypeError as exc:
+            p.error(str(exc))
+        gpus = args.gpus
+        if gpus is not None:
+            gpus = int(gpus) if gpus.strip().isdigit() else [g for g in gpus.split(",") if g.strip()]
+        print(api.submit(args.train_type, values, user=args.user, name=args.name, backend=args.backend, gpus=gpus))
+    p.set_defaults(handler=run)
+
+
+def add_status(sub):
+    p = sub.add_parser("status", help="one job's status, owner, exit code and log file")
+    p.add_argument("job_id")
+    p.add_argument("--json", action="store_true", help="every field, as JSON")
+
+    def run(args):
+        job = api.get(args.job_id)
+        if args.json:
+            print(json.dumps(job, indent=2, default=str))
+            return
+        for key in ("id", "name", "train_type", "status", "exit_code", "owner", "log_path", "note", "backend",
+                    "external_id", "queue_reason"):
+            print(f"{key}: {'' if job[key] is None else job[key]}")
+        for key in ("created_at", "started_at", "ended_at"):
+            print(f"{key}: {_time(job[key])}")
+    p.set_defaults(handler=run)
+
+
+def add_stop(sub):
+    p = sub.add_parser("stop", help="stop a queued or running job (SIGTERM, then SIGKILL after the grace period)")
+    p.add_argument("job_id")
+    p.add_argument("--grace", type=float, default=api.runner.DEFAULT_GRACE_S, help="seconds between SIGTERM and SIGKILL")
+    p.add_argument("--wait", action="store_true", help="return once the job's end is recorded")
+    _user_option(p)
+
+    def run(args):
+        if api.stop(args.job_id, user=args.user, grace=args.grace, wait=args.wait):
+            print(f"job {args.job_id}: " + (api.get(args.job_id)["status"] if args.wait else "stopping"))
+        else:
+            print(f"job {args.job_id} had already ended")
+    p.set_defaults(handler=run)
+
+
+def add_delete(sub):
+    p = sub.add_parser("delete", help="delete a finished job and its log (not its weights)")
+    p.add_argument("job_id")
+    _user_option(p)
+
+    def run(args):
+        api.delete(args.job_id, user=args.user)
+        print(f"deleted job {args.job_id}")
+    p.set_defaults(handler=run)
+
+
+def add_list(sub):
+    p = sub.add_parser("list", help="jobs, newest first")
+    p.add_argument("--status", action="append", help="only this status (repeatable)")
+    p.add_argument("--type", dest="train_type", action="append", help="only this training type (repeatable)")
+    p.add_argument("--limit", type=int, default=50, help="at most this many (0: all)")
+
+    def run(args):
+        jobs = api.list_jobs(status=args.status, train_type=args.train_type, limit=args.limit or None)
+        print(f"{'id':>5}  {'type':<14} {'status':<10} {'owner':<20} {'created':<19}  name")
+        for j in jobs:
+            print(f"{j['id']:>5}  {j['train_type']:<14} {j['status']:<10} {j['owner']:<20} "
+                  f"{_time(j['created_at']):<19}  {j['name']}")
+    p.set_defaults(handler=run)
+
+
+def add_history(sub):
+    p = sub.add_parser("history", help="the audit trail (of one job, or of all)")
+    p.add_argument("job_id", nargs="?", type=int)
+    p.add_argument("--limit", type=int, default=50)
+
+    def run(args):
+        for e in api.history(args.job_id, args.limit or None):
+            job = "" if e["job_id"] is None else f"job {e['job_id']}"
+            print(f"{_time(e['at'])}  {e['user']:<20} {e['action']:<8} {job:<10} {json.dumps(e['detail'])}")
+    p.set_defaults(handler=run)
+
+
+def add_backup(sub):
+    p = sub.add_parser("backup", help="copy the job database now (SQLite online backup) into <home>/backups/")
+
+    def run(args):
+        store = api.open_store()
+        print(storeguard.backup(store.path))
+    p.set_defaults(handler=run)
+
+
+def add_restore(sub):
+    p = sub.add_parser("restore", help="list the job database's backups, or put one back ('latest' or a file)")
+    p.add_argument("backup", nargs="?", help="'latest' or a backup file; without it, the backups are listed")
+    _user_option(p)
+
+    def run(args):
+        home = default_home()
+        if args.backup is None:
+            found = storeguard.backups(home)
+            print("\n".join(str(b) for b in found) if found else f"no backups in {home / storeguard.BACKUP_DIR}")
+            return
+        user = args.user or roles.os_user()
+        if roles.role_of(user) != "admin":
+            raise api.Refused(f"{user} is not an admin: only an admin may restore the job database")
+        try:
+            source, aside = storeguard.restore(home / DB_NAME, args.backup)
+        except (OSError, sqlite3.Error, storeguard.StoreDamaged) as exc:
+            raise api.Refused(f"not restored: {exc}") from None
+        audit.record(user, "restore", None, {"from": str(source), "kept_aside": str(aside) if aside else None}, home=home)
+        print(f"restored {home / DB_NAME} from {source}" + (f"; the previous file is kept as {aside}" if aside else ""))
+    p.set_defaults(handler=run)
+
 
 #: Every subcommand, in the order `--help` lists them.
-COMMANDS = [add_export]
+COMMANDS = [add_submit, add_status, add_stop, add_delete, add_list, add_history, add_backup, add_restore, add_export]
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(prog="python -m mmcore", description="MiniMind dashboard from the shell.")
+    parser = argparse.ArgumentParser(prog="python -m mmcore", description="MiniMind dashboard jobs from the shell.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in COMMANDS:
         add(sub)
@@ -24,7 +185,11 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
-    return args.handler(args) or 0
+    try:
+        return args.handler(args) or 0
+    except api.Refused as exc:
+        print(f"python -m mmcore {args.command}: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

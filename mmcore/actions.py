@@ -2,7 +2,7 @@
 message the page shows as it is."""
 from dataclasses import dataclass
 
-from mmcore import launch, runner
+from mmcore import backends, launch, runner
 
 
 @dataclass(frozen=True)
@@ -16,18 +16,22 @@ class Outcome:
 def stop_job(store, job_id):
     """Ask a job to stop (the page's Stop button)."""
     try:
-        if runner.stop(store, job_id):
+        job = store.get(job_id)
+        if job is not None and job.in_queue and backends.stop(store, job_id):
+            return Outcome("info", f"Job {job_id} left the queue without starting.")
+        if backends.stop(store, job_id):
             return Outcome("info", f"Stopping job {job_id}: it gets SIGTERM (and saves its resume state), "
                                    f"then SIGKILL if it has not ended after the grace period.")
         return Outcome("warning", f"Job {job_id} had already finished.")
     except KeyError:
         return Outcome("error", f"There is no job with id {job_id}.")
-    except (ValueError, OSError) as exc:
+    except (ValueError, OSError, RuntimeError) as exc:  # RuntimeError: scancel failed (SlurmError)
         return Outcome("error", f"Could not stop job {job_id}: {exc}")
 
 
 def delete_refusal(store, job_id):
     """Why a job cannot be deleted now, or None when it can (asked before the confirmation step)."""
+    store.reconcile()  # a job whose supervisor died has ended (lost)
     job = store.get(job_id)
     if job is None:
         return f"There is no job with id {job_id}."
@@ -54,11 +58,13 @@ def delete_job(store, job_id, cache=None):
 
 def resume_job(store, job_id, gpu_count):
     """Start a new job with the same parameters and from_resume=1 (the page's Resume button)."""
+    store.reconcile()  # a job whose supervisor died has ended (lost) and may be resumed
     job = store.get(job_id)
     if job is None:
         return Outcome("error", f"There is no job with id {job_id}.")
-    if job.active:
-        return Outcome("error", f"Job {job_id} is {job.status}: it can be resumed once it has ended.")
+    refusal = launch.resume_refusal(job)
+    if refusal:
+        return Outcome("error", refusal)
     try:
         new_id = launch.resume(store, job, gpu_count)
     except launch.LaunchRefused as exc:

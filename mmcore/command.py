@@ -32,7 +32,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mmcore import registry
+from mmcore import registry, roots
 from mmcore.paths import TRAINER_DIR
 from trainer import args as trainer_args
 
@@ -140,8 +140,10 @@ class CheckedValues:
                 for p in tt.params if p.name in self.typed and p.name not in ("device", "train_monitor")}
 
 
-def check(train_type, values):
-    """Parse every submitted field -> CheckedValues (KeyError for an unknown training type)."""
+def check(train_type, values, trainer_dir=TRAINER_DIR):
+    """Parse every submitted field -> CheckedValues (KeyError for an unknown training type).
+
+    Relative paths are checked as the job sees them, from `trainer_dir` (its working directory)."""
     tt = registry.get_type(train_type)
     typed, errors = {}, {}
     for p in tt.params:
@@ -169,7 +171,16 @@ def check(train_type, values):
     device, gpus, device_errors = parse_devices(values)
     errors.update(device_errors)
     typed["gpus"], typed["device"] = gpus, device
-    return CheckedValues(train_type, typed, errors)
+    # Rules over several fields and over the file system, on the values the script would use: sizes
+    # the model can build, paths inside the allowed folders (an outside path is reported as such and
+    # never looked at further, so a form cannot probe which files exist elsewhere).
+    checked = CheckedValues(train_type, typed, errors)
+    effective = checked.effective()
+    for found in (trainer_args.cross_errors(train_type, effective), roots.path_errors(train_type, effective, base=trainer_dir)):
+        for name, message in found.items():
+            errors.setdefault(name, message)
+            typed.pop(name, None)
+    return checked
 
 
 def parse_devices(values):

@@ -198,6 +198,7 @@ def take_clone(state, gpu_ids=(), now=None):
     clone = state.pop(CLONE_KEY, None)
     if not clone or clone.get("train_type") not in registry.TYPES:
         return None
+    state.pop(LAUNCHED_KEY, None)  # "Launched job N" was about the form this one replaces
     train_type = clone["train_type"]
     name = f"{clone['name']}-copy" if clone.get("name") else None
     store_form(state, train_type, form_from_params(train_type, clone.get("params") or {}, gpu_ids, name, now))

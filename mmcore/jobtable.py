@@ -8,6 +8,7 @@ import getpass
 import os
 import socket
 import time
+import zlib
 
 from mmcore import registry
 from mmcore.store import ACTIVE_STATUSES
@@ -81,6 +82,12 @@ def needs_refresh(counts):
     return any(counts.get(status, 0) for status in ACTIVE_STATUSES)
 
 
+def selector_key(prefix, ids, selected):
+    """A widget key that changes with a selector's options and its selection (`prefix.<digest>`)."""
+    digest = zlib.crc32(repr((list(ids), selected)).encode())
+    return f"{prefix}.{digest:08x}"
+
+
 def parse_job_id(text):
     """A job id from a query parameter -> (id, None) or (None, message for the user)."""
     if text is None or str(text).strip() == "":
@@ -108,16 +115,53 @@ def job_row(job, prog, now=None):
         "step": step,
         "metric": prog.latest_metric_text(),
         "eta": format_duration(prog.eta_s) if job.status == "running" else "",
-        "started": format_time(job.started_at),
+        "started": format_started(job.started_at, now),
         "duration": format_duration(duration),
         "submitted_by": submitted_by(job),
     }
+
+
+# Pixels per character and around the text of a cell, in Streamlit's table font (13-14 px sans).
+CHAR_PX = 7.5
+CELL_PAD_PX = 24
+# Columns whose width follows their longest text, so that nothing is cut: (column, min px, max px).
+FITTED_COLUMNS = (("name", 90, 360), ("metric", 90, 200), ("started", 90, 160), ("submitted_by", 80, 200),
+                  ("step", 50, 120), ("type", 50, 110), ("status", 70, 110))
+
+
+def fitted_widths(rows, headers):
+    """Pixel widths of the table's text columns that fit their longest cell or header (within each
+    column's bounds): column -> px. `headers`: column -> header text as shown."""
+    widths = {}
+    for column, low, high in FITTED_COLUMNS:
+        longest = max([len(str(row.get(column) or "")) for row in rows] + [len(headers.get(column, column))])
+        widths[column] = int(min(high, max(low, longest * CHAR_PX + CELL_PAD_PX)))
+    return widths
+
+
+def format_started(ts, now=None):
+    """A start time, short: "17:39" today, "12-02 17:39" this year, "2025-12-02 17:39" before; "" for None."""
+    if ts is None:
+        return ""
+    when = datetime.datetime.fromtimestamp(ts)
+    today = datetime.datetime.fromtimestamp(time.time() if now is None else now)
+    if when.date() == today.date():
+        return when.strftime("%H:%M")
+    return when.strftime("%m-%d %H:%M" if when.year == today.year else "%Y-%m-%d %H:%M")
 
 
 def job_rows(jobs, cache, now=None):
     """The jobs table's rows, in the order given; `cache` is a progress.ProgressCache."""
     now = time.time() if now is None else now
     return [job_row(job, cache.progress(job, now), now) for job in jobs]
+
+
+def mark_resumes(rows, parents):
+    """Rows whose job resumed another ({job id: resumed job's id}) read "↳ name (resumes 12)"."""
+    for row in rows:
+        if row["id"] in parents:
+            row["name"] = f"↳ {row['name']} (resumes {parents[row['id']]})"
+    return rows
 
 
 def params_rows(job):

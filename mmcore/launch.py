@@ -1,4 +1,4 @@
-"""Starting jobs: check submitted values, write a queued job, start its supervisor; resume a job.
+"""Starting jobs: check submitted values, put the job in the queue (which starts it); resume a job.
 
 What the Train page's Launch button and the Jobs page's Resume button call. A launch is checked
 once (`check`: the values parsed by `mmcore.command`, then `mmcore.preflight` on valid ones) and
@@ -6,8 +6,10 @@ started from that check (`start`), so a page that shows the check's findings lau
 what it showed.
 """
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from mmcore import command, metrics, preflight, registry, runner
+from mmcore import command, jobqueue, metrics, ownership, preflight, registry
+from trainer import specs
 
 
 class LaunchRefused(Exception):
@@ -58,23 +60,25 @@ def check(train_type, values, gpu_count, extra_errors=None):
     return LaunchCheck(train_type, values, command=command.command_of(checked), problems=problems)
 
 
-def start(store, name, launch_check):
-    """Write a queued job from a passed check and start its supervisor; return the job id.
+def start(store, name, launch_check, user=None, backend=None, gpus=None):
+    """Put a job owned by `user` (None: the OS user) from a passed check in the queue, which starts
+    it as soon as its resources are free (`mmcore.jobqueue`); return the job id. `backend`:
+    "local", "slurm" or None (the configured default); `gpus`: as `mmcore.resources.resources_for` takes it.
 
     Raises LaunchRefused with every reason when the check found problems.
     """
     if not launch_check.ok:
         raise LaunchRefused(launch_check.reasons)
-    cmd = launch_check.command
-    job_id = store.create(train_type=launch_check.train_type, name=name, params=launch_check.values,
-                          argv=cmd.argv, cwd=cmd.cwd, env=cmd.env)
-    runner.launch(store, job_id)
-    return job_id
+    try:
+        return jobqueue.enqueue(store, launch_check.train_type, name, launch_check.values, launch_check.command,
+                                backend=backend, gpus=gpus, user=user)
+    except jobqueue.QueueRefused as exc:
+        raise LaunchRefused(exc.reasons) from None
 
 
-def launch(store, train_type, name, values, gpu_count):
-    """Check command values and start the job; return its id (LaunchRefused when it cannot start)."""
-    return start(store, name, check(train_type, values, gpu_count))
+def launch(store, train_type, name, values, gpu_count, user=None, backend=None, gpus=None):
+    """Check command values and queue the job as `user`; return its id (LaunchRefused when it cannot be queued)."""
+    return start(store, name, check(train_type, values, gpu_count), user, backend, gpus)
 
 
 def resume_values(train_type, params):
@@ -87,10 +91,37 @@ def resume_values(train_type, params):
     return values
 
 
-def resume(store, job, gpu_count):
-    """Start a new job that resumes `job` from its last checkpoint; return the new job's id."""
+def resume_checkpoint(job):
+    """Where `job`'s trainer keeps its resume state (../checkpoints/<name>_<hidden>[_moe]_resume.pth
+    from its working folder), or None when its parameters do not say (unknown type, invalid values)."""
+    try:
+        checked = command.check(job.train_type, resume_values(job.train_type, job.params))
+        if not checked.ok:
+            return None
+        values = checked.effective()
+        spec = specs.spec(job.train_type)
+        return Path(job.cwd or preflight.TRAINER_DIR) / specs.CHECKPOINT_DIR / spec.resume_file(values)
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
+def resume_refusal(job):
+    """Why `job` cannot be resumed now (running, or it never saved resume state), or None when it can."""
+    if job.active:
+        return f"Job {job.id} is {job.status}: it can be resumed once it has ended."
+    path = resume_checkpoint(job)
+    if path is None or not path.is_file():
+        return (f"Job {job.id} saved no resume state"
+                + (f" ({path.resolve()} does not exist)" if path is not None else "")
+                + ": it stopped before its first checkpoint. Clone it to Train to start it again.")
+    return None
+
+
+def resume(store, job, gpu_count, user=None):
+    """Queue a new job that resumes `job` from its last checkpoint, on the same backend; return its id."""
     name = f"{job.name}-resume" if job.name else f"{job.train_type}-resume"
     values = resume_values(job.train_type, job.params)
+    values[ownership.RESUME_OF] = str(job.id)  # the trainer refuses a resume state another job wrote
     if not values.get("run_dir"):  # continue the resumed job's records rather than start new ones
         values["run_dir"] = str(metrics.job_run_dir(job, store.home))
-    return launch(store, job.train_type, name, values, gpu_count)
+    return launch(store, job.train_type, name, values, gpu_count, user, backend=job.backend)

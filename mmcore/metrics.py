@@ -9,7 +9,6 @@ import json
 import os
 from pathlib import Path
 
-import pandas as pd
 
 from mmcore.paths import ensure_root_on_path
 
@@ -66,6 +65,10 @@ class MetricsReader:
     def frame(self):
         """The records as a DataFrame (one row per logged step, ordered by global_step)."""
         if self._frame is None:
+            # Imported here: job supervisors import this module for its paths, and pandas would add
+            # seconds to every job's start on a busy machine.
+            import pandas as pd
+
             df = pd.DataFrame.from_records(self.records)
             if len(df):
                 # A resumed run's file holds each step once; order by step for safety all the same.

@@ -1,4 +1,17 @@
-"""Keeps every page inside the app's own navigation (st.navigation in streamlit_app.py)."""
+"""Keeps every page inside the app's own navigation (st.navigation in streamlit_app.py).
+
+The one place this project touches a private Streamlit API. With a `pages/` folder beside the entry
+script, a freshly started server serves its first request in the legacy pages-folder mode: a
+bookmarked `/jobs?job=12` opened after a restart runs pages/jobs.py alone, without the entry's
+navigation and sidebar. Streamlit (1.67) has no supported switch for this: its docs say the folder
+is ignored once any session has called st.navigation, which the first request of a fresh server
+has not done yet, and no config option turns the legacy mode off. So each page calls
+`ensure_app_navigation()` first: a session the entry never ran in leaves the legacy mode
+(`PagesManager.uses_pages_directory`, the class-wide flag Streamlit itself clears in st.navigation)
+and reruns, and st.navigation then resolves the same URL. tests/test_navigation.py fails loudly if a
+Streamlit upgrade renames or stops reading that flag; tests/test_browser_e2e.py opens a bookmarked
+URL on a fresh server.
+"""
 
 ENTRY_KEY = "app.entry_ran"  # session-state flag: streamlit_app.py has run in this session
 
@@ -9,13 +22,10 @@ def mark_entry(session_state):
 
 
 def ensure_app_navigation():
-    """Rerun through streamlit_app.py when Streamlit served a page on its own.
+    """Rerun through streamlit_app.py when Streamlit served this page on its own (legacy mode).
 
-    With a `pages/` folder beside the entry script, a freshly started Streamlit server answers its
-    first request in the legacy folder mode: a bookmarked `/jobs?job=12` opened after a restart runs
-    pages/jobs.py alone, without the entry's navigation and sidebar. Leaving that mode and rerunning
-    lets st.navigation resolve the same URL. Only a session the entry never ran in is rerun, so no
-    widget action of a running session is dropped. Call it first thing in every page.
+    Only a session the entry never ran in is rerun, so no widget action of a running session is
+    dropped. Call it first thing in every page.
     """
     import streamlit as st
     from streamlit.runtime.pages_manager import PagesManager

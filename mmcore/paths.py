@@ -1,4 +1,5 @@
 """Where the repository and its training scripts are, independent of the working directory."""
+import os
 import sys
 from pathlib import Path
 
@@ -15,3 +16,13 @@ def ensure_root_on_path():
     root = str(ROOT)
     if root not in sys.path:
         sys.path.insert(0, root)
+
+
+#: Environment variable naming the dashboard's home (jobs.db, logs/, uploads/); default <repo>/runs.
+HOME_ENV = "MINIMIND_DASHBOARD_HOME"
+DB_NAME = "jobs.db"
+
+
+def default_home():
+    """The folder holding jobs.db and logs/: `$MINIMIND_DASHBOARD_HOME`, else `<repo>/runs`."""
+    return Path(os.environ.get(HOME_ENV) or ROOT / "runs")

@@ -6,12 +6,14 @@ of a training type (its data format, the base weights it loads, the files it wri
 model) come from `trainer/specs.py`, the same functions the trainers name their files with.
 Relative paths resolve against `trainer_dir`, the jobs' working directory. Nothing is created.
 """
+import json
 import os
 from pathlib import Path
 
 from mmcore import command, registry
 from mmcore.paths import TRAINER_DIR
 from dataset import formats  # torch-free
+from trainer import roots as trainer_roots
 from trainer import specs
 
 #: Lines of the data file that are checked: enough to catch a wrong format, fast on huge files.
@@ -20,7 +22,7 @@ DATA_LINES = 50
 
 def run(train_type, values, gpu_count, trainer_dir=TRAINER_DIR):
     """Every problem of submitted values (see `mmcore.command`); [] when none were found."""
-    return problems(command.check(train_type, values), gpu_count, trainer_dir)
+    return problems(command.check(train_type, values, trainer_dir), gpu_count, trainer_dir)
 
 
 def problems(checked, gpu_count, trainer_dir=TRAINER_DIR):
@@ -113,6 +115,13 @@ def reward_model(spec, values, trainer_dir):
     if not (path / specs.REWARD_MODEL_CONFIG).is_file():
         return [f"Reward model folder {path} has no {specs.REWARD_MODEL_CONFIG}: it must be a transformers "
                 f"model folder (or set reward_model_path to none)."]
+    try:
+        needs_code = "auto_map" in json.loads((path / specs.REWARD_MODEL_CONFIG).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        needs_code = False  # the trainer reports an unreadable config itself
+    if needs_code and not trainer_roots.trusts_code(path, trainer_dir):
+        return [f"Reward model folder {path} runs its own Python code (auto_map in its config), and it is not "
+                f"among the folders an admin allowed to do that ({trainer_roots.TRUSTED_CODE_ENV})."]
     return []
 
 

@@ -14,6 +14,7 @@ from datetime import datetime
 
 import pandas as pd
 
+from mmcore import resumes
 from mmcore.logparse import LogParser
 
 LOSS_NAMES = ("loss", "Loss", "Actor Loss", "Policy Loss")
@@ -83,10 +84,12 @@ def _last_value(records, names):
     return None, None
 
 
-def summarize(records, started_at=None, now=None, total_epochs=None):
+def summarize(records, started_at=None, now=None, total_epochs=None, start_step=0):
     """The Progress of a run from its records (a list of dicts or a parsed DataFrame).
 
-    The ETA is elapsed since `started_at` / fraction done - elapsed. `total_epochs` overrides the
+    The ETA is the time left at the pace since `started_at`: elapsed * steps left / steps done since
+    then, counting from `start_step` (where a resumed job began: its parent's steps took their own
+    time). `total_epochs` overrides the
     log's (RL lines do not print it; without either, the latest epoch is taken as the last).
     `started_at`/`now` are unix seconds, datetimes or ISO strings.
     """
@@ -110,9 +113,10 @@ def summarize(records, started_at=None, now=None, total_epochs=None):
     reward_name, reward = _last_value(records, REWARD_NAMES)
     eta_s = None
     start = _seconds(started_at)
-    if start is not None and fraction > 0:
+    own = done - min(max(0, start_step), done)
+    if start is not None and own > 0:
         elapsed = max(0.0, (_seconds(now) if now is not None else time.time()) - start)
-        eta_s = max(0.0, elapsed / fraction - elapsed)
+        eta_s = max(0.0, elapsed * (total - done) / own)
     return Progress(percent=100.0 * fraction, step=done, total=total, epoch=epoch, total_epochs=epochs,
                     loss=loss, loss_name=loss_name, reward=reward, reward_name=reward_name, eta_s=eta_s)
 
@@ -131,6 +135,7 @@ class _Tracked:
     def __init__(self, path):
         self.parser = LogParser(path)
         self.recent = deque(maxlen=RECENT_RECORDS)
+        self.first_step = None  # the global step of the log's first progress line
 
     def read(self):
         """Parse what was appended since the last read; return the latest records."""
@@ -139,6 +144,8 @@ class _Tracked:
         if self.parser.restarted:  # the file was truncated or replaced: update() read it from the start
             self.recent.clear()
             before = 0
+        if (before == 0 or self.first_step is None) and len(self.parser):
+            self.first_step = int(self.parser.frame(copy=False)["global_step"].iloc[0])
         # Only the records that can stay in `recent` become dicts: a long log's first read stays cheap.
         self.recent.extend(self.parser.records_from(max(before, len(self.parser) - RECENT_RECORDS)))
         return list(self.recent)
@@ -189,7 +196,9 @@ class ProgressCache:
                 if tracked is None:
                     tracked = self._tracked[job.log_path] = _Tracked(job.log_path)
                 records = tracked.read()
-            return summarize(records, started_at=job.started_at, now=now, total_epochs=job_epochs(job))
+                begun = resumes.start_step(job, tracked.first_step)
+            return summarize(records, started_at=job.started_at, now=now, total_epochs=job_epochs(job),
+                             start_step=begun)
         if job.final_progress is not None:  # stored by the runner when the job ended: no log to read
             with self._lock:
                 self._tracked.pop(job.log_path, None)

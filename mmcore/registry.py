@@ -58,6 +58,7 @@ FIELD_LABELS = {
     "student_num_layers": "Student layers", "teacher_hidden_size": "Teacher hidden size",
     "teacher_num_layers": "Teacher layers", "run_dir": "Records folder",
     "rollout_groups": "Stored groups per step", "rollout_max_mb": "Rollout store limit (MB)",
+    "top_k": "Top-k sampling", "top_p": "Top-p sampling",
 }
 
 # A run without data or without a place to save makes no sense, so these may not be left empty;
@@ -79,9 +80,10 @@ class Param:
     min: float | None = None
     max: float | None = None
     gt_zero: bool = False
+    kind: str | None = None  # "name", "read" or "write" (see trainer/args.py KINDS)
     required: bool = False
 
-    # The rule is written once, in trainer/args.py: Arg.check reads only choices/gt_zero/min/max.
+    # The rule is written once, in trainer/args.py: Arg.check reads only kind/choices/gt_zero/min/max.
     check = trainer_args.Arg.check
 
     @property
@@ -156,7 +158,8 @@ def _param_from_arg(arg):
         name=arg.name, type=arg.type, default=arg.default, help=arg.help, group=group,
         widget="text" if arg.name == "device" else _widget(arg.type, arg.choices),
         label=FIELD_LABELS.get(arg.name, arg.name.replace("_", " ").capitalize()),
-        choices=arg.choices, min=arg.min, max=arg.max, gt_zero=arg.gt_zero, required=arg.name in REQUIRED)
+        choices=arg.choices, min=arg.min, max=arg.max, gt_zero=arg.gt_zero, kind=arg.kind,
+        required=arg.name in REQUIRED)
 
 
 _TRAIN_MONITOR = Param(

@@ -29,10 +29,11 @@ from pathlib import Path
 
 import psutil
 
-from mmcore import progress
 from mmcore.metrics import job_run_dir, with_run_dir
+from mmcore import ownership, roots
 from mmcore.paths import ROOT
-from mmcore.store import JobStore, default_home, process_matches, process_start_time
+from mmcore.paths import default_home
+from mmcore.store import JobStore, process_matches, process_start_time
 from trainer.specs import SPECS
 
 DEFAULT_GRACE_S = 10.0
@@ -90,6 +91,7 @@ def stop(store, job_id, grace=DEFAULT_GRACE_S, wait=False):
     """
     if grace < 0:
         raise ValueError(f"grace must be at least 0 seconds, got {grace}")
+    store.reconcile()  # a job whose supervisor died has already ended: lost
     job = _get(store, job_id)
     if not job.active:
         return False
@@ -110,6 +112,7 @@ def stop(store, job_id, grace=DEFAULT_GRACE_S, wait=False):
     if wait:
         deadline = time.monotonic() + grace + LEFTOVER_GRACE_S + 5 * POLL_S
         while time.monotonic() < deadline:
+            store.reconcile()
             current = store.get(job_id)
             if current is None or not current.active:
                 break
@@ -119,6 +122,7 @@ def stop(store, job_id, grace=DEFAULT_GRACE_S, wait=False):
 
 def delete(store, job_id):
     """Remove a finished job's row and log file; a queued or running job raises JobRunningError."""
+    store.reconcile()  # a job whose supervisor died has ended (lost) and may be deleted
     job = _get(store, job_id)
     if job.active:
         raise JobRunningError(f"job {job_id} is {job.status}: stop it before deleting it")
@@ -202,11 +206,13 @@ class Supervisor:
             return True
         try:
             job = self.store.get(self.job_id)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, RuntimeError) as exc:
             # A database hiccup must not end a training run: look again at the next poll.
             self._write_log(f"# supervisor: cannot read the job store ({exc}); retrying\n")
             return False
-        return job is None or job.stop_requested is not None
+        # Only an explicit request stops the job: a row that cannot be found (a replaced or restored
+        # database) is no reason to end a training run.
+        return job is not None and job.stop_requested is not None
 
     def _record(self, **fields):
         """Write fields to the job's row, retrying a locked or busy database a few times."""
@@ -232,6 +238,10 @@ class Supervisor:
             return None
         try:
             # Round-tripped here so that a value JSON cannot hold fails now, not the final write.
+            # Imported here: it brings in pandas (seconds of start-up on a busy machine), which a
+            # supervisor needs only once its job has ended, not before it starts the trainer.
+            from mmcore import progress
+
             return json.loads(json.dumps(progress.final_progress(self.job).as_dict()))
         except Exception as exc:
             self._write_log(f"# supervisor: cannot summarise the log's progress ({exc!r})\n")
@@ -248,6 +258,11 @@ class Supervisor:
         # The footer first: should the database stay unwritable, the log still tells how it ended.
         self._write_log(f"# finished: {status} ({_describe_exit(exit_code)}) at {_now_iso(ended)}\n")
         self._record(**fields)
+        try:  # what this job held is free now: let the queue start the next job at once
+            from mmcore import queuelock
+            queuelock.wake(self.store)
+        except Exception as exc:  # the queue's own poll starts it a moment later anyway
+            self._write_log(f"# supervisor: cannot wake the queue ({exc!r})\n")
 
     def run(self):
         """Supervise the job to its end; return the process exit status for the supervisor."""
@@ -307,7 +322,10 @@ class Supervisor:
             self._finish("stopped", note="stopped before the trainer started")
             return 0
 
-        env = {**os.environ, **job.env, "PYTHONUNBUFFERED": "1"}
+        # The trainer checks its paths against the same allowed folders as the launch did.
+        # It also learns its job id (recorded in its resume state) and, for a Resume, whose state it continues.
+        env = {**os.environ, **job.env, **roots.current(self.store.home).env(),
+               **ownership.trainer_env(self.store, job), "PYTHONUNBUFFERED": "1"}
         libc = _load_libc()
         preexec = functools.partial(_die_with_parent, libc, os.getpid()) if libc is not None else None
         try:

@@ -6,8 +6,11 @@ web server's sessions and one `mmcore.runner` per job), so it runs in WAL mode w
 every write is a short `BEGIN IMMEDIATE` transaction, and every call opens its own connection (safe
 across threads and forked processes).
 
-The store also notices jobs whose supervisor died without recording an ending: `reconcile()`, run on
-every read, turns such `queued`/`running` rows into `lost`.
+The store also notices jobs whose supervisor died without recording an ending: `reconcile()` turns
+such `queued`/`running` rows into `lost`. Reads do not reconcile (a probe of every active job's
+process on every read adds up): the app reconciles once per page run (streamlit_app.py), the live
+watch now and then (`mmcore.live`), and so do the actions that act on a job's state (stop, delete,
+resume) and each `mmcore.api` call.
 """
 import getpass
 import json
@@ -22,12 +25,12 @@ from pathlib import Path
 
 import psutil
 
-from mmcore.paths import ROOT
+from mmcore import storeguard
+from mmcore.paths import DB_NAME, default_home
 
-HOME_ENV = "MINIMIND_DASHBOARD_HOME"
-DB_NAME = "jobs.db"
 
-STATUSES = ("queued", "running", "succeeded", "failed", "stopped", "lost")
+# `blocked`: a pipeline stage held back because an earlier stage failed or was stopped.
+STATUSES = ("queued", "running", "succeeded", "failed", "stopped", "lost", "blocked")
 ACTIVE_STATUSES = ("queued", "running")
 FINISHED_STATUSES = ("succeeded", "failed", "stopped", "lost")
 
@@ -75,11 +78,35 @@ MIGRATIONS = (
     """
     ALTER TABLE jobs ADD COLUMN final_progress TEXT;
     """,
+    # The queue (mmcore.scheduler), backends (mmcore.backends) and pipelines (mmcore.pipelines).
+    """
+    ALTER TABLE jobs ADD COLUMN backend TEXT NOT NULL DEFAULT 'local';
+    ALTER TABLE jobs ADD COLUMN external_id TEXT;
+    ALTER TABLE jobs ADD COLUMN resources TEXT;
+    ALTER TABLE jobs ADD COLUMN assigned_gpus TEXT;
+    ALTER TABLE jobs ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE jobs ADD COLUMN queue_pos REAL;
+    ALTER TABLE jobs ADD COLUMN queue_reason TEXT;
+    ALTER TABLE jobs ADD COLUMN waiting INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE jobs ADD COLUMN dispatched_at REAL;
+    ALTER TABLE jobs ADD COLUMN pipeline_id INTEGER;
+    ALTER TABLE jobs ADD COLUMN stage INTEGER;
+    ALTER TABLE jobs ADD COLUMN depends_on INTEGER;
+    CREATE INDEX jobs_waiting ON jobs (waiting);
+    CREATE INDEX jobs_pipeline ON jobs (pipeline_id);
+    CREATE TABLE pipelines (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        name TEXT NOT NULL DEFAULT '',
+        template TEXT NOT NULL DEFAULT '',
+        user TEXT NOT NULL DEFAULT '',
+        created_at REAL NOT NULL
+    );
+    """,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
 # Stored as JSON text; SQL NULL reads back as None.
-JSON_COLUMNS = ("params", "argv", "env", "final_progress")
+JSON_COLUMNS = ("params", "argv", "env", "final_progress", "resources", "assigned_gpus")
 
 
 @dataclass
@@ -111,6 +138,22 @@ class Job:
     # from its log once when it ended; None for jobs that ended before it was stored, or whose log
     # could not be parsed then.
     final_progress: dict | None = None
+    # Where it runs and how it waits (see mmcore.scheduler): `backend` "local" or "slurm";
+    # `external_id` the backend's own id (the Slurm job id); `resources` what it asks for
+    # ({"gpus": N} or {"gpu_ids": [...]}; {} = a CPU slot); `assigned_gpus` what it got;
+    # `waiting` 1 while the queue holds it; `queue_reason` why it waits (None once started).
+    backend: str = "local"
+    external_id: str | None = None
+    resources: dict | None = None
+    assigned_gpus: list | None = None
+    priority: int = 0
+    queue_pos: float | None = None
+    queue_reason: str | None = None
+    waiting: int = 0
+    dispatched_at: float | None = None
+    pipeline_id: int | None = None  # the pipeline this job is a stage of, with its 0-based stage
+    stage: int | None = None
+    depends_on: int | None = None  # the job that must succeed before this one may start
 
     @property
     def type(self):
@@ -128,6 +171,11 @@ class Job:
         return self.status in FINISHED_STATUSES
 
     @property
+    def in_queue(self):
+        """True while the queue holds the job (queued and not yet handed to its backend)."""
+        return self.status == "queued" and bool(self.waiting)
+
+    @property
     def duration(self):
         """Seconds from start to end (to now while running), or None before it started."""
         if self.started_at is None:
@@ -143,11 +191,6 @@ class Job:
 
 COLUMNS = tuple(f.name for f in fields(Job))
 UPDATABLE = frozenset(COLUMNS) - {"id"}
-
-
-def default_home():
-    """The folder holding jobs.db and logs/: `$MINIMIND_DASHBOARD_HOME`, else `<repo>/runs`."""
-    return Path(os.environ.get(HOME_ENV) or ROOT / "runs")
 
 
 def _os_user():
@@ -203,6 +246,9 @@ class JobStore:
         self.home = Path(self.path).parent
         self.logs_dir = self.home / "logs"
         self.queued_grace = queued_grace
+        # A missing/empty file beside old logs, or a file that is not SQLite: refuse rather than start
+        # an empty history (StoreDamaged says how to restore a backup).
+        storeguard.check_intact(self.path, self.logs_dir)
         self.home.mkdir(parents=True, exist_ok=True)
         self._migrate()
 
@@ -288,8 +334,11 @@ class JobStore:
         """Where job `job_id` writes its log."""
         return str(self.logs_dir / f"job-{job_id}.log")
 
-    def create(self, train_type, name, params, argv, cwd, env, user=None, host=None):
-        """Insert a `queued` job and return its id. `user`/`host` default to this process's."""
+    def create(self, train_type, name, params, argv, cwd, env, user=None, host=None, **queue_fields):
+        """Insert a `queued` job and return its id. `user`/`host` default to this process's.
+
+        `queue_fields` sets further columns at once (backend, resources, waiting, pipeline_id, ...).
+        """
         if not isinstance(train_type, str) or not train_type:
             raise ValueError("train_type must be a non-empty string")
         if not isinstance(argv, (list, tuple)) or not argv or not all(isinstance(a, str) for a in argv):
@@ -307,12 +356,25 @@ class JobStore:
                  json.dumps(env), time.time(), user if user is not None else _os_user(),
                  host if host is not None else socket.gethostname()))
             job_id = cur.lastrowid
-            conn.execute("UPDATE jobs SET log_path = ? WHERE id = ?", (self.log_path_for(job_id), job_id))
+            extra = {"queue_pos": float(job_id), **self._encode(queue_fields)}
+            assignments = ", ".join(f"{k} = ?" for k in extra)
+            conn.execute(f"UPDATE jobs SET log_path = ?, {assignments} WHERE id = ?",
+                         (self._fresh_log_path(job_id), *extra.values(), job_id))
+        storeguard.backup_if_due(self.path)
         return job_id
+
+    def _fresh_log_path(self, job_id):
+        """`log_path_for(job_id)`, or `job-<id>-<n>.log` when a file of that name exists already
+        (ids restarted in a restored or replaced database): a new job never appends to an old log."""
+        path = Path(self.log_path_for(job_id))
+        n = 1
+        while path.exists():
+            n += 1
+            path = self.logs_dir / f"job-{job_id}-{n}.log"
+        return str(path)
 
     def get(self, job_id):
         """The job with this id, or None when there is none."""
-        self.reconcile()
         with self._connect() as conn:
             row = conn.execute("SELECT * FROM jobs WHERE id = ?", (int(job_id),)).fetchone()
         return self._job(row) if row is not None else None
@@ -337,7 +399,6 @@ class JobStore:
 
         `limit=None` returns every matching job.
         """
-        self.reconcile()
         where, args = self._where(status, train_type)
         sql = f"SELECT * FROM jobs{where} ORDER BY id DESC LIMIT ? OFFSET ?"
         with self._connect() as conn:
@@ -346,14 +407,12 @@ class JobStore:
 
     def count(self, status=None, train_type=None):
         """How many jobs match the same filters as `list`."""
-        self.reconcile()
         where, args = self._where(status, train_type)
         with self._connect() as conn:
             return conn.execute(f"SELECT COUNT(*) FROM jobs{where}", args).fetchone()[0]
 
     def counts(self):
         """Number of jobs per status, every status present (zero when none)."""
-        self.reconcile()
         with self._connect() as conn:
             rows = conn.execute("SELECT status, COUNT(*) FROM jobs GROUP BY status").fetchall()
         result = dict.fromkeys(STATUSES, 0)
@@ -386,6 +445,25 @@ class JobStore:
                 (*values.values(), int(job_id), *states))
         return cur.rowcount == 1
 
+    def update_waiting(self, job_id, **fields_):
+        """Set columns of a job only while the queue holds it (queued and waiting); True when it did.
+
+        Conditional in one statement, so the scheduler starting a job and a user cancelling or
+        reordering it cannot both win: nothing starts twice, nothing cancelled starts.
+        """
+        values = self._encode(fields_)
+        assignments = ", ".join(f"{k} = ?" for k in values)
+        with self._write() as conn:
+            cur = conn.execute(f"UPDATE jobs SET {assignments} WHERE id = ? AND status = 'queued' AND waiting = 1",
+                               (*values.values(), int(job_id)))
+        return cur.rowcount == 1
+
+    def cancel_waiting(self, job_id):
+        """Take a waiting job out of the queue: it ends as stopped. False when it was not waiting."""
+        now = time.time()
+        return self.update_waiting(job_id, status="stopped", waiting=0, ended_at=now, stop_requested=now,
+                                   queue_reason=None, note="cancelled while queued")
+
     def delete(self, job_id):
         """Remove the row (not its log; see `runner.delete`). An unknown id raises KeyError."""
         with self._write() as conn:
@@ -400,12 +478,15 @@ class JobStore:
 
         Gone: its pid is dead or a zombie, or now belongs to a process with another start time (pid
         reuse). A queued job whose supervisor never registered within `queued_grace` seconds of its
-        creation is lost too. Costs one indexed query when nothing is active.
+        creation (or dispatch by the queue) is lost too. Costs one indexed query when nothing is active.
         """
+        # Jobs the queue holds have no supervisor yet, and Slurm jobs never have one (their state
+        # comes from Slurm: mmcore.backends); a dispatched job's grace starts when it was dispatched.
         with self._connect() as conn:
             rows = conn.execute(
-                "SELECT id, status, supervisor_pid, supervisor_start, created_at FROM jobs"
-                " WHERE status IN ('queued', 'running')").fetchall()
+                "SELECT id, status, supervisor_pid, supervisor_start,"
+                " COALESCE(dispatched_at, created_at) AS created_at FROM jobs"
+                " WHERE status IN ('queued', 'running') AND waiting = 0 AND backend = 'local'").fetchall()
         if not rows:
             return []
         now = time.time()

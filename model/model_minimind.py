@@ -441,14 +441,26 @@ class MiniMindForCausalLM(PreTrainedModel, GenerationMixin):
         return self.lm_head
 
     def forward(self, input_ids=None, attention_mask=None, past_key_values=None, use_cache=False,
-                logits_to_keep=0, labels=None, position_ids=None, cache=None, **kwargs):
+                logits_to_keep=0, labels=None, position_ids=None, cache=None, shared_prefix=None, **kwargs):
         """Logits for `input_ids` [B, T].
 
         `past_key_values` (or `cache`, the name `generate()` uses) is a transformers `Cache`; it is
         extended in place and returned. `logits_to_keep` > 0 computes logits for only the last that
         many positions (or pass a tensor of indices). `labels` [B, T] give the next-token cross
         entropy (shifted here; -100 ignored) as `loss`; the MoE `aux_loss` is returned separately.
+
+        `shared_prefix=(prefix_len, group_size)`: consecutive groups of `group_size` rows share their
+        first `prefix_len` columns (a prompt and its sampled responses); the prompt is computed once
+        per group and logits come for the last `T - prefix_len + 1` positions only (see
+        `model.shared_prefix`; dense models, no cache, no labels).
         """
+        if shared_prefix is not None:
+            if labels is not None or use_cache or cache is not None or past_key_values is not None:
+                raise ValueError("shared_prefix takes no labels and no cache")
+            from model import shared_prefix as sp
+            hidden_states = sp.forward(self.model, input_ids, attention_mask, *shared_prefix)
+            return MiniMindOutput(aux_loss=hidden_states.new_zeros((), dtype=torch.float32),
+                                  logits=self.lm_head(hidden_states), hidden_states=hidden_states)
         if past_key_values is not None and cache is not None:
             raise ValueError("pass the cache as past_key_values or cache, not both")
         cache = cache if cache is not None else past_key_values

@@ -4,17 +4,27 @@ import time
 
 import streamlit as st
 
-from mmcore import actions, forms, gpu, jobtable, logparse, navigation, progress, registry
+from mmcore import (actions, forms, gpu, health, jobtable, launch, livepage, logfiles, metrics, navigation,
+                    progress, queueui, registry, resumes, storeguard, tailview)
+from mmcore.safetext import md, md_lines
 from mmcore.store import STATUSES, JobStore
+from mmcore.watch import RunWatch
 
 navigation.ensure_app_navigation()
 
 state = st.session_state
 FLASH_KEY = "jobs.flash"  # (kind, message, unix time) of the last action, shown for FLASH_S
 FLASH_S = 10.0  # long enough to read, though the page refreshes itself every few seconds
-CONFIRM_KEY = "jobs.confirm_delete"  # id of the job whose deletion awaits confirmation
-SELECT_KEY = "jobs.selected"
+CONFIRM_KEY = "jobs.awaiting_confirmation"  # ("stop" | "delete", job id) of the action awaiting confirmation
+SELECT_KEY = "jobs.selected"  # the selected job's id (the selector's own key changes with its options)
+PROGRESS_S = 5.0  # a running job's progress in the table follows its log at most this often
 LIMITS = (50, 200, 1000, None)
+
+
+@st.cache_resource
+def run_watch():
+    """One follower of the runs' metrics streams for every session: trends and health checks."""
+    return RunWatch()
 
 
 @st.cache_resource
@@ -25,8 +35,8 @@ def progress_cache():
 
 try:
     store = JobStore()
-except (sqlite3.Error, RuntimeError, OSError) as exc:  # unreadable, locked or newer-schema database
-    st.error(f"The job store cannot be opened: {exc}")
+except (sqlite3.Error, RuntimeError, OSError) as exc:  # missing, damaged, locked or newer-schema database
+    st.error(md(storeguard.explain(exc)))
     st.stop()
 cache = progress_cache()
 types = registry.TYPES
@@ -60,8 +70,8 @@ def select(job_id):
         st.query_params["job"] = str(job_id)
 
 
-def on_select():
-    select(state.get(SELECT_KEY))
+def on_pick(pick_key):
+    select(state.get(pick_key))
 
 
 def flash(kind, message):
@@ -76,6 +86,11 @@ def show(outcome):
 
 
 def on_stop(job_id):
+    state[CONFIRM_KEY] = ("stop", job_id)  # ask first
+
+
+def on_confirm_stop(job_id):
+    state.pop(CONFIRM_KEY, None)
     show(actions.stop_job(store, job_id))
 
 
@@ -88,7 +103,7 @@ def on_delete(job_id):
     if refusal:
         flash("error", refusal)
     else:
-        state[CONFIRM_KEY] = job_id  # ask first
+        state[CONFIRM_KEY] = ("delete", job_id)  # ask first
 
 
 def on_confirm_delete(job_id):
@@ -99,8 +114,25 @@ def on_confirm_delete(job_id):
     show(outcome)
 
 
-def on_cancel_delete():
+def on_cancel():
     state.pop(CONFIRM_KEY, None)
+
+
+def confirm(job):
+    """The question of a Stop or Delete click, naming the job and its owner, with Yes and Cancel."""
+    action, job_id = state.get(CONFIRM_KEY) or (None, None)
+    if job_id != job.id:
+        return
+    owner = jobtable.submitted_by(job)
+    if action == "stop":
+        st.warning(f"Stop job {job.id} ({md(job.name)}), submitted by {md(owner)}? It saves its resume state and ends.")
+        yes_label, on_yes = "Yes, stop", on_confirm_stop
+    else:
+        st.warning(f"Delete job {job.id} ({md(job.name)}), submitted by {md(owner)}, and its log? This cannot be undone.")
+        yes_label, on_yes = "Yes, delete", on_confirm_delete
+    yes, no, _ = st.columns([1, 1, 4])
+    yes.button(yes_label, type="primary", on_click=on_yes, args=(job.id,), key="jobs.confirm")
+    no.button("Cancel", on_click=on_cancel, key="jobs.cancel")
 
 
 def show_flash():
@@ -110,15 +142,21 @@ def show_flash():
     if time.time() - at > FLASH_S:
         del state[FLASH_KEY]
     else:
-        getattr(st, kind)(message)
+        getattr(st, kind)(md_lines(message))
 
 
 def details(job):
     """The selected job: actions, parameters, command and the end of its log."""
     with st.container(border=True):
-        st.markdown(f"**Job {job.id} · {jobtable.type_short(job.train_type)} · {job.name}** — {job.status}")
+        st.markdown(f"**Job {job.id} · {md(jobtable.type_short(job.train_type))} · {md(job.name)}** — {job.status}")
         if job.note:
-            st.caption(job.note)
+            st.caption(md(job.note))
+        queueui.queue_details(store, job)
+        findings = run_watch().summary(metrics.job_run_dir(job, store.home), job.train_type,
+                                       health.load_settings(store.home)).findings
+        for finding in findings:
+            st.warning(f"**{finding.title}** since step {finding.since_step}: {finding.message} "
+                       f"Try: {finding.advice}", icon=":material/health_and_safety:")
         buttons = st.columns(5)
         buttons[0].button("Stop", on_click=on_stop, args=(job.id,), disabled=not job.active, key="jobs.stop",
                           help="SIGTERM to the training processes (they save their resume state), "
@@ -127,8 +165,10 @@ def details(job):
                           help="Remove the job and its log (not its weights). Refused while it runs.")
         clone = buttons[2].button("Clone to Train", key="jobs.clone",
                                   help="Open Train with this job's type and parameters.")
-        buttons[3].button("Resume", on_click=on_resume, args=(job.id,), disabled=job.active, key="jobs.resume",
-                          help="A new job with the same parameters and --from_resume 1.")
+        cannot_resume = launch.resume_refusal(job)
+        buttons[3].button("Resume", on_click=on_resume, args=(job.id,), disabled=bool(cannot_resume),
+                          key="jobs.resume", help=cannot_resume or "A new job with the same parameters and "
+                                                                   "--from_resume 1, from its last checkpoint.")
         with buttons[4]:
             st.page_link("pages/logs.py", label="Charts on Logs", icon=":material/monitoring:",
                          query_params={"job": str(job.id)})
@@ -136,11 +176,7 @@ def details(job):
             state[forms.CLONE_KEY] = forms.clone_request(job)
             st.switch_page("pages/train.py")
 
-        if state.get(CONFIRM_KEY) == job.id:
-            st.warning(f"Delete job {job.id} ({job.name}) and its log? This cannot be undone.")
-            yes, no, _ = st.columns([1, 1, 4])
-            yes.button("Yes, delete", type="primary", on_click=on_confirm_delete, args=(job.id,), key="jobs.confirm")
-            no.button("Cancel", on_click=on_cancel_delete, key="jobs.cancel")
+        confirm(job)
 
         left, right = st.columns(2)
         with left:
@@ -151,49 +187,68 @@ def details(job):
             st.code(job.command, language="bash", wrap_lines=True)
             if job.env:
                 st.code(" ".join(f"{k}={v}" for k, v in job.env.items()), language="bash")
-            st.caption(f"Submitted by {jobtable.submitted_by(job)} · created {jobtable.format_time(job.created_at)}"
+            st.caption(f"Submitted by {md(jobtable.submitted_by(job))} · created {jobtable.format_time(job.created_at)}"
                        + (f" · exit code {job.exit_code}" if job.exit_code is not None else ""))
 
         st.markdown("**Log** (last 200 lines)")
         try:
-            lines = logparse.tail(job.log_path, 200)
+            lines = logfiles.tail(job.log_path, 200)
         except FileNotFoundError:
             st.info("No log yet: the job has not started writing one." if job.active
-                    else f"The log file {job.log_path} is missing.")
+                    else f"The log file {md(job.log_path)} is missing.")
         except OSError as exc:
-            st.error(f"Cannot read the log file {job.log_path}: {exc}")
+            st.error(f"Cannot read the log file {md(job.log_path)}: {md(exc)}")
         else:
-            # A fixed height keeps a long log from pushing the page around as it grows.
-            st.code("\n".join(lines) or "(empty)", language=None, height=400 if len(lines) > 20 else "content")
+            st.html(tailview.tail_html(lines))
 
 
 def jobs_view():
     """The table and the selected job; the fragment reruns on its own while jobs are active."""
     show_flash()
-    jobs = store.list(status=status_filter or None, train_type=type_filter or None, limit=limit)
-    total = store.count(status=status_filter or None, train_type=type_filter or None)
+    queueui.pipelines_section(store)
+    try:
+        jobs = store.list(status=status_filter or None, train_type=type_filter or None, limit=limit)
+        total = store.count(status=status_filter or None, train_type=type_filter or None)
+    except sqlite3.Error as exc:  # damaged pages inside the file surface only when they are read
+        st.error(storeguard.explain(exc, store.path))
+        return
     if not jobs:
         st.info("No jobs yet: launch one on the Train page." if total == 0 and not (status_filter or type_filter)
                 else "No job matches these filters.")
         st.page_link("pages/train.py", label="Go to Train", icon=":material/model_training:")
         return
-    rows = jobtable.job_rows(jobs, cache)
+    jobs, parents = resumes.table_order(jobs, store.home)  # a job's resumes sit under it: one run
+    rows = jobtable.mark_resumes(jobtable.job_rows(jobs, cache), parents)
+    settings = health.load_settings(store.home)
+    for row, job in zip(rows, jobs):  # the trend and health of each job's metrics stream
+        summary = run_watch().summary(metrics.job_run_dir(job, store.home), job.train_type, settings)
+        row["trend"], row["health"] = summary.trend, health.badge(summary.findings)
+    order = list(jobtable.COLUMNS)
+    order[order.index("metric") + 1:order.index("metric") + 1] = ["trend", "health"]
+    headers = {"name": "Name", "metric": "Latest loss / reward", "started": "Started", "submitted_by": "Submitted by",
+               "step": "Step", "type": "Type", "status": "Status"}
+    width = jobtable.fitted_widths(rows, headers)  # text columns as wide as their longest cell: nothing cut
     st.dataframe(
-        rows, hide_index=True, width="stretch", column_order=jobtable.COLUMNS,
+        rows, hide_index=True, width="stretch", column_order=order,
         column_config={
-            # Narrow columns, so that every column fits a laptop screen without scrolling sideways.
             "id": st.column_config.NumberColumn("ID", format="%d", width=40),
-            "type": st.column_config.TextColumn("Type", width=70),
-            "name": st.column_config.TextColumn("Name", width=150),
-            "status": st.column_config.TextColumn("Status", width=75),
+            "type": st.column_config.TextColumn(headers["type"], width=width["type"]),
+            "name": st.column_config.TextColumn(headers["name"], width=width["name"]),
+            "status": st.column_config.TextColumn(headers["status"], width=width["status"]),
             "progress": st.column_config.ProgressColumn("Progress", format="%.0f%%", min_value=0, max_value=100,
                                                         width=100),
-            "step": st.column_config.TextColumn("Step", width=70),
-            "metric": st.column_config.TextColumn("Latest loss / reward", width=110),
-            "eta": st.column_config.TextColumn("ETA", width=55),
-            "started": st.column_config.TextColumn("Started", width=115),
-            "duration": st.column_config.TextColumn("Duration", width=65),
-            "submitted_by": st.column_config.TextColumn("Submitted by", width=90),
+            "step": st.column_config.TextColumn(headers["step"], width=width["step"]),
+            "metric": st.column_config.TextColumn(headers["metric"], width=width["metric"]),
+            "trend": st.column_config.LineChartColumn("Trend", width=90,
+                                                      help="Reward (RL) or loss over the run, from its metrics stream"),
+            "health": st.column_config.TextColumn("Health", width=110,
+                                                  help="Health checks on the run's metrics (details on its row below "
+                                                       "and on Logs)"),
+            "eta": st.column_config.TextColumn("ETA", width=60),
+            "started": st.column_config.TextColumn(headers["started"], width=width["started"],
+                                                   help="Start time: the hour today, the day before that"),
+            "duration": st.column_config.TextColumn("Duration", width=70),
+            "submitted_by": st.column_config.TextColumn(headers["submitted_by"], width=width["submitted_by"]),
         })
     if total > len(jobs):
         st.caption(f"Showing the latest {len(jobs)} of {total} jobs.")
@@ -206,18 +261,19 @@ def jobs_view():
             by_id = {extra.id: extra, **by_id}
         else:
             select(None)
-    job_id = st.selectbox("Job", list(by_id), format_func=lambda i: jobtable.job_label(by_id[i]), key=SELECT_KEY,
-                          on_change=on_select)
-    if job_id is not None:
-        details(by_id[job_id])
+    ids = list(by_id)
+    job_id = state.get(SELECT_KEY)
+    if job_id not in by_id:
+        job_id = ids[0]
+    # A key made of the options and the selection: when either changes (a job deleted, a resume
+    # selected), the browser gets a new selector instead of keeping a stale choice it would send back.
+    pick_key = jobtable.selector_key("jobs.pick", ids, job_id)
+    st.selectbox("Job", ids, index=ids.index(job_id), format_func=lambda i: jobtable.job_label(by_id[i]),
+                 key=pick_key, on_change=on_pick, args=(pick_key,))
+    details(by_id[job_id])
 
-    if not jobtable.needs_refresh(store.counts()) and state.get("jobs.was_active"):
-        # Everything has ended: one full rerun redraws the page without the refresh timer.
-        state["jobs.was_active"] = False
-        st.rerun()
 
-
-active = jobtable.needs_refresh(store.counts())
-state["jobs.was_active"] = active
+livepage.follow(logs=True, progress_s=PROGRESS_S)
 st.button("Refresh", key="jobs.refresh", icon=":material/refresh:")
-st.fragment(jobs_view, run_every=jobtable.REFRESH_S if active else None)()
+queueui.settings_section(store)
+jobs_view()

@@ -3,7 +3,8 @@ import sqlite3
 
 import streamlit as st
 
-from mmcore import forms, gpu, launch, navigation, registry
+from mmcore import forms, gpu, launch, navigation, queueui, registry, storeguard
+from mmcore.safetext import md
 from mmcore.store import JobStore
 
 navigation.ensure_app_navigation()
@@ -15,10 +16,18 @@ gpu_names = {g.index: f"GPU {g.index}: {g.name}" for g in gpus}
 labels = forms.type_labels()
 
 st.title("Train")
+if store_problem := storeguard.problem():
+    st.error(md(store_problem))  # launching needs the job store: say so before the form is filled in
+
+if queueui.launch_what() == "pipeline":
+    if not store_problem:
+        queueui.pipeline_section(JobStore(), len(gpus))
+    st.stop()
 
 cloned = forms.take_clone(state, gpu_ids)
 state.setdefault(forms.TYPE_KEY, next(iter(labels)))
 train_type = st.selectbox("Training type", list(labels), format_func=labels.get, key=forms.TYPE_KEY,
+                          on_change=lambda: state.pop(forms.LAUNCHED_KEY, None),  # it was about the other form
                           help="Each type shows only its own parameters, filled with its script's defaults.")
 if cloned:
     st.info(f"Filled from job {cloned[1]}: change what you like, then launch.")
@@ -43,7 +52,7 @@ check = forms.check_form(train_type, form, len(gpus))
 
 def show_error(name):
     if name in check.errors:
-        st.error(f"{registry.field_label(name, train_type)} {check.errors[name]}", icon=":material/error:")
+        st.error(md(f"{registry.field_label(name, train_type)} {check.errors[name]}"), icon=":material/error:")
 
 
 def field(p):
@@ -53,6 +62,9 @@ def field(p):
         st.selectbox(p.label, forms.select_options(p), key=key, help=help_text)
     else:
         st.text_input(p.label, key=key, help=help_text, placeholder=p.default_text)
+    if p.name == "dtype" and not gpus:
+        st.caption("No NVIDIA GPU here: a CPU job trains in float32 whatever is chosen (bfloat16 and float16 "
+                   "apply on CUDA only; on a CPU they would be emulated and several times slower).")
     show_error(p.name)
 
 
@@ -92,15 +104,18 @@ with st.container(border=True):
     else:
         st.warning("Fix the fields marked above to see the command.")
     for problem in check.problems:
-        st.warning(problem, icon=":material/warning:")
+        st.warning(md(problem), icon=":material/warning:")
+    backend = "local" if store_problem else queueui.backend_choice(JobStore(), "queue.backend")
+    if backend == "slurm" and check.command is not None:
+        queueui.slurm_preview(JobStore(), train_type, forms.job_name(form), check.command)
 
     if st.button("Launch", type="primary"):
         try:
-            job_id = launch.start(JobStore(), forms.job_name(form), check)
+            job_id = launch.start(JobStore(), forms.job_name(form), check, backend=backend)
         except launch.LaunchRefused as exc:
-            st.error("Launch refused:\n" + "\n".join(f"- {reason}" for reason in exc.reasons))
+            st.error("Launch refused:\n" + "\n".join(f"- {md(reason)}" for reason in exc.reasons))
         except (OSError, ValueError, KeyError, RuntimeError, sqlite3.Error) as exc:  # store or process start failed
-            st.error(f"Could not launch the job: {exc}")
+            st.error(f"Could not launch the job: {md(exc)}")
         else:
             state[forms.LAUNCHED_KEY] = job_id
 
@@ -109,3 +124,4 @@ with st.container(border=True):
         st.success(f"Launched job {launched}.")
         st.page_link("pages/jobs.py", label="Watch it on Jobs", icon=":material/list:",
                      query_params={"job": str(launched)})
+

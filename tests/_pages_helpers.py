@@ -1,4 +1,5 @@
 """Helpers for the AppTest page tests: open a page through the app entry, read what it shows."""
+import re
 import sys
 
 from streamlit.testing.v1 import AppTest
@@ -28,8 +29,10 @@ def open_page(page=None, query=None, state=None):
 
 
 def texts(elements):
-    """The values of a list of AppTest elements (markdown, error, warning, ...)."""
-    return [e.value for e in elements]
+    """The values of a list of AppTest elements (markdown, error, warning, ...), with the backslash
+    escapes that keep user-written text literal (mmcore.safetext) taken out, as a reader sees them."""
+    return [re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", e.value) if isinstance(e.value, str) else e.value
+            for e in elements]
 
 
 def widget_keys(at, prefix):

@@ -51,8 +51,13 @@ def test_delete_job_removes_row_log_and_cache(store):
     assert actions.delete_refusal(store, job_id) == f"There is no job with id {job_id}."
 
 
-def test_resume_job_is_refused_with_the_preflight_reasons(store):
-    job_id = ended_job(store, "sft", {"data_path": "/nonexistent/data.jsonl", "device": "cpu"})
+def test_resume_job_is_refused_with_the_preflight_reasons(store, tmp_path):
+    from mmcore import launch
+    job_id = ended_job(store, "sft", {"data_path": "../dataset/nonexistent/data.jsonl", "device": "cpu"})
+    store.update(job_id, cwd=str(tmp_path / "trainer"))
+    checkpoint = launch.resume_checkpoint(store.get(job_id))
+    checkpoint.parent.mkdir(parents=True)
+    checkpoint.write_bytes(b"resume state")  # it saved resume state: the preflight is what refuses
     outcome = actions.resume_job(store, job_id, gpu_count=0)
     assert outcome.kind == "error" and outcome.message.startswith("Resume refused")
     assert "Data file not found" in outcome.message

@@ -47,6 +47,19 @@ def test_sidebar_counts_running_jobs(tmp_path):
         runner.stop(store, job_id, grace=1, wait=True)
 
 
+def test_each_run_reconciles_once_before_the_page(tmp_path):
+    """Reads do not probe processes; the entry does, once per run, so a dead supervisor's job reads lost."""
+    store = JobStore()
+    job_id = store.create("sft", "s", {}, ["python", "x.py"], str(tmp_path), {})
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    store.update(job_id, status="running", supervisor_pid=dead.pid, supervisor_start=1.0)
+    assert store.counts()["running"] == 1
+    at = open_page()
+    assert "0 running · 0 queued" in sidebar_text(at)
+    assert store.get(job_id).status == "lost"
+
+
 def test_sidebar_lists_the_gpus(monkeypatch):
     """A stand-in for NVML (this machine has no NVIDIA GPU): each GPU's name, memory and load."""
     from mmcore import gpu
@@ -100,4 +113,4 @@ def test_a_broken_job_store_is_a_message_not_a_traceback(home):
     assert any("Job store unavailable" in e for e in texts(at.sidebar.error))
     at.switch_page("pages/jobs.py").run()
     assert not at.exception
-    assert any("The job store cannot be opened" in e for e in texts(at.error))
+    assert any("is not an SQLite database" in e and "python -m mmcore restore" in e for e in texts(at.error))

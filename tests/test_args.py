@@ -10,7 +10,10 @@ COMMON = {"dtype": "bfloat16", "num_workers": 1, "grad_clip": 1.0, "use_moe": 0,
           "run_dir": ""}  # ours: where the structured records go (empty: the default folder)
 MODEL = {"hidden_size": 512, "num_hidden_layers": 8}
 RL_OWN = {"max_gen_len": 1536, "reasoning": 1, "reward_model_path": "../../internlm2-1_8b-reward",
-          "rollout_groups": -1, "rollout_max_mb": 2048.0}  # the last two are ours (the rollout store)
+          "rollout_groups": -1, "rollout_max_mb": 2048.0,  # ours: the rollout store
+          # ours: sampling, defaulting to upstream's effective values (generate(temperature=0.8) gets
+          # transformers' top-k 50 and top-p 1.0)
+          "temperature": 0.8, "top_k": 50, "top_p": 1.0}
 
 
 def row(save_dir, epochs, batch, lr, accum, log, save, seq, data, wandb, **own):
@@ -57,9 +60,10 @@ def test_rl_types_take_no_from_weight():
 
 def test_type_specific_options_follow_the_seed_order():
     names = lambda t: [a.name for a in args.ARGS[t]]
-    ours = ["rollout_groups", "rollout_max_mb"]  # additions come after upstream's options
-    assert names("grpo")[-6:] == ["beta", "num_generations", "reasoning", "reward_model_path"] + ours
-    assert names("spo")[-5:] == ["beta", "reasoning", "reward_model_path"] + ours
+    ours = ["rollout_groups", "rollout_max_mb", "temperature", "top_k", "top_p"]  # after upstream's options
+    assert names("grpo")[-9:] == ["beta", "num_generations", "reasoning", "reward_model_path"] + ours
+    assert names("spo")[-8:] == ["beta", "reasoning", "reward_model_path"] + ours
+    assert names("ppo")[-7:] == ["update_old_actor_freq", "reward_model_path"] + ours
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -67,10 +71,15 @@ def test_type_specific_options_follow_the_seed_order():
     (["--learning_rate=-1e-4"], "must be greater than 0"),
     (["--epochs", "two"], "is not a valid int"),
     (["--use_moe", "2"], "invalid choice"),
+    (["--temperature", "0"], "must be greater than 0"),
+    (["--top_k=-1"], "must be at least 0"),
+    (["--top_p", "1.5"], "must be at most 1"),
+    (["--top_p", "0"], "must be greater than 0"),
 ])
 def test_cli_rejects_bad_values(argv, message, capsys):
+    train_type = "grpo" if argv[0].lstrip("-").split("=")[0] in args.SAMPLING else "pretrain"
     with pytest.raises(SystemExit):
-        args.build_parser("pretrain").parse_args(argv)
+        args.build_parser(train_type).parse_args(argv)
     assert message in capsys.readouterr().err
 
 

@@ -14,6 +14,7 @@ import time
 import pytest
 
 import _browser_helpers as browser
+from mmcore.charts import chart_title
 from mmcore.presets import DEMO_PRESETS
 
 pytestmark = pytest.mark.browser
@@ -24,6 +25,7 @@ E2E_DATA = "e2e_pretrain.jsonl"  # the first lines of the bundled demo data, wri
 E2E_LINES = 160
 E2E_STEPS = E2E_LINES // int(DEMO_PRESETS["pretrain"]["batch_size"])
 FINISHED = ("succeeded", "failed", "stopped", "lost")
+LOSS = chart_title("loss")  # the loss chart's title
 
 
 @pytest.fixture(scope="module")
@@ -188,10 +190,10 @@ def test_rl_forms_then_demo_pretrain_from_launch_to_chart(dashboard):
         page.wait_for_url(re.compile(rf"/logs\?job={job_id}$"))
         browser.wait_for_rerun(page)
         assert_no_exception(page, "logs")
-        charts = browser.plotly_charts(page, "loss")
-        points = [n for trace, n in charts["loss"] if trace.startswith(f"{job_id} — {name}")]
+        charts = browser.plotly_charts(page, LOSS)
+        points = [n for trace, n in charts[LOSS] if trace.startswith(f"{job_id} — {name}")]
         assert points and max(points) == E2E_STEPS, \
-            f"the loss chart should have a trace of job {job_id} with {E2E_STEPS} points: {charts['loss']}"
+            f"the loss chart should have a trace of job {job_id} with {E2E_STEPS} points: {charts[LOSS]}"
         assert_no_exception(page, "logs-chart")
         browser.screenshot(page, "06-logs-chart")
 
@@ -212,6 +214,6 @@ def test_rl_forms_then_demo_pretrain_from_launch_to_chart(dashboard):
         browser.screenshot(page, "07-restarted-jobs")
         browser.open_app(page, f"{restarted.url}/logs?job={job_id}")
         assert_no_exception(page, "restarted-logs")
-        charts = browser.plotly_charts(page, "loss")
-        assert max(n for trace, n in charts["loss"] if trace.startswith(f"{job_id} — ")) == E2E_STEPS
+        charts = browser.plotly_charts(page, LOSS)
+        assert max(n for trace, n in charts[LOSS] if trace.startswith(f"{job_id} — ")) == E2E_STEPS
     print(f"browser end-to-end: {time.monotonic() - started:.0f} s")

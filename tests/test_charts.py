@@ -57,8 +57,8 @@ def test_metric_figure_overlays_runs_raw_faint_and_smoothed_bold():
     assert list(raw.x) == [1, 2, 3] and list(raw.y) == [3.0, 2.0, 1.0]
     assert list(smooth.y) == pytest.approx(charts.ema([3.0, 2.0, 1.0], 0.5))
     assert list(fig.data[2].x) == [1, 3, 4]  # the nan is not drawn
-    assert fig.layout.xaxis.title.text == "global step" and fig.layout.yaxis.type == "linear"
-    assert fig.layout.title.text == "loss"
+    assert fig.layout.xaxis.title.text == "step" and fig.layout.yaxis.type == "linear"
+    assert fig.layout.title.text == charts.chart_title("loss")
 
 
 def test_metric_figure_without_smoothing_and_log_scale():
@@ -89,7 +89,7 @@ def test_metric_order_and_defaults():
     pretrain = ["loss", "lr", "epoch_Time"]
     assert charts.order_metrics(pretrain, "pretrain") == ["loss", "lr", "epoch_Time"]
     assert charts.default_metrics(pretrain, "pretrain") == ["loss", "lr"]
-    assert charts.default_metrics(["epoch_Time"]) == ["epoch_Time"]
+    assert charts.default_metrics(["epoch_Time"]) == []  # minutes left: shown as the ETA, never charted
     distill = ["loss", "ce", "distill", "lr", "epoch_Time"]
     assert charts.order_metrics(distill, "distillation") == ["loss", "ce", "distill", "lr", "epoch_Time"]
     assert charts.metric_kind("Actor LR") == "lr" and charts.metric_kind("KL_ref") == "kl"
@@ -107,3 +107,66 @@ def test_csv_export_round_trips():
     assert table.columns[0] == "run" and table["run"].tolist() == ["a"] * 3 + ["b"] * 4
     assert math.isnan(table.loc[0, "loss"]) and table.loc[3, "loss"] == 8.896761
     assert charts.metric_columns(table)[:2] == ["Actor Loss", "Reward"]
+
+
+def test_csv_is_named_after_its_runs():
+    from mmcore import charts
+    assert charts.csv_file_name({"12 — sft-tiny": None, "13 — grpo/x (uploaded)": None}) == \
+        "minimind-12-sft-tiny_13-grpo-x-uploaded.csv"
+    long = charts.csv_file_name({"r" * 300: None})
+    assert long.startswith("minimind-rrr") and long.endswith("-and-more.csv") and len(long) < 160
+    assert charts.csv_file_name({"???": None}) == "minimind-metrics.csv"
+
+
+def frame(steps, **columns):
+    return pd.DataFrame({"global_step": steps, **columns})
+
+
+def test_one_name_per_metric_across_types():
+    grpo = charts.unify(frame([1, 2], **{"Actor Loss": [1.0, 0.9], "LR": [1e-6, 1e-6], "Reward": [0.1, 0.2]}))
+    pretrain = charts.unify(frame([1, 2], loss=[5.0, 4.0], lr=[5e-4, 5e-4], epoch_Time=[3.0, 2.0]))
+    assert charts.metric_columns(grpo) == ["loss", "lr", "reward"]
+    assert charts.metric_columns(pretrain) == ["loss", "lr", "eta_min"]
+    assert charts.chartable(charts.metric_columns(pretrain)) == ["loss", "lr"]  # the ETA is not a chart
+    fig = charts.metric_figure("loss", {"grpo": grpo, "pretrain": pretrain}, smoothing=0)
+    assert [t.name for t in fig.data] == ["grpo", "pretrain"]  # one chart holds both
+    assert "actor" in fig.layout.title.text.lower() and "loss" in fig.layout.title.text.lower()
+    every, lacking = charts.comparable({"grpo": grpo, "pretrain": pretrain})
+    assert every == ["loss", "lr"] and lacking == {"reward": ["pretrain"]}
+
+
+def test_single_point_is_a_marker_and_steps_tick_on_whole_numbers():
+    fig = charts.metric_figure("loss", {"a": frame([1], loss=[2.0])}, smoothing=0.6)
+    assert all(t.mode == "lines+markers" for t in fig.data)
+    assert fig.layout.xaxis.tickformat == ",d" and fig.layout.xaxis.dtick == 1
+    wide = charts.metric_figure("loss", {"a": frame(list(range(0, 500, 10)), loss=list(range(50)))})
+    assert wide.layout.xaxis.tickformat == ",d" and wide.layout.xaxis.dtick is None
+
+
+def test_log_scale_y_range_step_range_and_band():
+    df = frame(list(range(1, 21)), reward=np.linspace(0, 1, 20), reward_std=np.full(20, 0.1))
+    fig = charts.metric_figure("reward", {"r": df}, smoothing=0, log_y=True, y_range=(0.01, 10), x_range=(5, 10))
+    assert fig.layout.yaxis.type == "log" and list(fig.layout.yaxis.range) == [-2, 1]
+    band, line = fig.data
+    assert band.fill == "toself" and line.x.min() == 5 and line.x.max() == 10
+
+
+def test_x_axis_by_samples_where_records_give_it():
+    with_records = frame([1, 2, 3], loss=[3.0, 2.0, 1.0], samples=[32, 64, 96])
+    log_only = frame([1, 2, 3], loss=[3.0, 2.5, 2.0])
+    assert charts.x_choices({"a": with_records, "b": log_only}) == ["step", "samples"]
+    fig = charts.metric_figure("loss", {"a": with_records, "b": log_only}, smoothing=0, x="samples")
+    assert [t.name for t in fig.data] == ["a"] and list(fig.data[0].x) == [32, 64, 96]
+
+
+def test_auto_smoothing_follows_the_noise():
+    rng = np.random.default_rng(0)
+    steps = np.arange(400)
+    clean = 5 * np.exp(-steps / 100) + rng.normal(0, 0.002, 400)
+    noisy_reward = np.linspace(0.1, 0.4, 400) + rng.normal(0, 0.3, 400)
+    assert charts.auto_smoothing(clean) < 0.3  # the trend is plain: barely smoothed
+    assert charts.auto_smoothing(noisy_reward) >= 0.9  # the trend hides in the noise: smoothed hard
+    assert charts.auto_smoothing([1.0, 2.0]) == 0.0
+    fig = charts.metric_figure("reward", {"r": frame(steps, reward=noisy_reward)}, smoothing="auto")
+    raw, smooth = fig.data
+    assert np.std(np.diff(smooth.y)) < np.std(np.diff(raw.y)) / 5

@@ -12,7 +12,8 @@ from trainer import args as trainer_args
 
 SEED_GRPO = "--beta 0.02 --num_generations 8 --reasoning 1 --reward_model_path ../../internlm2-1_8b-reward"
 SEED_SPO = "--beta 0.02 --reasoning 1 --reward_model_path ../../internlm2-1_8b-reward"
-ROLLOUT_STORE = "--rollout_groups -1 --rollout_max_mb 2048.0"  # ours, after upstream's options
+# ours, after upstream's options: the rollout store, then sampling (upstream's effective values)
+ROLLOUT_STORE = "--rollout_groups -1 --rollout_max_mb 2048.0 --temperature 0.8 --top_k 50 --top_p 1.0"
 
 
 def form(train_type, **changes):
@@ -105,9 +106,9 @@ def test_empty_means_the_scripts_default():
 
 def test_user_values_are_passed_in_canonical_form():
     f = flags(build_argv("grpo", form("grpo", beta="0.05", learning_rate="1E-06", num_generations="04",
-                                      data_path="/data/my rl set.jsonl")))
+                                      data_path="../dataset/my rl set.jsonl")))
     assert (f["beta"], f["learning_rate"], f["num_generations"]) == ("0.05", "1e-6", "4")
-    assert f["data_path"] == "/data/my rl set.jsonl"  # one argv item, spaces and all
+    assert f["data_path"] == "../dataset/my rl set.jsonl"  # one argv item, spaces and all
 
 
 def test_widget_values_that_are_not_strings():

@@ -4,6 +4,7 @@ import sys
 
 import pytest
 
+from _runner_helpers import wait_for
 from mmcore import command, forms, launch, registry, runner
 from mmcore.presets import demo_preset
 from mmcore.store import JobStore
@@ -50,7 +51,8 @@ def test_sections_group_the_types_own_parameters_under_its_name():
     titles = [title for _, title, _ in sections]
     assert titles == ["Training", "Model", "Data, saving and loading", "SPO parameters", "Devices", "Monitoring"]
     own = dict((group, [p.name for p in params]) for group, _, params in sections)["type_specific"]
-    assert own == ["max_gen_len", "beta", "reasoning", "reward_model_path", "rollout_groups", "rollout_max_mb"]
+    assert own == ["max_gen_len", "beta", "reasoning", "reward_model_path", "rollout_groups", "rollout_max_mb",
+                   "temperature", "top_k", "top_p"]
     assert "num_generations" not in own
     assert [title for _, title, _ in forms.sections("pretrain")] == [
         "Training", "Model", "Data, saving and loading", "Devices", "Monitoring"]
@@ -178,14 +180,17 @@ def test_resume_values_set_from_resume_and_fill_missing_defaults():
 
 
 def test_launch_creates_a_job_and_starts_it(tmp_path):
-    """A valid launch writes the form values, argv, cwd and env, then starts the supervisor."""
+    """A valid launch writes the form values, argv, cwd and env; the queue then starts the supervisor."""
     store = JobStore(tmp_path / "jobs.db")
     values = forms.command_values("pretrain", forms.preset_form("pretrain"))
     job_id = launch.launch(store, "pretrain", "tiny", values, gpu_count=0)
     try:
         job = store.get(job_id)
         assert job.params == values and job.name == "tiny"
-        assert job.supervisor_pid is not None  # runner.launch started and recorded the supervisor
+        assert job.backend == "local" and job.resources == {}  # a CPU slot on this machine
+        # The scheduler hands it to its supervisor within moments (the store's only CPU job).
+        job = wait_for(lambda: (lambda j: j if j.supervisor_pid is not None else None)(store.get(job_id)), 30,
+                       what="the queue to start the job")
         assert job.argv[0] == sys.executable and job.argv[1] == "../trainer/train_pretrain.py"
         assert job.argv[job.argv.index("--hidden_size") + 1] == "64"
         assert job.cwd.endswith("trainer")

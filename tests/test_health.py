@@ -110,3 +110,23 @@ def test_thresholds_are_settings(tmp_path):
 def test_badge_lists_titles():
     found = health.evaluate(stream(frac_reward_zero_std=1.0, truncated_frac=1.0), S)
     assert health.badge(found) == "No learning signal · Mostly truncated"
+
+
+def test_run_watch_follows_a_growing_stream(tmp_path):
+    from mmcore.watch import TREND_POINTS, RunWatch
+    from trainer import records
+    watch = RunWatch()
+    assert watch.summary(tmp_path / "none", "grpo").trend == []
+    rec = records.RunRecords(tmp_path / "run", "grpo")
+    for step in range(1, 4):
+        rec.log(step, 0, step, {"loss": 1.0, "reward": 0.1 * step, "frac_reward_zero_std": 1.0}, step, step)
+    first = watch.summary(tmp_path / "run", "grpo", S)
+    assert first.trend_name == "reward" and first.trend == [0.1, 0.2, 0.3] and first.findings == []
+    assert watch.summary(tmp_path / "run", "grpo", S) is first  # nothing new: nothing recomputed
+    for step in range(4, 101):
+        rec.log(step, 0, step, {"loss": 1.0, "reward": 0.0, "frac_reward_zero_std": 1.0}, step, step)
+    later = watch.summary(tmp_path / "run", "grpo", S)
+    assert len(later.trend) == TREND_POINTS and later.records == 100
+    assert [f.rule for f in later.findings] == ["no_signal"] and later.findings[0].since_step == 1
+    assert watch.summary(tmp_path / "run", "sft", health.HealthSettings(window=200)).trend_name == "loss"
+    rec.close()

@@ -102,3 +102,25 @@ def test_job_label():
     job = Job(id=12, train_type="sft", name="sft-a", status="queued", params={}, argv=["x"], cwd="", env={},
               log_path="", created_at=T0)
     assert jobtable.job_label(job) == "12 — sft-a"
+
+
+def test_text_columns_fit_their_longest_cell():
+    """Name, Started and the latest value are as wide as their text (the table cut them before)."""
+    rows = [{"name": "sft-lora-medical-zh-20261202-1530-resume", "metric": "Actor loss 0.1234",
+             "started": "12-02 17:39", "submitted_by": "alice@gpu-node-17", "step": "1200/3400",
+             "type": "LoRA", "status": "succeeded"}]
+    headers = {"name": "Name", "metric": "Latest loss / reward", "started": "Started"}
+    width = jobtable.fitted_widths(rows, headers)
+    for column in ("name", "metric", "started", "submitted_by", "step", "status"):
+        text = max(str(rows[0][column]), headers.get(column, ""), key=len)
+        assert width[column] >= len(text) * 7, (column, width[column])
+    assert jobtable.fitted_widths([{"name": "n" * 500}], {})["name"] <= 360  # a huge name stays in bounds
+
+
+def test_started_is_short():
+    import datetime
+    now = datetime.datetime(2026, 12, 2, 18, 0).timestamp()
+    assert jobtable.format_started(datetime.datetime(2026, 12, 2, 9, 5).timestamp(), now) == "09:05"
+    assert jobtable.format_started(datetime.datetime(2026, 11, 30, 9, 5).timestamp(), now) == "11-30 09:05"
+    assert jobtable.format_started(datetime.datetime(2025, 11, 30, 9, 5).timestamp(), now) == "2025-11-30 09:05"
+    assert jobtable.format_started(None) == ""

@@ -9,12 +9,20 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mmcore import logparse
-from mmcore import progress
-from mmcore.logparse import INDEX_COLUMNS, LogParser, is_minimind_log, parse_file, tail
+from mmcore import logfiles, logheader, logparse, progress
+from mmcore.logfiles import tail
+from mmcore.loglines import INDEX_COLUMNS
+from mmcore.logparse import LogParser, parse_file
 
 DATA = Path(__file__).parent / "data" / "logs"
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def new_records(parser):
+    """What one `update()` added, as dicts: what a page reads after each refresh."""
+    before = len(parser)
+    parser.update()
+    return parser.records_from(0 if parser.restarted else before)
 
 
 def write(path, text, mode="w"):
@@ -50,7 +58,7 @@ def test_upstream_header():
 
 def test_grpo_log_with_appended_fields_and_header():
     parser = LogParser(DATA / "dashboard_grpo.log")
-    records = parser.poll()
+    records = new_records(parser)
     assert [r["step"] for r in records] == [3, 4, 5]  # the resume notice is no record
     first = records[0]
     assert first == {"epoch": 1, "total_epochs": None, "step": 3, "total_steps": 10, "global_step": 3,
@@ -174,9 +182,8 @@ def test_same_result_whatever_the_block_size(tmp_path, monkeypatch):
 
 def test_traceback_is_the_last_error_and_no_progress_kind():
     parser = LogParser(DATA / "dashboard_failed.log")
-    assert parser.poll() == []
+    assert new_records(parser) == []
     assert parser.kind == "no_progress"
-    assert is_minimind_log(parser) and is_minimind_log(DATA / "dashboard_failed.log")
     assert parser.header["finished"] == "failed" and parser.header["exit_code"] == 1
     assert parser.errors == [
         "Traceback (most recent call last):\n"
@@ -228,23 +235,23 @@ def test_only_the_last_errors_are_kept(tmp_path):
     write(log, "".join(f"Error: number {i}\n" for i in range(100)))
     parser = LogParser(log)
     parser.update()
-    assert parser.errors == [f"Error: number {i}" for i in range(100 - logparse.MAX_ERRORS, 100)]
+    assert parser.errors == [f"Error: number {i}" for i in range(100 - logheader.MAX_ERRORS, 100)]
 
 
 def test_not_a_minimind_log():
     parser = LogParser(DATA / "not_minimind.log")
     parser.update()
     assert parser.kind == "unknown" and len(parser) == 0
-    assert not is_minimind_log(DATA / "not_minimind.log")
-    assert is_minimind_log(DATA / "upstream_pretrain.log")
+    upstream = LogParser(DATA / "upstream_pretrain.log")
+    upstream.update()
+    assert upstream.kind == "progress" and upstream.header["source"] == "upstream"
 
 
 def test_missing_and_empty_files(tmp_path):
     parser = LogParser(tmp_path / "nope.log")
-    assert parser.poll() == [] and parser.kind == "missing"
+    assert new_records(parser) == [] and parser.kind == "missing"
     with pytest.raises(FileNotFoundError, match="nope.log"):
         parse_file(tmp_path / "nope.log")
-    assert not is_minimind_log(tmp_path / "nope.log")
     (tmp_path / "empty.log").write_bytes(b"")
     parser = LogParser(tmp_path / "empty.log")
     parser.update()
@@ -258,14 +265,14 @@ def test_incremental_reads_with_partial_lines(tmp_path):
     log = tmp_path / "live.log"
     write(log, "# job 1 · type pretrain · live\nEpoch:[1/1](1/4) loss:4.0\nEpoch:[1/1](2/4) lo")
     parser = LogParser(log)
-    assert [r["step"] for r in parser.poll()] == [1]
+    assert [r["step"] for r in new_records(parser)] == [1]
     position = parser.position
-    assert parser.poll() == []  # nothing new: the partial line waits for its newline
+    assert new_records(parser) == []  # nothing new: the partial line waits for its newline
     assert parser.position == position
     write(log, "ss:3.0\nEpoch:[1/1](3/4) loss:2.0\n", "a")
-    assert [(r["step"], r["loss"]) for r in parser.poll()] == [(2, 3.0), (3, 2.0)]
+    assert [(r["step"], r["loss"]) for r in new_records(parser)] == [(2, 3.0), (3, 2.0)]
     write(log, "Epoch:[1/1](4/4) loss:1.0\n", "a")
-    assert [r["step"] for r in parser.poll()] == [4]
+    assert [r["step"] for r in new_records(parser)] == [4]
     assert [r["step"] for r in parser.records] == [1, 2, 3, 4]
     assert parser.position == log.stat().st_size
     assert not parser.restarted
@@ -279,7 +286,7 @@ def test_live_tqdm_bar_without_newline_is_not_reread(tmp_path):
     # Everything before the bar's last \r is overwritten on screen: the next read starts after it.
     assert log.stat().st_size - parser.position == len(" 199%|###")
     write(log, "\rEpoch:[1/1](2/2) loss:0.5\n", "a")
-    assert [r["step"] for r in parser.poll()] == [2]
+    assert [r["step"] for r in new_records(parser)] == [2]
 
 
 def test_overlong_line_is_skipped(tmp_path, monkeypatch):
@@ -296,9 +303,9 @@ def test_truncated_file_is_read_again(tmp_path):
     log = tmp_path / "trunc.log"
     write(log, "Epoch:[1/1](1/3) loss:1.0\nEpoch:[1/1](2/3) loss:2.0\n")
     parser = LogParser(log)
-    assert len(parser.poll()) == 2
+    assert len(new_records(parser)) == 2
     write(log, "Epoch:[1/1](1/3) loss:5.0\n")  # smaller than before
-    records = parser.poll()
+    records = new_records(parser)
     assert parser.restarted
     assert [(r["step"], r["loss"]) for r in records] == [(1, 5.0)]
     assert len(parser.records) == 1
@@ -312,7 +319,7 @@ def test_replaced_file_is_read_again(tmp_path):
     new = tmp_path / "new.log"
     write(new, "# job 2 · type sft · again\nEpoch:[1/2](1/3) loss:7.0\nEpoch:[1/2](2/3) loss:6.0\n")
     os.replace(new, log)  # another inode, larger than the old file
-    records = parser.poll()
+    records = new_records(parser)
     assert parser.restarted
     assert [r["loss"] for r in records] == [7.0, 6.0]
     assert parser.header["job_id"] == 2
@@ -325,7 +332,7 @@ def test_rewritten_in_place_with_other_first_bytes(tmp_path):
     parser.update()
     with open(log, "r+", encoding="utf-8") as f:  # same inode, now bigger, other content
         f.write("Epoch:[1/1](1/3) loss:8.0\nEpoch:[1/1](2/3) loss:9.0\n")
-    records = parser.poll()
+    records = new_records(parser)
     assert parser.restarted
     assert [r["loss"] for r in records] == [8.0, 9.0]
 
@@ -339,7 +346,7 @@ def test_state_round_trip_reads_only_new_bytes(tmp_path):
     state = json.loads(json.dumps(parser.state()))  # JSON-able
     write(log, "OSError: disk full\nEpoch:[1/1](2/3) loss:2.0\n", "a")
     restored = LogParser(log, state=state)
-    assert [r["step"] for r in restored.poll()] == [2]  # only what came after the saved position
+    assert [r["step"] for r in new_records(restored)] == [2]  # only what came after the saved position
     assert restored.header["job_id"] == 5
     assert restored.errors == ["Traceback (most recent call last):\n  File \"x.py\", line 9, in f\nOSError: disk full"]
 
@@ -355,7 +362,7 @@ def test_open_traceback_is_reported_while_being_written(tmp_path):
 # -- tail, helpers -------------------------------------------------------------------------
 
 def test_epochs_from_a_logged_command():
-    assert logparse.epochs_from_command("python train.py --epochs 3 --x 1") == 3
+    assert logheader.epochs_from_command("python train.py --epochs 3 --x 1") == 3
 
 
 def test_tail_reads_the_end(tmp_path):
@@ -372,10 +379,10 @@ def test_tail_reads_the_end(tmp_path):
 
 
 def test_save_upload(tmp_path):
-    path = logparse.save_upload(b"Epoch:[1/1](1/1) loss:1.0\n", "../../etc/my run.log", folder=tmp_path)
+    path = logfiles.save_upload(b"Epoch:[1/1](1/1) loss:1.0\n", "../../etc/my run.log", folder=tmp_path)
     assert path.parent == tmp_path and path.name.endswith("-my_run.log")
     assert parse_file(path)["loss"].tolist() == [1.0]
-    assert logparse.save_upload(b"Epoch:[1/1](1/1) loss:1.0\n", "my run.log", folder=tmp_path) == path
+    assert logfiles.save_upload(b"Epoch:[1/1](1/1) loss:1.0\n", "my run.log", folder=tmp_path) == path
 
 
 def test_importable_without_torch():
@@ -406,12 +413,12 @@ def test_log_of_a_real_pretrain_job(tmp_path, monkeypatch):
     seen = []
 
     def finished():
-        seen.extend(parser.poll())  # read while it runs, as the pages do
+        seen.extend(new_records(parser))  # read while it runs, as the pages do
         job = store.get(job_id)
         return job if job.finished else None
 
     job = wait_for(finished, timeout=240, interval=0.5, what="the job to finish")
-    seen.extend(parser.poll())
+    seen.extend(new_records(parser))
     assert job.status == "succeeded", "\n".join(tail(job.log_path, 40))
 
     # 12 lines, batch 4: 3 steps per epoch, every step logged.
@@ -444,7 +451,7 @@ def test_explain_messages():
     def explained(path):
         parser = LogParser(path)
         parser.update()
-        return logparse.explain(parser, "run")
+        return logfiles.explain(parser, "run")
 
     assert explained(DATA / "upstream_pretrain.log") is None
     level, message = explained(DATA / "not_minimind.log")

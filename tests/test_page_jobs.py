@@ -5,7 +5,7 @@ import time
 import pytest
 
 from _pages_helpers import open_page, sleeper_argv, texts, wait_for
-from mmcore import forms, runner
+from mmcore import actions, forms, launch, runner
 from mmcore.store import JobStore
 
 
@@ -49,6 +49,20 @@ def button(at, label):
     return found[0]
 
 
+def log_tail(at):
+    """The text of the selected job's log tail (an HTML box that opens at its end)."""
+    boxes = [h.proto.body for h in at.get("html") if "minimind-log-tail" in h.proto.body]
+    assert len(boxes) == 1, boxes
+    return boxes[0]
+
+
+def job_selector(at):
+    """The job selector (its key changes with its options and selection)."""
+    found = [box for box in at.selectbox if (box.key or "").startswith("jobs.pick.")]
+    assert len(found) == 1, [box.key for box in at.selectbox]
+    return found[0]
+
+
 def table(at):
     assert len(at.dataframe) >= 1
     return at.dataframe[0].value
@@ -70,10 +84,17 @@ def test_lists_and_stops_a_running_job(store, tmp_path):
     rows = table(at)
     assert list(rows["id"]) == [job_id]
     assert rows["type"][0] == "GRPO" and rows["name"][0] == "sleepy" and "running" in rows["status"][0]
-    assert at.selectbox(key="jobs.selected").value == job_id
-    assert any("sleeping" in code for code in texts(at.code))  # the live log tail
+    assert job_selector(at).value == job_id
+    assert "sleeping" in log_tail(at)  # the live log tail
     assert "--beta" not in " ".join(texts(at.code))  # the command shown is the job's own argv
+    button(at, "Stop").click().run()  # asks first, naming the job and its owner
+    job = store.get(job_id)
+    assert job.status == "running"
+    assert any(f"Stop job {job_id} (sleepy), submitted by {job.user}@{job.host}?" in w for w in texts(at.warning))
+    button(at, "Cancel").click().run()
+    assert store.get(job_id).status == "running" and not [b for b in at.button if b.label == "Yes, stop"]
     button(at, "Stop").click().run()
+    button(at, "Yes, stop").click().run()
     assert any("Stopping job" in t for t in texts(at.info))
     wait_for(lambda: store.get(job_id).status == "stopped", what="the job to stop")
     at.run()
@@ -106,7 +127,9 @@ def test_delete_is_refused_while_running_and_confirmed_after(store, tmp_path):
     log_path = store.get(job_id).log_path
     at.run()
     button(at, "Delete").click().run()
-    assert any("This cannot be undone" in w for w in texts(at.warning))
+    owner = f"{store.get(job_id).user}@{store.get(job_id).host}"
+    assert any(f"Delete job {job_id} (sleepy), submitted by {owner}, and its log? This cannot be undone" in w
+               for w in texts(at.warning))
     button(at, "Cancel").click().run()
     assert store.get(job_id) is not None
     button(at, "Delete").click().run()
@@ -136,7 +159,18 @@ def test_resume_creates_a_new_job_with_from_resume(store, tmp_path):
     form = forms.preset_form("pretrain")
     form["save_dir"] = str(tmp_path / "out")
     job_id = finished_job(store, "pretrain", forms.command_values("pretrain", form), name="tiny", status="stopped")
+    store.update(job_id, cwd=str(tmp_path / "trainer"))
     at = open_page("pages/jobs.py")
+    # It stopped before saving resume state: Resume is not offered, and says why.
+    assert button(at, "Resume").disabled and "saved no resume state" in button(at, "Resume").help
+    outcome = actions.resume_job(store, job_id, 0)
+    assert outcome.kind == "error" and "saved no resume state" in outcome.message
+    assert store.count() == 1  # nothing started
+    checkpoint = launch.resume_checkpoint(store.get(job_id))
+    assert checkpoint.resolve() == (tmp_path / "checkpoints" / "pretrain_64_resume.pth").resolve()
+    checkpoint.parent.mkdir(parents=True)
+    checkpoint.write_bytes(b"resume state")
+    at.run()
     button(at, "Resume").click().run()
     assert not at.exception, at.exception
     assert any("resuming job" in s for s in texts(at.success)), texts(at.error)
@@ -145,8 +179,9 @@ def test_resume_creates_a_new_job_with_from_resume(store, tmp_path):
     assert new.argv[new.argv.index("--from_resume") + 1] == "1"
     assert new.params["from_resume"] == "1"
     assert new.params["save_dir"] == str(tmp_path / "out")
-    assert new.supervisor_pid is not None  # launched
-    assert at.selectbox(key="jobs.selected").value == new.id
+    assert new.backend == "local" and new.status == "queued"  # in the queue, which starts it
+    wait_for(lambda: store.get(new.id).supervisor_pid is not None, 30, what="the queue to start it")
+    assert job_selector(at).value == new.id
 
 
 def test_resume_is_refused_while_running(store, tmp_path):
@@ -160,14 +195,14 @@ def test_query_param_selects_a_job_and_unknown_ids_get_a_message(store):
     first = finished_job(store, "sft", {}, name="first")
     second = finished_job(store, "sft", {}, name="second")
     at = open_page("pages/jobs.py", query={"job": str(first)})
-    assert at.selectbox(key="jobs.selected").value == first
+    assert job_selector(at).value == first
     # Choosing another job puts it in the URL; a link to another job (Train's "Watch it on Jobs")
     # selects that one even when the session had chosen before.
-    at.selectbox(key="jobs.selected").set_value(second).run()
+    job_selector(at).set_value(second).run()
     assert at.query_params["job"] in (str(second), [str(second)])
     at.query_params["job"] = str(first)
     at.run()
-    assert at.selectbox(key="jobs.selected").value == first
+    assert job_selector(at).value == first
 
     at = open_page("pages/jobs.py", query={"job": "999"})
     assert not at.exception

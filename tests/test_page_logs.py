@@ -11,8 +11,10 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from mmcore.paths import ROOT
+from mmcore import charts, metrics
 from mmcore.store import JobStore
 from test_logparse import DATA
+from _pages_helpers import texts
 
 TIMEOUT_S = 60
 
@@ -40,6 +42,11 @@ def open_logs(query=None):
     return at.run()
 
 
+def log_tails(at):
+    """The log tails on the page (HTML boxes that open at their end)."""
+    return [h.proto.body for h in at.get("html") if "minimind-log-tail" in h.proto.body]
+
+
 def decoded(values):
     """Plotly sends numeric arrays as base64 ({"dtype", "bdata"}): back to a list."""
     if isinstance(values, dict) and "bdata" in values:
@@ -62,10 +69,6 @@ def multiselect(at, label):
     return next(w for w in at.multiselect if w.label == label)
 
 
-def texts(elements):
-    return [e.value for e in elements]
-
-
 def test_nothing_to_show_yet():
     at = open_logs()
     assert not at.exception
@@ -82,18 +85,21 @@ def test_job_from_query_param_is_charted():
     assert not at.exception
     assert multiselect(at, "Jobs").value == [job_id]
     assert len(multiselect(at, "Jobs").options) == 2 and other != job_id
-    # GRPO: reward charts come first; every metric is charted by default.
-    assert multiselect(at, "Metrics").value == ["Reward", "Reward Std", "Actor Loss", "KL", "Avg Response Len", "LR"]
+    # GRPO: reward charts come first; every metric is charted by default, under one name per quantity.
+    assert multiselect(at, "Metrics").value == ["reward", "reward_std", "loss", "kl", "response_len", "lr"]
     specs = chart_specs(at)  # two columns: the element tree lists the left column first
-    assert sorted(s["layout"]["title"]["text"] for s in specs) == sorted(multiselect(at, "Metrics").value)
-    assert specs[0]["layout"]["title"]["text"] == "Reward"
-    reward = specs[0]["data"]
-    assert [t["name"] for t in reward] == [f"{job_id} — grpo demo (raw)", f"{job_id} — grpo demo"]
+    assert sorted(s["layout"]["title"]["text"] for s in specs) == sorted(
+        charts.chart_title(m) for m in multiselect(at, "Metrics").value)
+    assert specs[0]["layout"]["title"]["text"] == charts.chart_title("reward")
+    band, *reward = specs[0]["data"]  # the trainer logs the reward's std: a band around it
+    assert band["fill"] == "toself"
+    # Smoothing defaults to "auto": two points are too few to smooth, so the raw line is the line.
+    assert [t["name"] for t in reward] == [f"{job_id} — grpo demo"]
     assert reward[0]["x"] == [3, 5] and reward[0]["y"] == [0.5123, 0.75]  # the nan is not drawn
     summary = " ".join(texts(at.markdown))
     assert "step 5 / 10 (50%)" in summary and "Reward 0.75" in summary
     assert at.get("download_button")
-    assert any("Epoch: 1, Step: 5/10" in c.value for c in at.code)  # the log tail
+    assert "Epoch: 1, Step: 5/10" in " ".join(log_tails(at))  # the log tail, opened at its end
 
 
 def test_controls_change_the_charts():
@@ -104,16 +110,36 @@ def test_controls_change_the_charts():
     multiselect(at, "Jobs").set_value([a, b]).run()
     assert not at.exception
     assert multiselect(at, "Metrics").value == ["loss", "lr"]  # epoch_Time (minutes left) is not charted by default
+    assert len(chart_specs(at)[0]["data"]) == 2  # auto smoothing: five points are too few to smooth
+    at.select_slider(key="logs.smoothing").set_value(0.6).run()
     loss = chart_specs(at)[0]["data"]
     assert len(loss) == 4 and {t["line"]["color"] for t in loss[:2]} != {t["line"]["color"] for t in loss[2:]}
 
-    at.slider(key="logs.smoothing").set_value(0.0)
-    at.toggle(key="logs.log_y").set_value(True)
-    multiselect(at, "Metrics").set_value(["loss"])
+    at.select_slider(key="logs.smoothing").set_value(0.0)
+    multiselect(at, "Log scale").set_value(["loss"])
+    at.number_input(key="logs.x_from").set_value(300)
     at.run()
     specs = chart_specs(at)
-    assert len(specs) == 1 and len(specs[0]["data"]) == 2  # raw lines only, one per run
-    assert specs[0]["layout"]["yaxis"]["type"] == "log"
+    assert len(specs) == 2 and len(specs[0]["data"]) == 2  # raw lines only, one per run
+    assert specs[0]["layout"]["yaxis"]["type"] == "log"  # log scale on the loss chart only
+    assert specs[1]["layout"]["yaxis"]["type"] == "linear"
+    assert min(decoded(specs[0]["data"][0]["x"])) >= 300  # the x range
+    # The whole view is in the URL: a teammate opening it sees the same.
+    query = dict(at.query_params)
+    # (loss and lr are the default metrics here: left out)
+    assert query == {"job": f"{a},{b}", "smooth": "0", "log": "loss", "from": "300"}, query
+    again = open_logs(query)
+    assert not again.exception
+    assert chart_specs(again) == specs
+
+
+def test_a_link_with_bad_values_says_so_and_shows_the_rest():
+    store = JobStore()
+    a = finished_job(store, "pretrain", "upstream_pretrain.log", name="a")
+    at = open_logs({"job": f"{a}", "smooth": "lots", "x": "parsecs"})
+    assert not at.exception
+    assert any("smooth='lots'" in w for w in texts(at.warning)) and any("x='parsecs'" in w for w in texts(at.warning))
+    assert chart_specs(at)
 
 
 def test_log_without_progress_lines_says_so_and_shows_the_error():
@@ -145,7 +171,7 @@ def test_other_log_files_and_a_non_minimind_log(home):
     files.set_value(["nginx.log", "old-spo.log"]).run()
     assert not at.exception
     assert any("nginx.log is not a MiniMind training log" in t for t in texts(at.warning))
-    assert "Reward" in multiselect(at, "Metrics").value and chart_specs(at)
+    assert "reward" in multiselect(at, "Metrics").value and chart_specs(at)
 
 
 def test_uploaded_log_is_charted():
@@ -154,15 +180,15 @@ def test_uploaded_log_is_charted():
     at.run()
     assert not at.exception
     specs = chart_specs(at)
-    assert specs[0]["layout"]["title"]["text"] == "loss"
-    assert specs[0]["data"][0]["name"] == "upstream.log (uploaded) (raw)"
+    assert specs[0]["layout"]["title"]["text"] == charts.chart_title("loss")
+    assert specs[0]["data"][0]["name"] == "upstream.log (uploaded)"  # four points: too few to smooth
     assert specs[0]["data"][0]["y"] == [8.896761, 7.123456, 6.5, 3.25]
 
 
 def test_bad_query_param():
     at = open_logs({"job": "abc"})
     assert not at.exception
-    assert any("is not a job id" in t for t in texts(at.error))
+    assert any("job='abc' was ignored" in t for t in texts(at.warning))
     at = open_logs({"job": "999"})
     assert any("There is no job with id 999" in t for t in texts(at.error))
 
@@ -181,8 +207,31 @@ def test_running_job_shows_eta_and_refreshes():
                  what="the progress line")
         at = open_logs({"job": str(job_id)})
         assert not at.exception
-        assert any("refresh every" in c.value for c in at.caption)
+        assert log in at.session_state["live.paths"]  # the tab follows the job's log
         summary = " ".join(texts(at.markdown))
         assert "step 5 / 20 (25%)" in summary and "ETA" in summary and "loss 1.5" in summary
     finally:
         runner.stop(store, job_id, grace=1, wait=True)
+
+
+def test_a_resumed_job_continues_its_parents_curve():
+    store = JobStore()
+    parent = finished_job(store, "pretrain", None, name="long")
+    with open(store.get(parent).log_path, "w") as f:
+        f.write("".join(f"Epoch:[1/1]({s}/1000) loss:{5 - s / 1000} lr:0.0005 epoch_Time:1.0min:\n"
+                        for s in (100, 200, 300, 400, 500)))
+    records = metrics.job_dir(store.home, parent)
+    resumed = store.create("pretrain", "long-resume", {"epochs": "1", "from_resume": "1"},
+                           ["python", "x.py", "--run_dir", str(records)], "/tmp", {})
+    store.update(resumed, status="succeeded", started_at=time.time() - 30, ended_at=time.time())
+    with open(store.get(resumed).log_path, "w") as f:
+        f.write("".join(f"Epoch:[1/1]({s}/1000) loss:{4 - s / 1000} lr:0.0005 epoch_Time:1.0min:\n"
+                        for s in (410, 420, 600)))
+    at = open_logs({"job": str(resumed)})
+    assert not at.exception
+    loss = next(s for s in chart_specs(at) if s["layout"]["title"]["text"] == charts.chart_title("loss"))
+    lines = [t for t in loss["data"] if t.get("mode", "lines").startswith("lines")]
+    assert len(lines) == 1  # one run, one line
+    assert decoded(lines[0]["x"]) == [100, 200, 300, 400, 410, 420, 600]
+    assert lines[0]["name"] == f"{resumed} — long-resume (resumed from {parent})"
+    assert [shape["x0"] for shape in loss["layout"]["shapes"]] == [410]  # the resume point

@@ -13,7 +13,9 @@ SEED_SPO = "--beta 0.02 --reasoning 1 --reward_model_path ../../internlm2-1_8b-r
 COMMON = {"save_dir", "save_weight", "epochs", "batch_size", "learning_rate", "dtype", "num_workers",
           "accumulation_steps", "grad_clip", "log_interval", "save_interval", "hidden_size", "num_hidden_layers",
           "max_seq_len", "use_moe", "data_path", "weight_dir", "from_resume", "train_monitor", "wandb_project",
-          "device_mode", "job_name"}
+          "device_mode", "job_name", "run_dir"}
+# The RL types' own options after upstream's: the rollout store and sampling.
+RL_ADDED = {"rollout_groups", "rollout_max_mb", "temperature", "top_k", "top_p"}
 
 
 @pytest.fixture(autouse=True)
@@ -58,23 +60,25 @@ def test_type_select_has_the_registry_labels():
 
 def test_grpo_shows_exactly_its_widgets_with_the_seed_defaults():
     at = train_page("grpo")
-    own = {"max_gen_len", "beta", "num_generations", "reasoning", "reward_model_path"}
+    own = {"max_gen_len", "beta", "num_generations", "reasoning", "reward_model_path"} | RL_ADDED
     assert widget_keys(at, "train.grpo.") == {f"train.grpo.{n}" for n in COMMON | own}
     assert widget_keys(at, "train.") - widget_keys(at, "train.grpo.") == {"train.type"}
     expected = {"learning_rate": "8e-8", "batch_size": "2", "max_seq_len": "66", "beta": "0.02",
                 "num_generations": "8", "reasoning": "1", "reward_model_path": "../../internlm2-1_8b-reward",
                 "save_weight": "grpo", "data_path": "../dataset/rlaif-mini.jsonl", "log_interval": "1",
-                "save_interval": "10", "epochs": "1", "hidden_size": "512", "num_hidden_layers": "8", "use_moe": "0"}
+                "save_interval": "10", "epochs": "1", "hidden_size": "512", "num_hidden_layers": "8", "use_moe": "0",
+                "temperature": "0.8", "top_k": "50", "top_p": "1.0"}
     for name, text in expected.items():
         assert value(at, "grpo", name) == text, name
     assert "**GRPO parameters**" in texts(at.markdown)
     assert SEED_GRPO in preview(at)
+    assert "--temperature 0.8 --top_k 50 --top_p 1.0" in preview(at)
     assert "--from_weight" not in preview(at)
 
 
 def test_spo_shows_its_widgets_without_num_generations():
     at = train_page("spo")
-    own = {"max_gen_len", "beta", "reasoning", "reward_model_path"}
+    own = {"max_gen_len", "beta", "reasoning", "reward_model_path"} | RL_ADDED
     assert widget_keys(at, "train.spo.") == {f"train.spo.{n}" for n in COMMON | own}
     for name, text in {"learning_rate": "1e-7", "accumulation_steps": "4", "beta": "0.02", "reasoning": "1",
                        "save_weight": "spo", "reward_model_path": "../../internlm2-1_8b-reward"}.items():
@@ -105,7 +109,7 @@ def test_ppo_regression():
     command = preview(at)
     for flag in ("--clip_epsilon 0.1", "--vf_coef 0.5", "--kl_coef 0.02", "--reasoning 1",
                  "--update_old_actor_freq 4", "--reward_model_path ../../internlm2-1_8b-reward",
-                 "--critic_learning_rate 8e-8"):
+                 "--critic_learning_rate 8e-8", "--temperature 0.8", "--top_k 50", "--top_p 1.0"):
         assert flag in command, flag
     assert "--from_weight" not in command
     assert "../trainer/train_ppo.py" in command
@@ -257,3 +261,23 @@ def test_device_modes_with_gpus(monkeypatch):
 
     at.radio(key="train.sft.device_mode").set_value("cpu").run()
     assert "--device cpu" in preview(at)
+
+
+def test_launched_message_goes_when_the_type_changes_or_a_job_is_cloned():
+    from mmcore import forms
+    at = open_page("pages/train.py", state={forms.LAUNCHED_KEY: 7})
+    assert any("Launched job 7" in s for s in texts(at.success))
+    at.selectbox(key=forms.TYPE_KEY).set_value("grpo").run()
+    assert not any("Launched job" in s for s in texts(at.success))
+
+    at = open_page("pages/train.py", state={forms.LAUNCHED_KEY: 7})
+    at.session_state[forms.CLONE_KEY] = {"train_type": "dpo", "params": {"beta": "0.2"}, "job_id": 3, "name": "d"}
+    at.run()
+    assert not any("Launched job" in s for s in texts(at.success))
+    assert any("Filled from job 3" in s for s in texts(at.info))
+
+
+def test_dtype_says_what_it_costs_on_a_cpu_only_machine():
+    at = train_page("pretrain")
+    notes = [c for c in texts(at.caption) if "float32" in c]
+    assert notes and "No NVIDIA GPU" in notes[0] and "CUDA only" in notes[0]

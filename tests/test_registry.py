@@ -25,7 +25,8 @@ def row(script, save_dir, weight, epochs, batch, lr, accum, log, save, seq, data
     return script, values, own
 
 
-ROLLOUT_STORE = {"rollout_groups": "-1", "rollout_max_mb": "2048.0"}  # ours, after upstream's options
+ROLLOUT_STORE = {"rollout_groups": "-1", "rollout_max_mb": "2048.0",  # ours, after upstream's options
+                 "temperature": "0.8", "top_k": "50", "top_p": "1.0"}  # sampling: upstream's effective values
 
 DESIGN_TABLE = {
     "pretrain": row("train_pretrain.py", "../out", ("save_weight", "pretrain"), "1", "32", "0.0005", "8", "100",
@@ -149,7 +150,7 @@ def test_param_metadata():
     assert (lr.type, lr.group, lr.widget, lr.gt_zero) == (float, "training", "number", True)
     assert lr.help and lr.label == "Learning rate"
     epochs = registry.param("sft", "epochs")
-    assert (epochs.type, epochs.min, epochs.max, epochs.widget) == (int, 1, None, "number")
+    assert (epochs.type, epochs.min, epochs.max, epochs.widget) == (int, 1, 10_000, "number")
     dtype = registry.param("sft", "dtype")
     assert dtype.widget == "select" and dtype.choices == ("bfloat16", "float16", "float32")
     assert registry.param("grpo", "reasoning").choices == (0, 1)

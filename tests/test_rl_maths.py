@@ -88,8 +88,8 @@ def test_score_rule_and_model():
 
 
 def test_score_weights_each_named_part():
-    double = rewards.RewardFunction("double", 2.0, lambda prompt, response, reference: len(response))
-    minus = rewards.RewardFunction("minus", -0.5, lambda prompt, response, reference: 1.0)
+    double = rewards.RewardFunction("double", 2.0, rewards.per_response(lambda prompt, response, ref: len(response)))
+    minus = rewards.RewardFunction("minus", -0.5, lambda prompts, responses, references: [1.0] * len(responses))
     total, parts = rewards.score([double, minus], ["p", "p"], ["ab", "abcd"], ["r", "r"])
     assert total.tolist() == [2 * 2 - 0.5, 2 * 4 - 0.5]
     assert parts["double"].tolist() == [2.0, 4.0] and parts["minus"].tolist() == [1.0, 1.0]

@@ -106,6 +106,25 @@ def get_score_reward_model(tmp_path_factory):
     return path
 
 
+def test_classifier_scores_a_batch_as_each_chat_alone(classifier_reward_model):
+    """Batched reward-model scoring (right-padded, one forward per batch) equals one chat at a time."""
+    from trainer.rl.reward_model import RewardModel
+    from trainer.rl.rewards import reward_model_scores
+    rm = RewardModel(str(classifier_reward_model))
+    chats = [[{"role": "user", "content": "3+5=?"}, {"role": "assistant", "content": reply}]
+             for reply in ("8", "<think>\nadd\n</think>\n<answer>\n8\n</answer>", "a much longer reply " * 5)]
+    alone = [rm.score(chat) for chat in chats]
+    assert rm.score_many(chats) == pytest.approx(alone, abs=1e-5)
+    assert len(set(round(x, 4) for x in alone)) == 3  # different chats, different scores
+    prompt = "<|im_start|>user\n3+5=?<|im_end|>\n<|im_start|>assistant\n"
+    replies = [c[-1]["content"] for c in chats]
+    # With reasoning, the reply with an answer block blends in its answer's score; all in one batch.
+    batched = reward_model_scores(rm, [prompt] * 3, replies, reasoning=1)
+    assert batched[0] == pytest.approx(max(min(alone[0], 3), -3), abs=1e-5)
+    answer = rm.score([{"role": "user", "content": "3+5=?"}, {"role": "assistant", "content": "8"}])
+    assert batched[1] == pytest.approx(0.4 * max(min(alone[1], 3), -3) + 0.6 * max(min(answer, 3), -3), abs=1e-5)
+
+
 @pytest.fixture(autouse=True)
 def trainer_environment(tmp_path, monkeypatch):
     """Keep transformers' copies of remote code out of the home folder; one torch thread per trainer
@@ -151,7 +170,9 @@ def test_spo_rule_rewards_with_accumulation(repo):
     assert state["value_tracker"]["old_mean_logp"] is not None
 
 
-def test_spo_with_get_score_reward_model(repo, get_score_reward_model):
+def test_spo_with_get_score_reward_model(repo, get_score_reward_model, monkeypatch):
+    from trainer import roots
+    monkeypatch.setenv(roots.TRUSTED_CODE_ENV, str(get_score_reward_model))  # its own code may run
     proc = run_trainer(repo, "train_spo.py", rl_args(repo, save_weight="spo_gs",
                                                      reward_model_path=get_score_reward_model))
     frame = check_run(repo, proc, "spo_gs_64.pth", "spo_gs_64_resume.pth", 2, SPO_COLUMNS)

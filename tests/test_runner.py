@@ -11,7 +11,8 @@ import pytest
 
 from _runner_helpers import alive, group_alive, script, wait_for
 from mmcore import jobtable, progress, runner
-from mmcore.store import ROOT, JobStore
+from mmcore.paths import ROOT
+from mmcore.store import JobStore
 
 
 @pytest.fixture
@@ -206,7 +207,7 @@ def test_killed_supervisor_makes_the_job_lost(store, tmp_path):
     wait_in_log(store, job_id, "ready")
     trainer = store.get(job_id).trainer_pid
     os.kill(supervisor, signal.SIGKILL)
-    job = wait_for(lambda: (j := store.get(job_id)).status == "lost" and j, what="job to be lost")
+    job = wait_for(lambda: store.reconcile() == [job_id] and store.get(job_id), what="job to be lost")
     assert job.ended_at is not None and f"supervisor (pid {supervisor})" in job.note
     # Nobody would record its ending, so the trainer is told to stop too.
     wait_for(lambda: not alive(trainer), what="the orphaned trainer to exit")
@@ -217,6 +218,7 @@ def test_reused_supervisor_pid_makes_the_job_lost(store, tmp_path):
     runner.launch(store, job_id)
     wait_in_log(store, job_id, "ready")
     store.update(job_id, supervisor_start=store.get(job_id).supervisor_start - 3600)
+    store.reconcile()
     job = store.get(job_id)
     assert job.status == "lost" and "another process" in job.note
 

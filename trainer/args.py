@@ -6,7 +6,10 @@ registry (`mmcore.registry`) reads the same `Arg` definitions to build its forms
 importable without torch, because the dashboard never imports torch.
 """
 import argparse
+import os
 from dataclasses import dataclass, replace
+
+from trainer import roots
 
 TRAIN_TYPES = ("pretrain", "sft", "lora", "dpo", "ppo", "grpo", "spo", "distill_reason", "distillation")
 
@@ -26,9 +29,14 @@ class Arg:
     min: float | None = None  # inclusive bounds, checked by the parser and by the dashboard
     max: float | None = None
     gt_zero: bool = False  # strictly positive (learning rates, temperatures)
+    # "name": a plain file-name prefix (no folders); "read"/"write": a path inside the allowed roots
+    # (see trainer/roots.py; checked by `path_errors`, not here, since it depends on the machine).
+    kind: str | None = None
 
     def check(self, value):
         """Return an error message for `value` (already of `self.type`), or None when it is valid."""
+        if self.kind == "name":
+            return roots.name_problem(value)
         if self.choices is not None and value not in self.choices:
             return f"must be one of {', '.join(str(c) for c in self.choices)}"
         if self.gt_zero and not value > 0:
@@ -78,6 +86,10 @@ def _common(type_key, wandb_name, *, save_dir="../out", save_weight, epochs, bat
     return [a for a in args if a.name not in drop]
 
 
+#: The RL trainers' sampling options (ours, after upstream's options).
+SAMPLING = ("temperature", "top_k", "top_p")
+
+
 def _rl_own(*, reasoning_help="Train the reasoning model (1: starts from reason, format rewards) or not (0: starts from full_sft)"):
     """Options shared by PPO, GRPO and SPO, in upstream order."""
     return {
@@ -89,6 +101,12 @@ def _rl_own(*, reasoning_help="Train the reasoning model (1: starts from reason,
                               "rollout store (-1 = all, 0 = none)", min=-1),
         "rollout_max_mb": Arg("rollout_max_mb", float, 2048.0, "Size bound of the rollout store in MB; past it, "
                               "responses are no longer stored (metrics still are)", gt_zero=True),
+        # Upstream samples with generate(do_sample=True, temperature=0.8) and so gets transformers'
+        # default top-k of 50 and top-p of 1.0: these defaults are upstream's effective values.
+        "temperature": Arg("temperature", float, 0.8, "Sampling temperature of the rollouts", gt_zero=True),
+        "top_k": Arg("top_k", int, 50, "Sample only from the k most likely tokens (0 = whole vocabulary)", min=0),
+        "top_p": Arg("top_p", float, 1.0, "Sample only from the most likely tokens whose probabilities add up "
+                     "to top_p (1.0 = no limit)", gt_zero=True, max=1),
     }
 
 
@@ -137,17 +155,20 @@ def _definitions():
         Arg("kl_coef", float, 0.02, "Weight of the KL penalty against the reference model", min=0),
         rl["reasoning"],
         Arg("update_old_actor_freq", int, 4, "Refresh the old actor every N steps", min=1),
-        rl["reward_model_path"], rl["rollout_groups"], rl["rollout_max_mb"]]
+        rl["reward_model_path"], rl["rollout_groups"], rl["rollout_max_mb"],
+        *(rl[name] for name in SAMPLING)]
     defs["grpo"] = _common("grpo", "GRPO", save_weight="grpo", learning_rate=8e-8, **rl_common) + [
         rl["max_gen_len"],
         Arg("beta", float, 0.02, "Weight of the KL penalty against the reference model", min=0),
         Arg("num_generations", int, 8, "Responses sampled per prompt (the group size)", min=2),
-        rl["reasoning"], rl["reward_model_path"], rl["rollout_groups"], rl["rollout_max_mb"]]
+        rl["reasoning"], rl["reward_model_path"], rl["rollout_groups"], rl["rollout_max_mb"],
+        *(rl[name] for name in SAMPLING)]
     defs["spo"] = _common("spo", "SPO", save_weight="spo", learning_rate=1e-7,
                           **{**rl_common, "accumulation_steps": 4}) + [
         rl["max_gen_len"],
         Arg("beta", float, 0.02, "Weight of the KL penalty against the reference model", min=0),
-        rl["reasoning"], rl["reward_model_path"], rl["rollout_groups"], rl["rollout_max_mb"]]
+        rl["reasoning"], rl["reward_model_path"], rl["rollout_groups"], rl["rollout_max_mb"],
+        *(rl[name] for name in SAMPLING)]
 
     defs["distill_reason"] = _common(
         "distill_reason", "Reasoning-Distill", save_weight="reason", epochs=1, batch_size=8, learning_rate=1e-6,
@@ -173,8 +194,60 @@ def _definitions():
     return defs
 
 
+#: Upper bounds of every numeric option: generous for real runs, small enough that a typo cannot ask
+#: for a model or a process count the machine cannot hold. Data workers are bounded by the CPUs.
+UPPER = {
+    "epochs": 10_000, "batch_size": 4096, "learning_rate": 1.0, "critic_learning_rate": 1.0,
+    "num_workers": os.cpu_count() or 1, "accumulation_steps": 1024, "grad_clip": 1e4,
+    "log_interval": 1_000_000, "save_interval": 1_000_000,
+    "hidden_size": 8192, "num_hidden_layers": 128, "student_hidden_size": 8192, "student_num_layers": 128,
+    "teacher_hidden_size": 8192, "teacher_num_layers": 128,
+    "max_seq_len": 32768, "max_gen_len": 32768,  # the model's max_position_embeddings
+    "beta": 1e3, "clip_epsilon": 10.0, "vf_coef": 1e3, "kl_coef": 1e3, "update_old_actor_freq": 1_000_000,
+    "num_generations": 256, "rollout_groups": 1_000_000, "rollout_max_mb": 1e7, "temperature": 100.0,
+    "top_k": 6400,  # the vocabulary size
+}
+#: What each non-numeric option holds, for the checks of names and paths.
+KINDS = {
+    "save_weight": "name", "lora_name": "name", "from_weight": "name", "from_student_weight": "name",
+    "from_teacher_weight": "name",
+    "data_path": "read", "weight_dir": "read", "reward_model_path": "read", "tokenizer_path": "read",
+    "save_dir": "write", "run_dir": "write",
+}
+#: MiniMind's attention heads: the hidden size splits into this many heads of an even size (RoPE).
+ATTENTION_HEADS = 8
+
+
+def _bounded(args):
+    changes = {}
+    for a in args:
+        change = {}
+        if a.type in (int, float) and a.choices is None and a.max is None and a.name in UPPER:
+            change["max"] = UPPER[a.name]
+        if a.name in KINDS:
+            change["kind"] = KINDS[a.name]
+        if change:
+            changes[a.name] = change
+    return _override(args, **changes)
+
+
 #: Every training type's options, in command-line order.
-ARGS: dict[str, list[Arg]] = _definitions()
+ARGS: dict[str, list[Arg]] = {key: _bounded(args) for key, args in _definitions().items()}
+_unbounded = [(k, a.name) for k, args in ARGS.items() for a in args
+              if a.type in (int, float) and a.choices is None and a.max is None]
+assert not _unbounded, f"numeric options without an upper bound: {_unbounded}"
+
+
+def cross_errors(train_type, values):
+    """{option: message} for combinations the model cannot build, over typed `values` (missing or None
+    options are skipped): every hidden size must split into the attention heads with an even head size."""
+    errors = {}
+    for name in ("hidden_size", "student_hidden_size", "teacher_hidden_size"):
+        value = values.get(name)
+        if isinstance(value, int) and value % (2 * ATTENTION_HEADS):
+            errors[name] = (f"must be a multiple of {2 * ATTENTION_HEADS} ({ATTENTION_HEADS} attention heads, each "
+                            f"of an even size), got {value}")
+    return errors
 
 def _argparse_type(arg):
     """An argparse `type` that converts and checks bounds, so the CLI rejects what the dashboard rejects."""
@@ -206,8 +279,19 @@ def build_parser(train_type):
 
 
 def parse_args(train_type, argv=None):
-    """Parse a trainer's command line; resolves the machine-dependent device default (imports torch)."""
-    args = build_parser(train_type).parse_args(argv)
+    """Parse a trainer's command line; resolves the machine-dependent device default (imports torch).
+
+    Exits with a usage error for a combination the model cannot build, and, when the dashboard
+    started the job (see trainer/roots.py), for a path outside the allowed folders.
+    """
+    parser = build_parser(train_type)
+    args = parser.parse_args(argv)
+    errors = cross_errors(train_type, vars(args))
+    enforced = roots.enforced()
+    if enforced is not None and not errors:
+        errors = roots.path_errors(train_type, vars(args), enforced, base=os.getcwd())
+    if errors:
+        parser.error("; ".join(f"--{name} {message}" for name, message in errors.items()))
     if args.device == AUTO_DEVICE:
         import torch
         args.device = "cuda:0" if torch.cuda.is_available() else "cpu"

@@ -12,7 +12,8 @@ import random
 
 import torch
 
-from trainer.trainer_utils import CHECKPOINT_DIR, log, unwrap_model, warn
+from trainer import ownership
+from trainer.trainer_utils import CHECKPOINT_DIR, SetupError, log, unwrap_model, warn
 
 
 def atomic_torch_save(obj, path):
@@ -83,6 +84,7 @@ def save_resume(path, *, model, optimizer, epoch, step, world_size, scaler=None,
         "world_size": world_size,
         "rng": rng_states(),
         "wandb_id": wandb_id,
+        "written_by": ownership.writer(),  # which job wrote it: a Resume refuses another job's state
     }
     for key, value in extra.items():
         if isinstance(value, torch.nn.Module):
@@ -102,7 +104,11 @@ def load_resume(path, world_size):
     if not os.path.isfile(path):
         warn(f"--from_resume 1 but no resume state at {os.path.abspath(path)}; starting from the beginning")
         return None
-    state = torch.load(path, map_location="cpu", weights_only=False)
+    # weights_only: tensors and plain containers only, so a planted file cannot run code.
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    problem = ownership.resume_problem(state.get("written_by"), path)
+    if problem:
+        raise SetupError(problem)
     saved_ws = state.get("world_size", 1) or 1
     if saved_ws != world_size:
         state["step"] = state["step"] * saved_ws // world_size

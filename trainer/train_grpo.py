@@ -4,11 +4,12 @@
     cd trainer && torchrun --nproc_per_node 2 train_grpo.py
 
 Options: `trainer/args.py` (type "grpo"). Starts from `{weight_dir}/reason_{h}.pth` with --reasoning 1,
-else `full_sft_{h}.pth`. For each prompt, `num_generations` responses are sampled (temperature 0.8);
-each response's reward is normalised within its group, (r - mean) / (std + 1e-4), clamped to +-10 and
-normalised again over the batch, as upstream; the policy is pushed towards the better ones with a
-per-token loss plus a k3 KL penalty (`beta`) against the frozen starting model (not built when beta
-is 0), as in TRL's GRPOTrainer with one update per batch. The MoE auxiliary loss is not added.
+else `full_sft_{h}.pth`. For each prompt, `num_generations` responses are sampled (--temperature,
+--top_k, --top_p: upstream's effective 0.8, 50, 1.0); each response's reward is normalised within its
+group, (r - mean) / (std + 1e-4), clamped to +-10 and normalised again over the batch, as upstream; the
+policy is pushed towards the better ones with a per-token loss plus a k3 KL penalty (`beta`) against
+the frozen starting model (not built when beta is 0), as in TRL's GRPOTrainer with one update per
+batch. The MoE auxiliary loss is not added.
 """
 import os
 import sys
@@ -19,7 +20,7 @@ from dataset.lm_dataset import pad_collate  # noqa: E402
 from trainer import loop  # noqa: E402
 from trainer import trainer_utils as tu  # noqa: E402
 from trainer.rl import losses, rewards, setup  # noqa: E402
-from trainer.rl.rollout import completion_logps, rollout  # noqa: E402
+from trainer.rl.rollout import rollout, rollout_logps, sampling_options  # noqa: E402
 
 
 #: The upstream GRPO progress line (an interface: the dashboard and old tools parse it).
@@ -38,12 +39,12 @@ def main():
     # 3. One step: a group of responses per prompt, rewards normalised within each group
     def step_fn(batch):
         ro = rollout(policy, tokenizer, batch["prompt"], batch["answer"], args.max_seq_len, args.max_gen_len,
-                     args.device, num_generations=n)
+                     args.device, num_generations=n, **sampling_options(args))
         reward, _ = rewards.score(reward_fns, ro.prompts, ro.responses, ro.references)
         reward = reward.to(args.device)
         advantages, group_std = losses.group_advantages(reward, n)
         # The MoE auxiliary loss is not added to RL losses, as upstream.
-        logps, _ = completion_logps(part.model, ro.input_ids, ro.attention_mask, ro.num_completion)
+        logps, _ = rollout_logps(part.model, ro)
         ref_logps = setup.reference_logps(reference, ro, logps)
         loss, kl = losses.grpo_loss(logps, ref_logps, advantages, ro.completion_mask, args.beta)
         return loss, {"actor_loss": loss.item(), "reward": reward.mean().item(),

@@ -20,7 +20,7 @@ from dataset.lm_dataset import pad_collate  # noqa: E402
 from trainer import loop  # noqa: E402
 from trainer import trainer_utils as tu  # noqa: E402
 from trainer.rl import losses, rewards, setup  # noqa: E402
-from trainer.rl.rollout import completion_logps, rollout  # noqa: E402
+from trainer.rl.rollout import completion_logps, rollout, sampling_options  # noqa: E402
 
 
 #: The upstream PPO progress line (an interface: the dashboard and old tools parse it).
@@ -35,7 +35,7 @@ def main():
     args = run.args
     # 2. Actor, frozen reference and old actor, critic (the base body + a value head), rewards, prompts
     actor, tokenizer = setup.load_policy(args, label="Actor")
-    reference = setup.load_frozen(args)
+    reference = setup.load_frozen(args) if args.kl_coef > 0 else None  # no KL penalty: never built
     old_actor = setup.load_frozen(args)
     critic = setup.Critic(setup.load_base(args)).to(args.device)
     reward_fns = setup.load_rewards(run)
@@ -43,20 +43,29 @@ def main():
     actor_part = run.part("actor", actor, args.learning_rate)
     critic_part = run.part("critic", critic, args.critic_learning_rate)
 
-    def refresh_old_actor(step=0):
+    # Whether the old actor holds the actor's current weights: then the rollout's own log-probs (the
+    # sampling policy's, under the plain softmax) are the old actor's, and its forward pass is skipped.
+    old_is_current = [True]
+
+    def refresh_old_actor():
+        old_actor.load_state_dict(actor.state_dict())
+        old_is_current[0] = True
+
+    def after_update(step):
+        old_is_current[0] = False
         if step % args.update_old_actor_freq == 0:
-            old_actor.load_state_dict(actor.state_dict())
+            refresh_old_actor()
 
     # 3. One step: one response per prompt, scored whole against the critic's value
     def step_fn(batch):
         ro = rollout(actor, tokenizer, batch["prompt"], batch["answer"], args.max_seq_len, args.max_gen_len,
-                     args.device)
+                     args.device, **sampling_options(args))
         reward, _ = rewards.score(reward_fns, ro.prompts, ro.responses, ro.references)
         reward = reward.to(args.device)
         values = losses.last_token_values(critic_part.model(ro.input_ids, ro.attention_mask), ro.attention_mask)
         # The MoE auxiliary loss is not added to RL losses, as upstream.
         logps, _ = completion_logps(actor_part.model, ro.input_ids, ro.attention_mask, ro.num_completion)
-        old_logps = setup.reference_logps(old_actor, ro, logps)
+        old_logps = ro.sample_logps if old_is_current[0] else setup.reference_logps(old_actor, ro, logps)
         ref_logps = setup.reference_logps(reference, ro, logps)
         mask = ro.completion_mask.to(logps.dtype)
         out = losses.ppo_losses((logps * mask).sum(dim=1), (old_logps * mask).sum(dim=1),
@@ -70,7 +79,7 @@ def main():
     # 4. Train
     loop.train(run, [actor_part, critic_part], dataset, pad_collate(tokenizer.pad_token_id), step_fn,
                progress_line=loop.template_line(PROGRESS), schedule=loop.annealed_lr,
-               after_resume=refresh_old_actor, after_update=refresh_old_actor,
+               after_resume=refresh_old_actor, after_update=after_update,
                run_name=f"MiniMind-PPO-Epoch-{args.epochs}-BS-{args.batch_size}-LR-{args.learning_rate}")
 
 

@@ -20,7 +20,7 @@ from dataset.lm_dataset import pad_collate  # noqa: E402
 from trainer import loop  # noqa: E402
 from trainer import trainer_utils as tu  # noqa: E402
 from trainer.rl import losses, rewards, setup  # noqa: E402
-from trainer.rl.rollout import completion_logps, rollout  # noqa: E402
+from trainer.rl.rollout import rollout, rollout_logps, sampling_options  # noqa: E402
 
 
 #: The upstream SPO progress line (an interface: the dashboard and old tools parse it).
@@ -41,13 +41,13 @@ def main():
     # 3. One step: one response per prompt, advantage against the tracked baseline
     def step_fn(batch):
         ro = rollout(policy, tokenizer, batch["prompt"], batch["answer"], args.max_seq_len, args.max_gen_len,
-                     args.device)
+                     args.device, **sampling_options(args))
         reward, _ = rewards.score(reward_fns, ro.prompts, ro.responses, ro.references)
         reward = reward.to(args.device)
         baseline = value_tracker.baseline()
         advantages = losses.spo_advantages(reward, value_tracker.baseline_reward())
         # The MoE auxiliary loss is not added to RL losses, as upstream.
-        logps, _ = completion_logps(part.model, ro.input_ids, ro.attention_mask, ro.num_completion)
+        logps, _ = rollout_logps(part.model, ro)
         ref_logps = setup.reference_logps(reference, ro, logps)
         loss, kl = losses.spo_loss(logps, ref_logps, advantages, ro.completion_mask, args.beta)
         # Every process folds in the same (global) batch statistics, so the trackers stay identical.

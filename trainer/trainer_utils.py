@@ -178,7 +178,7 @@ def init_model(config, from_weight, weight_dir, device, tokenizer=True):
             raise MissingWeightError(
                 f"weight file not found: {os.path.abspath(path)} (from_weight={from_weight!r}, "
                 f"weight_dir={weight_dir!r}); train that stage first or pass --from_weight none")
-        state = torch.load(path, map_location="cpu")
+        state = torch.load(path, map_location="cpu", weights_only=True)  # tensors only: no code from a file
         missing, unexpected = model.load_state_dict(state, strict=False)
         # Tied lm_head / rotary buffers may legitimately be absent; anything else means a wrong file.
         real_missing = [k for k in missing if k != "lm_head.weight" and "freqs" not in k]

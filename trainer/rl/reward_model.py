@@ -4,6 +4,7 @@ import os
 
 import torch
 
+from trainer import roots
 from trainer.trainer_utils import SetupError
 
 
@@ -11,7 +12,8 @@ class RewardModel:
     """A reward model read from a local transformers folder.
 
     Two kinds are accepted: a model whose remote code offers InternLM2-style
-    `get_score(tokenizer, messages) -> float` (loaded with AutoModel and `trust_remote_code=True`), or
+    `get_score(tokenizer, messages) -> float` (loaded with AutoModel and `trust_remote_code=True`, only
+    from a folder an admin allowed: see trainer/roots.py), or
     any `AutoModelForSequenceClassification` with one label, whose logit is the score.
     """
 
@@ -23,17 +25,22 @@ class RewardModel:
         hf_logging.disable_progress_bar()  # a loading bar per start only clutters the training log
         dtype = torch.float16 if str(device).startswith("cuda") else torch.float32
         self.device = device
-        self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=True)
-        config = AutoConfig.from_pretrained(path, trust_remote_code=True)
+        # A folder's own Python code runs only where an admin allowed it (trainer/roots.py).
+        trust = roots.trusts_code(path)
+        self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust)
+        config = AutoConfig.from_pretrained(path, trust_remote_code=trust)
         model = None
         if "AutoModel" in (getattr(config, "auto_map", None) or {}):
+            if not trust:
+                raise ValueError(f"{os.path.abspath(path)} needs its own code to run (auto_map in config.json), "
+                                 f"and it is not among the folders an admin allowed ({roots.TRUSTED_CODE_ENV})")
             model = AutoModel.from_pretrained(path, dtype=dtype, trust_remote_code=True)
             if not callable(getattr(model, "get_score", None)):
                 model = None  # remote code without get_score: try it as a classifier below
         if model is not None:
             self.kind = "get_score"
         else:
-            model = AutoModelForSequenceClassification.from_pretrained(path, dtype=dtype, trust_remote_code=True)
+            model = AutoModelForSequenceClassification.from_pretrained(path, dtype=dtype, trust_remote_code=trust)
             if model.config.num_labels != 1:
                 raise ValueError(f"reward model {path}: a sequence classifier needs num_labels=1, "
                                  f"this one has {model.config.num_labels}")
@@ -50,13 +57,36 @@ class RewardModel:
     @torch.no_grad()
     def score(self, messages):
         """The reward of a chat whose last message is the assistant's response."""
+        return self.score_many([messages])[0]
+
+    #: Chats per classifier forward pass in `score_many`.
+    BATCH = 16
+
+    @torch.no_grad()
+    def score_many(self, chats):
+        """`score` of each chat: a classifier scores them in right-padded batches (each row attends to
+        its own tokens only, so it gets the score it gets alone); a get_score model is asked
+        once per chat, or once in all through its `get_scores` where it has one."""
         if self.kind == "get_score":
-            return float(self.model.get_score(self.tokenizer, messages))
-        ids = self.tokenizer(self._chat_text(messages), return_tensors="pt", add_special_tokens=False)["input_ids"]
+            if callable(getattr(self.model, "get_scores", None)) and len(chats) > 1:
+                return [float(x) for x in self.model.get_scores(self.tokenizer, chats)]
+            return [float(self.model.get_score(self.tokenizer, messages)) for messages in chats]
         limit = getattr(self.model.config, "max_position_embeddings", None)
-        if limit:
-            ids = ids[:, -limit:]  # keep the response's end, where a classifier reads the score
-        return float(self.model(input_ids=ids.to(self.device)).logits[0, 0])
+        pad_id = self.model.config.pad_token_id
+        scores = []
+        for start in range(0, len(chats), self.BATCH):
+            rows = [self.tokenizer(self._chat_text(m), add_special_tokens=False)["input_ids"]
+                    for m in chats[start:start + self.BATCH]]
+            rows = [r[-limit:] if limit else r for r in rows]  # keep the response's end, where the score is read
+            width = max(len(r) for r in rows)
+            ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+            mask = torch.zeros((len(rows), width), dtype=torch.long)
+            for i, r in enumerate(rows):
+                ids[i, :len(r)], mask[i, :len(r)] = torch.tensor(r, dtype=torch.long), 1
+            # The classifier reads each row at its last non-pad token, as it does for a chat alone.
+            logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits
+            scores += [float(x) for x in logits[:, 0]]
+        return scores
 
 
 def check_reward_model_path(path):

@@ -1,6 +1,7 @@
 """Rewards of sampled responses: a list of named reward functions with weights.
 
-A `RewardFunction(name, weight, fn)` scores one response: `fn(prompt, response, reference) -> float`.
+A `RewardFunction(name, weight, fn)` scores a batch of responses: `fn(prompts, responses, references)`
+returns one float per response (`per_response` builds one from a function of a single response).
 `score(functions, prompts, responses, references)` returns the weighted total of each response and
 each function's own scores, by name, so every part can be logged and inspected on its own.
 `reward_functions(reasoning, reward_model)` builds the configuration the trainers use:
@@ -32,13 +33,20 @@ _CHATML_TURN = re.compile(r"<\|im_start\|>(system|user|assistant)\s+(.*?)<\|im_e
 
 @dataclass(frozen=True)
 class RewardFunction:
-    """One named part of the reward: `fn(prompt, response, reference) -> float`, counted `weight` times.
-    `low` and `high` bound what `fn` can return (SPO normalises rewards over the total's range)."""
+    """One named part of the reward: `fn(prompts, responses, references) -> list of floats`, one score
+    per response of the (aligned) lists, counted `weight` times. Scoring a whole batch in one call lets
+    a reward model score it in batches. `low` and `high` bound what `fn` can return (SPO normalises
+    rewards over the total's range)."""
     name: str
     weight: float
-    fn: Callable[[str, str, str], float]
+    fn: Callable[[list, list, list], list]
     low: float = 0.0
     high: float = 1.0
+
+
+def per_response(fn):
+    """A batch `fn` for `RewardFunction` from `fn(prompt, response, reference) -> float`."""
+    return lambda prompts, responses, references: [fn(p, r, ref) for p, r, ref in zip(prompts, responses, references)]
 
 
 def reward_range(functions):
@@ -53,7 +61,7 @@ def score(functions, prompts, responses, references):
     Returns `(total, parts)`: `total` is a float32 tensor [B] of the weighted sums, `parts` maps each
     function's name to its unweighted scores, a float32 tensor [B].
     """
-    columns = {f.name: [f.fn(p, r, ref) for p, r, ref in zip(prompts, responses, references)] for f in functions}
+    columns = {f.name: [float(x) for x in f.fn(prompts, responses, references)] for f in functions}
     totals = []
     for i in range(len(responses)):
         total = 0.0
@@ -69,16 +77,16 @@ def reward_functions(reasoning, reward_model=None):
     reward model, the rule reward against the reference. All weights are 1."""
     functions = []
     if reasoning:
-        functions.append(RewardFunction("format", 1.0, lambda prompt, response, reference: format_reward(response),
+        functions.append(RewardFunction("format", 1.0, per_response(lambda p, response, ref: format_reward(response)),
                                         low=0.0, high=FORMAT_MAX))
     if reward_model is not None:
         functions.append(RewardFunction(
             "reward_model", 1.0,
-            lambda prompt, response, reference: reward_model_score(reward_model, prompt, response, reasoning),
+            lambda prompts, responses, references: reward_model_scores(reward_model, prompts, responses, reasoning),
             low=-REWARD_SCALE, high=REWARD_SCALE))
     else:
         functions.append(RewardFunction(
-            "rule", 1.0, lambda prompt, response, reference: rule_reward(response, reference, reasoning),
+            "rule", 1.0, per_response(lambda p, response, reference: rule_reward(response, reference, reasoning)),
             low=0.0, high=1.0))
     return functions
 
@@ -130,11 +138,20 @@ def prompt_messages(prompt):
 
 def reward_model_score(reward_model, prompt, response, reasoning):
     """Clipped reward-model score of one response; with reasoning, blended with its answer's score."""
-    messages = prompt_messages(prompt)
-    score = clip_score(reward_model.score(messages + [{"role": "assistant", "content": response}]))
-    if reasoning:
-        answer = extract_answer(response, True)
-        if answer is not None:
-            answer_score = clip_score(reward_model.score(messages + [{"role": "assistant", "content": answer}]))
-            score = blend_scores(score, answer_score)
-    return score
+    return reward_model_scores(reward_model, [prompt], [response], reasoning)[0]
+
+
+def reward_model_scores(reward_model, prompts, responses, reasoning):
+    """`reward_model_score` of each response, every chat of the batch scored in one call
+    (`RewardModel.score_many`): the responses first, then the answers of those that have one."""
+    histories = [prompt_messages(prompt) for prompt in prompts]
+    chats = [h + [{"role": "assistant", "content": r}] for h, r in zip(histories, responses)]
+    answers = [extract_answer(r, True) if reasoning else None for r in responses]
+    with_answer = [i for i, answer in enumerate(answers) if answer is not None]
+    chats += [histories[i] + [{"role": "assistant", "content": answers[i]}] for i in with_answer]
+    score_many = getattr(reward_model, "score_many", None)  # any object with score(messages) also works
+    raw = [clip_score(x) for x in (score_many(chats) if score_many else map(reward_model.score, chats))]
+    scores = raw[:len(responses)]
+    for j, i in enumerate(with_answer):
+        scores[i] = blend_scores(scores[i], raw[len(responses) + j])
+    return scores

@@ -1,8 +1,11 @@
-"""Sampling responses with the KV cache, and the per-token log-probabilities the RL losses need."""
+"""Sampling responses (the lean sampler of `model.sampling`), and the per-token log-probabilities the RL
+losses need."""
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+
+from trainer.trainer_utils import unwrap_model
 
 
 def encode_prompts(tokenizer, prompts, max_len, device):
@@ -15,18 +18,16 @@ def encode_prompts(tokenizer, prompts, max_len, device):
     return ids[:, start:].to(device), mask[:, start:].to(device)
 
 
-@torch.no_grad()
 def sample(model, prompt_ids, prompt_mask, max_new_tokens, pad_id, eos_id, num_return_sequences=1,
-           temperature=0.8):
-    """Sample completions with the KV cache; returns completion ids [B * n, R] (prompts repeated n times)."""
-    was_training = model.training
-    model.eval()
-    out = model.generate(input_ids=prompt_ids, attention_mask=prompt_mask, max_new_tokens=max_new_tokens,
-                         do_sample=True, temperature=temperature, top_k=0, top_p=1.0,
-                         num_return_sequences=num_return_sequences, pad_token_id=pad_id, eos_token_id=eos_id,
-                         use_cache=True)
-    model.train(was_training)
-    return out[:, prompt_ids.size(1):]
+           temperature=0.8, top_k=50, top_p=1.0):
+    """Sample completions with the lean sampler (`model.sampling`): the prompts encoded once, a
+    pre-allocated KV cache, stopping when every response has ended. Returns `Samples`: completion
+    ids [B * n, R] (prompts repeated n times, pad after EOS), their mask, and the sampled tokens'
+    log-probs under the sampling policy."""
+    from model.sampling import sample as lean_sample
+    return lean_sample(model, prompt_ids, prompt_mask, max_new_tokens, eos_id=eos_id, pad_id=pad_id,
+                       num_samples=num_return_sequences, temperature=temperature, top_k=top_k, top_p=top_p,
+                       return_logps=True)
 
 
 def completion_mask(completion_ids, eos_id):
@@ -51,12 +52,17 @@ def token_logps(logits, targets):
     return torch.gather(F.log_softmax(logits.float(), dim=-1), 2, targets.unsqueeze(-1)).squeeze(-1)
 
 
-def completion_logps(model, input_ids, attention_mask, num_completion):
+def completion_logps(model, input_ids, attention_mask, num_completion, shared_prefix=None):
     """Per-token log-probs of the last `num_completion` tokens of `input_ids` under `model` -> [B, R].
 
-    Returns (logps, aux_loss); only the logits needed are computed (`logits_to_keep`).
+    Returns (logps, aux_loss); only the logits needed are computed (`logits_to_keep`). With
+    `shared_prefix=(prompt_len, group_size)` each group's prompt is computed once (see
+    `model.shared_prefix`).
     """
-    out = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=num_completion + 1)
+    if shared_prefix is not None:
+        out = model(input_ids=input_ids, attention_mask=attention_mask, shared_prefix=shared_prefix)
+    else:
+        out = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=num_completion + 1)
     logps = token_logps(out.logits[:, :-1, :], input_ids[:, -num_completion:])
     aux = getattr(out, "aux_loss", None)
     return logps, (aux if aux is not None else logps.new_zeros(()))
@@ -76,6 +82,8 @@ class Rollout:
     input_ids: torch.Tensor        # [B, P + R] prompt (left-padded) + completion
     attention_mask: torch.Tensor   # [B, P + R] prompt mask + completion mask
     completion_mask: torch.Tensor  # [B, R]
+    sample_logps: torch.Tensor = None  # [B, R] the sampled tokens' log-probs under the sampling policy
+    group_size: int = 1            # consecutive responses sharing one prompt
 
     @property
     def num_completion(self):
@@ -85,14 +93,14 @@ class Rollout:
         return self.completion_mask.sum(dim=1).float()
 
 
-def rollout(model, tokenizer, prompts, references, max_prompt_len, max_gen_len, device, num_generations=1):
+def rollout(model, tokenizer, prompts, references, max_prompt_len, max_gen_len, device, num_generations=1,
+            temperature=0.8, top_k=50, top_p=1.0):
     """Sample `num_generations` responses per prompt from `model` (unwrapped, not DDP) and assemble
     the sequences the loss passes run on, trimmed after the longest response."""
     prompt_ids, prompt_mask = encode_prompts(tokenizer, prompts, max_prompt_len, device)
-    completion_ids = sample(model, prompt_ids, prompt_mask, max_gen_len, tokenizer.pad_token_id,
-                            tokenizer.eos_token_id, num_return_sequences=num_generations)
-    mask = completion_mask(completion_ids, tokenizer.eos_token_id)
-    completion_ids, mask = trim_completions(completion_ids, mask)
+    out = sample(model, prompt_ids, prompt_mask, max_gen_len, tokenizer.pad_token_id, tokenizer.eos_token_id,
+                 num_return_sequences=num_generations, temperature=temperature, top_k=top_k, top_p=top_p)
+    completion_ids, mask = trim_completions(out.tokens, out.mask)
     prompt_ids = prompt_ids.repeat_interleave(num_generations, dim=0)
     prompt_mask = prompt_mask.repeat_interleave(num_generations, dim=0)
     return Rollout(
@@ -102,4 +110,21 @@ def rollout(model, tokenizer, prompts, references, max_prompt_len, max_gen_len, 
         input_ids=torch.cat([prompt_ids, completion_ids], dim=1),
         attention_mask=torch.cat([prompt_mask, mask.to(prompt_mask.dtype)], dim=1),
         completion_mask=mask,
+        sample_logps=out.logps[:, :mask.size(1)],
+        group_size=num_generations,
     )
+
+
+def rollout_logps(model, ro):
+    """`completion_logps` of a rollout's responses under `model` (plain or DDP-wrapped). Groups of
+    responses to one prompt share one pass over it when that is exact (dense model, no dropout)."""
+    config = unwrap_model(model).config
+    shared = None
+    if ro.group_size > 1 and not config.use_moe and config.dropout == 0:
+        shared = (ro.input_ids.size(1) - ro.num_completion, ro.group_size)
+    return completion_logps(model, ro.input_ids, ro.attention_mask, ro.num_completion, shared_prefix=shared)
+
+
+def sampling_options(args):
+    """The rollout's sampling keywords from the RL options."""
+    return {"temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p}

@@ -9,7 +9,7 @@ from trainer import loop
 from trainer import trainer_utils as tu
 from trainer.rl.reward_model import check_reward_model_path, load_reward_model
 from trainer.rl.rewards import reward_functions
-from trainer.rl.rollout import completion_logps
+from trainer.rl.rollout import rollout_logps
 from trainer.specs import rl_base_weight
 
 
@@ -65,12 +65,12 @@ def load_prompts(args, tokenizer):
 
 
 def reference_logps(reference, rollout, logps):
-    """The frozen reference's per-token log-probs of the rollout's completions; without a reference
-    (no KL penalty), the policy's own detached ones, so the KL term is 0."""
+    """A frozen model's (the reference's, PPO's old actor's) per-token log-probs of the rollout's
+    completions; without a reference (no KL penalty), the policy's own detached ones: a KL term of 0."""
     if reference is None:
         return logps.detach()
     with torch.no_grad():
-        return completion_logps(reference, rollout.input_ids, rollout.attention_mask, rollout.num_completion)[0]
+        return rollout_logps(reference, rollout)[0]
 
 
 class Critic(nn.Module):

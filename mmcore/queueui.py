@@ -1,0 +1,261 @@
+"""The queue, backends and pipelines on the pages: small Streamlit sections the pages place.
+
+Train: `backend_choice` (this machine or Slurm, with what the cluster offers and the batch script
+a job would run) and `pipeline_section` (templates, each stage's command, one Run button).
+Jobs: `queue_details` (a waiting job's place and reason, moves, priority) and `pipelines_section`
+(each pipeline as one group with its stages' states, retry/resume from the failed stage).
+Logs: `pipeline_jobs` (a `?pipeline=N` link charts every stage of that pipeline).
+All: `settings_section` (the queue settings; admins change them).
+"""
+import dataclasses
+import sqlite3
+
+import streamlit as st
+
+from mmcore import audit, backends, forms, jobqueue, pipelines, queueconf, roles, slurm
+from mmcore.resources import QueueRefused
+from mmcore.safetext import md
+
+BACKEND_LABELS = {"local": "This machine (queue)", "slurm": "Slurm cluster"}
+STAGE_MARK = {"succeeded": "✓", "running": "▶", "queued": "…", "failed": "✗", "stopped": "■", "lost": "?",
+              "blocked": "⏸"}
+
+
+def _admin(identity):
+    try:
+        return roles.refusal(identity or roles.os_user(), "settings") is None
+    except roles.RolesFileError:
+        return False
+
+
+# -- Train ---------------------------------------------------------------------------------------
+
+def launch_what():
+    """One job (the form) or a pipeline (templates): a choice at the top of Train."""
+    if forms.CLONE_KEY in st.session_state:  # "Clone to Train" from Jobs opens the job's form
+        st.session_state["queue.launch_what"] = "job"
+    return st.radio("Launch", ("job", "pipeline"), format_func={"job": "One job", "pipeline": "A pipeline"}.get,
+                    horizontal=True, key="queue.launch_what", label_visibility="collapsed")
+
+
+def backend_choice(store, key):
+    """Where a launch runs: a radio when Slurm is installed here; returns "local" or "slurm"."""
+    settings = queueconf.load(store.home)
+    if not slurm.available():
+        return "local"
+    options = list(BACKEND_LABELS)
+    default = options.index(settings.default_backend) if settings.default_backend in options else 0
+    backend = st.radio("Run on", options, index=default, format_func=BACKEND_LABELS.get, horizontal=True, key=key,
+                       help="This machine: the queue starts the job when its CPU slot or GPUs are free. "
+                            "Slurm: sbatch of a generated batch script (partition, account, time limit, nodes "
+                            "and GPUs per node from the queue settings).")
+    if backend == "slurm":
+        rows = slurm.cluster_summary()
+        if rows:
+            st.caption("Cluster: " + "; ".join(f"partition {r['partition']} {r['state']} ({r['nodes']} nodes"
+                                                 + (f", {r['gres']}" if r["gres"] else "") + ")" for r in rows))
+        else:
+            st.warning("sinfo did not answer: is the Slurm controller up? Jobs wait in Slurm's queue until it is.")
+    return backend
+
+
+def slurm_preview(store, train_type, name, command):
+    """The batch script a Slurm launch submits (for the command preview)."""
+    from mmcore.store import Job
+
+    job = Job(id=0, train_type=train_type, name=name or "", status="queued", params={}, argv=command.argv,
+              cwd=command.cwd, env=command.env, log_path=str(store.logs_dir / "job-<id>.log"), created_at=0.0)
+    st.code(slurm.batch_script(job, queueconf.load(store.home)), language="bash", wrap_lines=True)
+
+
+def pipeline_section(store, gpu_count, identity=None):
+    """Pipeline templates: choose one, see every stage's command, queue all stages with one click."""
+    labels = {k: t.label for k, t in pipelines.TEMPLATES.items()}
+    with st.container(border=True):
+        st.markdown("**Pipeline**")
+        st.caption("Stages run one after another; each starts from the weights the stage before saved "
+                   "(weight_dir and from_weight filled in). A failed or stopped stage holds the rest.")
+        key = st.selectbox("Template", list(labels), format_func=labels.get, key="queue.pipeline.template")
+        template = pipelines.TEMPLATES[key]
+        try:
+            stages = template.stages()
+        except pipelines.PipelineRefused as exc:
+            st.error("\n".join(md(r) for r in exc.reasons))
+            return
+        name = st.text_input("Pipeline name", value=template.label.lower().replace(" ", "-"),
+                             key="queue.pipeline.name")
+        backend = backend_choice(store, "queue.pipeline.backend")
+        shown = pipelines.commands(stages)
+        for i, ((train_type, _), cmd) in enumerate(zip(stages, shown)):
+            st.markdown(f"Stage {i + 1}: {pipelines.specs.spec(train_type).label}")
+            st.code(cmd, language="bash", wrap_lines=True)
+        problems = pipelines.check(stages, gpu_count if backend == "local" else 1024)
+        for problem in problems:
+            st.warning(md(problem), icon=":material/warning:")
+        if st.button("Run pipeline", type="primary", key="queue.pipeline.launch", disabled=bool(problems)):
+            try:
+                pid = pipelines.create(store, name.strip() or template.label, stages, user=identity, backend=backend,
+                                       gpu_count=gpu_count, template=key)
+            except (pipelines.PipelineRefused, QueueRefused) as exc:
+                st.error("Pipeline refused:\n" + "\n".join(f"- {md(r)}" for r in exc.reasons))
+            except (OSError, sqlite3.Error) as exc:
+                st.error(f"Could not queue the pipeline: {md(exc)}")
+            else:
+                st.session_state["queue.pipeline.launched"] = pid
+        launched = st.session_state.get("queue.pipeline.launched")
+        if launched is not None:
+            st.success(f"Queued pipeline {launched}.")
+            st.page_link("pages/jobs.py", label="Watch it on Jobs", icon=":material/list:")
+
+
+# -- Jobs ----------------------------------------------------------------------------------------
+
+def _flash(kind, message):
+    st.session_state["queue.flash"] = (kind, message)
+
+
+def _move(store, job_id, where):
+    ok = jobqueue.move(store, job_id, where)
+    _flash("info" if ok else "warning", f"Moved job {job_id} {where}." if ok else f"Job {job_id} is no longer waiting.")
+
+
+def _priority(store, job_id, key, identity):
+    if not _admin(identity):
+        _flash("error", "Only an admin may change priorities.")
+        return
+    try:
+        ok = jobqueue.set_priority(store, job_id, int(st.session_state[key]))
+    except (QueueRefused, ValueError) as exc:
+        _flash("error", str(exc))
+        return
+    _flash("info" if ok else "warning", f"Job {job_id} now has priority {st.session_state[key]}." if ok
+           else f"Job {job_id} is no longer waiting.")
+
+
+def queue_details(store, job, identity=None):
+    """Where a job runs and, while it waits, its place, its reason and the queue's controls."""
+    flash = st.session_state.pop("queue.flash", None)
+    if flash:
+        getattr(st, flash[0])(md(flash[1]))
+    where = BACKEND_LABELS.get(job.backend, job.backend)
+    extra = f" · Slurm job {job.external_id}" if job.external_id else ""
+    if job.assigned_gpus:
+        extra += f" · GPUs {', '.join(map(str, job.assigned_gpus))}"
+    if job.pipeline_id is not None:
+        extra += f" · pipeline {job.pipeline_id}, stage {job.stage + 1}"
+    st.caption(md(f"Runs on: {where}{extra}"))
+    if job.status == "queued" and job.queue_reason:
+        st.info(md(job.queue_reason), icon=":material/hourglass_top:")
+    if not job.in_queue:
+        return
+    cols = st.columns([1, 1, 1, 2])
+    for col, where_to, label in zip(cols, ("top", "up", "down"), ("To the top", "Move up", "Move down")):
+        col.button(label, key=f"queue.{where_to}", on_click=_move, args=(store, job.id, where_to))
+    key = f"queue.priority.{job.id}"
+    cols[3].number_input("Priority (admins; higher starts first)", -1000, 1000, value=int(job.priority), step=1,
+                         key=key, on_change=_priority, args=(store, job.id, key, identity),
+                         disabled=not _admin(identity))
+
+
+def _retry(store, pipeline_id, resume, identity):
+    try:
+        new_id = pipelines.retry(store, pipeline_id, resume=resume, user=identity)
+    except (pipelines.PipelineRefused, QueueRefused) as exc:
+        _flash("error", "; ".join(exc.reasons))
+    else:
+        _flash("success", f"Queued job {new_id}: the pipeline continues from there.")
+
+
+def _stop_pipeline(store, pipeline_id):
+    pipeline = pipelines.get(store, pipeline_id)
+    stopped = [j.id for j in pipeline.stages if j.active and backends.stop(store, j.id)]
+    _flash("info", f"Stopping jobs {', '.join(map(str, stopped))}." if stopped else "Nothing was running or queued.")
+
+
+def pipelines_section(store, identity=None, limit=10):
+    """Every recent pipeline as one group: each stage's state, and what can be done next."""
+    found = pipelines.list_pipelines(store, limit)
+    if not found:
+        return
+    with st.container(border=True):
+        st.markdown("**Pipelines**")
+        for p in found:
+            stages = " → ".join(f"{STAGE_MARK.get(j.status, '')} {j.stage + 1} {pipelines.specs.spec(j.train_type).short}"
+                                f" ({j.status}, job {j.id})" for j in p.stages)
+            st.markdown(f"**Pipeline {p.id} · {md(p.name)}** — {p.status}")
+            st.text(stages)
+            cols = st.columns(4)
+            failed = p.status in ("failed", "stopped", "lost")
+            cols[0].button("Retry failed stage", key=f"pipe.retry.{p.id}", disabled=not failed,
+                           on_click=_retry, args=(store, p.id, False, identity))
+            cols[1].button("Resume failed stage", key=f"pipe.resume.{p.id}", disabled=not failed,
+                           on_click=_retry, args=(store, p.id, True, identity),
+                           help="Continue the failed or stopped stage from its resume state.")
+            cols[2].button("Stop pipeline", key=f"pipe.stop.{p.id}", disabled=p.status not in ("running", "queued"),
+                           on_click=_stop_pipeline, args=(store, p.id))
+            with cols[3]:
+                st.page_link("pages/logs.py", label="Chart the pipeline", icon=":material/monitoring:",
+                             query_params={"pipeline": str(p.id)})
+
+
+# -- Logs ----------------------------------------------------------------------------------------
+
+def pipeline_jobs(store, query_value):
+    """The stage jobs of the pipeline a `?pipeline=N` value names: (ids, message or None)."""
+    text = (query_value or "").strip()
+    if not text:
+        return [], None
+    if not text.isdigit():
+        return [], f"{text!r} is not a pipeline id."
+    pipeline = pipelines.get(store, int(text))
+    if pipeline is None:
+        return [], f"There is no pipeline with id {text}."
+    return pipeline.job_ids, None
+
+
+# -- settings ------------------------------------------------------------------------------------
+
+def settings_section(store, identity=None):
+    """The queue's settings (admins change them; everyone sees them)."""
+    current = queueconf.load(store.home)
+    admin = _admin(identity)
+    with st.expander("Queue settings"):
+        if not admin:
+            st.caption("Only an admin may change these.")
+        with st.form("queue.settings"):
+            cols = st.columns(3)
+            cpu_slots = cols[0].number_input("CPU job slots (0: one per 4 cores)", 0, 256, current.cpu_slots,
+                                             disabled=not admin,
+                                             help=f"{queueconf.CPU_SLOTS_ENV} overrides this when set.")
+            foreign = cols[1].number_input("Other processes' GPU memory that makes a GPU busy (MiB)", 0, 1 << 20,
+                                           current.foreign_memory_mib, disabled=not admin)
+            backend = cols[2].selectbox("Default backend", queueconf.BACKENDS,
+                                        index=queueconf.BACKENDS.index(current.default_backend),
+                                        format_func=BACKEND_LABELS.get, disabled=not admin)
+            cols = st.columns(4)
+            partition = cols[0].text_input("Slurm partition", current.slurm_partition, disabled=not admin)
+            account = cols[1].text_input("Slurm account", current.slurm_account, disabled=not admin)
+            limit = cols[2].text_input("Slurm time limit", current.slurm_time, placeholder="e.g. 2:00:00",
+                                       disabled=not admin)
+            nodes = cols[3].number_input("Slurm nodes", 1, 1024, current.slurm_nodes, disabled=not admin)
+            cols = st.columns(3)
+            gpus = cols[0].number_input("GPUs per node (--gres)", 0, 64, current.slurm_gpus_per_node,
+                                        disabled=not admin)
+            tasks = cols[1].number_input("torchrun agents per node", 1, 64, current.slurm_tasks_per_node,
+                                         disabled=not admin)
+            cpus = cols[2].number_input("CPUs per task (0: not set)", 0, 1024, current.slurm_cpus_per_task,
+                                        disabled=not admin)
+            if st.form_submit_button("Save", disabled=not admin):
+                new = queueconf.QueueSettings(
+                    cpu_slots=int(cpu_slots), foreign_memory_mib=int(foreign), default_backend=backend,
+                    slurm_partition=partition.strip(), slurm_account=account.strip(), slurm_time=limit.strip(),
+                    slurm_nodes=int(nodes), slurm_gpus_per_node=int(gpus), slurm_tasks_per_node=int(tasks),
+                    slurm_cpus_per_task=int(cpus), slurm_rdzv_port=current.slurm_rdzv_port)
+                try:
+                    queueconf.save(store.home, new)
+                    audit.record(identity or roles.os_user(), "settings", None,
+                                 {"queue": dataclasses.asdict(new)}, home=store.home)
+                except (ValueError, OSError, sqlite3.Error) as exc:
+                    st.error(f"Not saved: {md(exc)}")
+                else:
+                    st.success("Saved: the queue uses these from its next round.")

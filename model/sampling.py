@@ -1,0 +1,294 @@
+"""A lean sampler for MiniMind: the decoding loop RL rollouts run on.
+
+`generate()` (transformers) works for any model and pays for it on every new token: logits
+processors, stopping criteria and cache bookkeeping in Python, a prompt prefill per returned sequence.
+For a model this small that overhead is a large part of each token. `sample()` decodes MiniMind
+directly:
+
+- the prompts are encoded once and their keys/values copied to each of the `num_samples` rows
+  (`repeat_interleave`), instead of encoding every repeated prompt again;
+- keys and values go into one pre-allocated buffer per layer (`StaticKVCache`), sized for the whole
+  completion, so a step allocates nothing and concatenates nothing;
+- one fused sampling step per token: temperature, top-k and top-p filtering (with the semantics of
+  transformers' logits warpers), worked on the top-k candidates only when top-k is set, and an exact
+  inverse-CDF draw from the filtered softmax (one uniform number per row, no host sync);
+- a finished row (it produced EOS) keeps being computed but emits `pad_id`; the loop stops when every
+  row has finished (checked every step on CPU, every `check_every` steps on CUDA so the token loop
+  does not wait on the device each step).
+
+With `return_logps=True` it also returns each sampled token's log-probability under the model's
+plain softmax (temperature 1, full vocabulary): the sampling policy's log-probs, which PPO reuses as
+its old policy's when the two are the same model state.
+
+`compile=True` compiles the one-token decode step with `torch.compile` (off by default: on CPU and for
+short rollouts the compilation costs more than it saves).
+"""
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+
+class StaticKVCache:
+    """Per-layer key/value buffers [B, kv_heads, max_len, head_dim], filled left to right.
+
+    Duck-types the one method the attention layers call (`update`), so the model's own blocks run
+    on it unchanged. Buffers are allocated at the first update of each layer with that update's
+    dtype (so bf16 autocast gets a bf16 cache).
+    """
+
+    def __init__(self, num_layers, max_len):
+        self.max_len = max_len
+        self.keys = [None] * num_layers
+        self.values = [None] * num_layers
+        self.length = 0  # positions filled in every layer
+
+    def update(self, k, v, layer_idx):
+        """Write the new positions of layer `layer_idx`; return its keys/values up to them (views)."""
+        if self.keys[layer_idx] is None:
+            shape = (k.size(0), k.size(1), self.max_len, k.size(3))
+            self.keys[layer_idx] = k.new_empty(shape)
+            self.values[layer_idx] = v.new_empty(shape)
+        end = self.length + k.size(2)
+        if end > self.max_len:
+            raise ValueError(f"cache of {self.max_len} positions cannot take {end}")
+        self.keys[layer_idx][:, :, self.length:end] = k
+        self.values[layer_idx][:, :, self.length:end] = v
+        return self.keys[layer_idx][:, :, :end], self.values[layer_idx][:, :, :end]
+
+    def advance(self, n):
+        self.length += n
+
+    def get_seq_length(self, layer_idx=0):
+        return self.length
+
+
+#: Extra candidates taken beyond top-k, so logits tied with the k-th stay in (as transformers keeps
+#: every tie); more ties than this at exactly the k-th value would be cut.
+TIE_SLACK = 8
+
+
+def candidates(logits, temperature=1.0, top_k=0, top_p=1.0):
+    """The tokens sampling may pick and their scaled logits: (values [B, C], ids [B, C] or None for
+    the whole vocabulary); filtered-out candidates are at -inf.
+
+    The order and rules of transformers' logits warpers: divide by `temperature`; keep the `top_k`
+    largest (and every entry tied with the k-th; 0 = no limit); then keep the smallest set of most
+    likely tokens whose probabilities add up to at least `top_p` (1.0 = no limit), always one.
+    """
+    values, ids = logits.float(), None
+    if temperature != 1.0:
+        values = values / temperature
+    vocab = values.size(-1)
+    if 0 < top_k < vocab:
+        values, ids = torch.topk(values, min(vocab, top_k + TIE_SLACK), dim=-1)  # sorted, largest first
+        values = values.masked_fill(values < values[:, top_k - 1:top_k], float("-inf"))
+    if top_p < 1.0:
+        if ids is None:
+            values, ids = torch.sort(values, dim=-1, descending=True)
+        probs = values.softmax(dim=-1)
+        mass_before = probs.cumsum(dim=-1) - probs  # probability of the more likely tokens
+        values = values.masked_fill(mass_before >= top_p, float("-inf"))
+    return values, ids
+
+
+def probabilities(logits, temperature=1.0, top_k=0, top_p=1.0):
+    """The distribution `sampling_step` draws from, over the whole vocabulary [B, V]."""
+    values, ids = candidates(logits, temperature, top_k, top_p)
+    probs = values.softmax(dim=-1)
+    return probs if ids is None else torch.zeros_like(logits, dtype=probs.dtype).scatter_(-1, ids, probs)
+
+
+def draw(probs, generator=None):
+    """One index per row, distributed exactly as `probs` [B, C] (rows summing to 1): inverse CDF, one
+    uniform number per row (a zero-probability entry has an empty interval and is never drawn). No
+    host synchronisation."""
+    cdf = probs.cumsum(dim=-1)
+    u = torch.rand(cdf.size(0), 1, device=cdf.device, generator=generator) * cdf[:, -1:]
+    return torch.searchsorted(cdf, u, right=True).clamp_(max=cdf.size(-1) - 1).squeeze(-1)
+
+
+def sampling_step(logits, temperature=1.0, top_k=0, top_p=1.0, greedy=False, generator=None):
+    """The next token of each row from its last logits [B, V]: argmax when `greedy`, else a draw from
+    `probabilities(logits, temperature, top_k, top_p)`."""
+    if greedy:
+        return logits.argmax(dim=-1)
+    values, ids = candidates(logits, temperature, top_k, top_p)
+    choice = draw(values.softmax(dim=-1), generator)
+    return choice if ids is None else ids.gather(-1, choice.unsqueeze(-1)).squeeze(-1)
+
+
+@dataclass
+class Samples:
+    """What `sample` returns: completions [B * n, T] (pad after each row's EOS), their mask (1 up to
+    and including EOS), and with `return_logps` each token's log-prob under the plain softmax."""
+    tokens: torch.Tensor
+    mask: torch.Tensor
+    logps: torch.Tensor | None = None
+
+
+class _FusedDecoder:
+    """The one-token decode step of a dense MiniMind as plain tensor calls on fused weights: q/k/v
+    in one matrix, gate/up in one, no module calls. Same maths as the blocks (RMSNorm in float32,
+    rotary, grouped-query attention over the cache, SwiGLU); built from the model's weights at the
+    start of each `sample` call, so it always decodes the current policy."""
+
+    def __init__(self, model):
+        body, c = model.model, model.config
+        self.heads, self.kv_heads, self.head_dim = c.num_attention_heads, c.num_key_value_heads, c.head_dim
+        self.act = body.layers[0].mlp.act_fn
+        self.embed, self.head = body.embed_tokens.weight, model.lm_head.weight
+        self.cos, self.sin = body.freqs_cos, body.freqs_sin
+        self.norm = (body.norm.weight, body.norm.eps)
+        self.layers = []
+        for layer in body.layers:
+            attn, mlp = layer.self_attn, layer.mlp
+            self.layers.append((
+                (layer.input_layernorm.weight, layer.input_layernorm.eps),
+                torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight]).detach(),
+                attn.o_proj.weight,
+                (layer.post_attention_layernorm.weight, layer.post_attention_layernorm.eps),
+                torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]).detach(),
+                mlp.down_proj.weight))
+
+    @staticmethod
+    def _rms(x, norm):
+        weight, eps = norm
+        xf = x.float()
+        return weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).type_as(x)
+
+    def __call__(self, token, position, key_mask, cache):
+        """Logits [B, V] after `token` [B] at `position` [B, 1]; writes its keys/values into `cache`."""
+        rows, h, kvh, d = token.size(0), self.heads, self.kv_heads, self.head_dim
+        at, end = cache.length, cache.length + 1
+        x = self.embed[token]  # [B, H]
+        cos, sin = self.cos[position], self.sin[position]  # [B, 1, D]
+        half = d // 2
+        for i, (norm_in, w_qkv, w_o, norm_post, w_gate_up, w_down) in enumerate(self.layers):
+            qkv = F.linear(self._rms(x, norm_in), w_qkv).view(rows, h + 2 * kvh, d)
+            qk, v = qkv[:, :h + kvh], qkv[:, h + kvh:]
+            rotated = torch.cat((-qk[..., half:], qk[..., :half]), dim=-1)
+            qk = qk * cos + rotated * sin
+            cache.keys[i][:, :, at] = qk[:, h:]
+            cache.values[i][:, :, at] = v
+            out = F.scaled_dot_product_attention(
+                qk[:, :h].unsqueeze(2), cache.keys[i][:, :, :end], cache.values[i][:, :, :end],
+                attn_mask=None if key_mask is None else key_mask[..., :end], enable_gqa=h != kvh)
+            x = x + F.linear(out.reshape(rows, h * d), w_o)
+            gate, up = F.linear(self._rms(x, norm_post), w_gate_up).chunk(2, dim=-1)
+            x = x + F.linear(self.act(gate) * up, w_down)
+        return torch.mm(self.head, self._rms(x, self.norm).t()).t()
+
+
+def _decode_layers(model, hidden, position_ids, attn_mask, is_causal, cache):
+    """The transformer body on new positions with the cache; returns the last position's logits."""
+    body = model.model
+    position_embeddings = (body.freqs_cos[position_ids], body.freqs_sin[position_ids])
+    for layer in body.layers:
+        hidden = layer(hidden, position_embeddings, attn_mask, is_causal, cache)
+    hidden = body.norm(hidden[:, -1])
+    # W @ h^T: for a few rows this streams the large [vocab, hidden] head matrix once, where
+    # F.linear's small-batch GEMM on CPU measured 2-5x slower.
+    return torch.mm(model.lm_head.weight, hidden.t()).t()
+
+
+@torch.no_grad()
+def sample(model, prompt_ids, prompt_mask, max_new_tokens, *, eos_id, pad_id, num_samples=1, temperature=1.0,
+           top_k=0, top_p=1.0, greedy=False, return_logps=False, generator=None, check_every=None,
+           compile=False):
+    """Sample `num_samples` completions of each left-padded prompt [P, L] (mask 1 = token) from a
+    `MiniMindForCausalLM`; rows come out prompt-major (prompt 0's samples first), as `generate()`'s
+    `num_return_sequences`. Returns `Samples`. The model is put in eval mode for the loop and back.
+    """
+    if max_new_tokens < 1:
+        raise ValueError("max_new_tokens must be at least 1")
+    was_training = model.training
+    model.eval()
+    try:
+        return _sample(model, prompt_ids, prompt_mask.to(torch.bool), max_new_tokens, eos_id, pad_id, num_samples,
+                       dict(temperature=temperature, top_k=top_k, top_p=top_p, greedy=greedy, generator=generator),
+                       return_logps, check_every, compile)
+    finally:
+        model.train(was_training)
+
+
+def _sample(model, prompt_ids, prompt_mask, max_new, eos_id, pad_id, n, how, return_logps, check_every, compile):
+    device = prompt_ids.device
+    body = model.model
+    if check_every is None:
+        check_every = 16 if device.type == "cuda" else 1
+    prompt_len = prompt_ids.size(1)
+    total = prompt_len + max_new
+    if total > model.config.max_position_embeddings:
+        raise ValueError(f"{total} positions exceed max_position_embeddings ({model.config.max_position_embeddings})")
+
+    # 1. Encode each prompt once, then give each of its n rows a copy of its keys and values.
+    prompt_cache = StaticKVCache(len(body.layers), prompt_len)
+    positions = (prompt_mask.long().cumsum(-1) - 1).clamp(min=0)
+    attn_mask, is_causal = body._attention_mask(prompt_mask, 0, prompt_len, device)
+    logits = _decode_layers(model, body.embed_tokens(prompt_ids), positions, attn_mask, is_causal, prompt_cache)
+    cache = StaticKVCache(len(body.layers), total)
+    for i in range(len(body.layers)):
+        k = prompt_cache.keys[i].repeat_interleave(n, dim=0)
+        v = prompt_cache.values[i].repeat_interleave(n, dim=0)
+        cache.keys[i] = k.new_empty((k.size(0), k.size(1), total, k.size(3)))
+        cache.values[i] = v.new_empty(cache.keys[i].shape)
+        cache.keys[i][:, :, :prompt_len] = k
+        cache.values[i][:, :, :prompt_len] = v
+    cache.length = prompt_len
+    del prompt_cache
+    logits = logits.repeat_interleave(n, dim=0)
+    rows = logits.size(0)
+
+    # Keys each row may attend to: its prompt tokens, then every generated position.
+    key_mask = torch.ones(rows, 1, 1, total, dtype=torch.bool, device=device)
+    key_mask[:, 0, 0, :prompt_len] = prompt_mask.repeat_interleave(n, dim=0)
+    pads = not bool(prompt_mask.all())
+    next_pos = positions[:, -1:].repeat_interleave(n, dim=0) + 1  # [rows, 1]
+
+    tokens = torch.full((rows, max_new), pad_id, dtype=torch.long, device=device)
+    logps = torch.zeros(rows, max_new, device=device) if return_logps else None
+    done = torch.zeros(rows, dtype=torch.bool, device=device)
+
+    def step(logits, t):
+        token = sampling_step(logits, **how)
+        if return_logps:
+            logps[:, t] = torch.log_softmax(logits.float(), dim=-1).gather(1, token.unsqueeze(1)).squeeze(1)
+        token = token.masked_fill(done, pad_id)
+        tokens[:, t] = token
+        done.logical_or_(token == eos_id)
+        return token
+
+    if model.config.use_moe:  # routed experts: through the blocks themselves
+        def decode(token, t, next_pos):
+            mask = key_mask[..., :prompt_len + t + 1] if pads else None
+            return _decode_layers(model, body.embed_tokens(token.unsqueeze(1)), next_pos, mask, False, cache)
+    else:
+        fused = _FusedDecoder(model)
+
+        def decode(token, t, next_pos):
+            return fused(token, next_pos, key_mask if pads else None, cache)
+
+    if compile:
+        decode = torch.compile(decode, dynamic=True, **({} if compile is True else {"backend": compile}))
+
+    steps = max_new
+    for t in range(max_new):
+        token = step(logits, t)
+        if t + 1 == max_new or ((t + 1) % check_every == 0 and bool(done.all())):
+            steps = t + 1
+            break
+        logits = decode(token, t, next_pos)
+        cache.advance(1)
+        next_pos = next_pos + 1
+
+    tokens = tokens[:, :steps]
+    mask = _completion_mask(tokens, eos_id)
+    return Samples(tokens=tokens, mask=mask, logps=logps[:, :steps] * mask if return_logps else None)
+
+
+def _completion_mask(tokens, eos_id):
+    """1 up to and including each row's first EOS (all ones when it has none)."""
+    is_eos = (tokens == eos_id).int()
+    before = is_eos.cumsum(dim=1) - is_eos  # EOS tokens strictly before each position
+    return (before == 0).int()

@@ -1,0 +1,31 @@
+"""Tiny demo checkpoints for the Models page tests: a reasoning-distill model and the GRPO model trained
+from it, written by the real trainers, with job rows in the job store so the catalogue attributes them.
+
+    root = train_demo_models(tmp_dir, store)   # root/out/reason_64.pth, root/out/grpo_64.pth
+"""
+import time
+
+from _trainer_helpers import DEMO, head_jsonl, make_repo_copy, proc_output, run_trainer, save_random_weights, tiny_args
+from mmcore.paths import TRAINER_DIR
+
+
+def train_demo_models(dest, store):
+    """Train reason_64.pth (2 steps from a random full_sft) and grpo_64.pth (2 steps from it) in `dest`."""
+    root = make_repo_copy(dest)
+    out = root / "out"
+    save_random_weights(out, "full_sft", seed=1)
+    reason_data = head_jsonl(DEMO / "reason.jsonl", root / "data" / "reason.jsonl", 8)
+    rl_data = head_jsonl(DEMO / "rlaif.jsonl", root / "data" / "rlaif.jsonl", 4)
+    runs = [("distill_reason", "train_distill_reason.py",
+             {"data_path": reason_data, "from_weight": "full_sft", "max_seq_len": 96, "learning_rate": 1e-3}),
+            ("grpo", "train_grpo.py",
+             {"data_path": rl_data, "max_seq_len": 48, "max_gen_len": 12, "batch_size": 2, "num_generations": 2,
+              "learning_rate": 1e-4, "reward_model_path": "none", "reasoning": 1})]
+    for train_type, script, options in runs:
+        job_id = store.create(train_type, f"demo {train_type}", {"save_dir": str(out), "hidden_size": "64",
+                              "num_hidden_layers": "2"}, ["python", script], str(TRAINER_DIR), {})
+        store.update(job_id, status="running", started_at=time.time())
+        proc = run_trainer(root, script, tiny_args(**options), timeout=300)
+        assert proc.returncode == 0, proc_output(proc)
+        store.update(job_id, status="succeeded", ended_at=time.time(), exit_code=0)
+    return root

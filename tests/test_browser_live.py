@@ -1,0 +1,123 @@
+"""Two viewers on one dashboard in headless Chromium: a job launched in one browser appears on the
+other's Jobs page within seconds without a click, and deleting the selected job leaves a selector
+that agrees with the panel (no stale choice, no crash on the next click)."""
+import re
+import time
+
+import pytest
+
+import _browser_helpers as browser
+from mmcore.store import JobStore
+
+pytestmark = pytest.mark.browser
+
+MISSING = browser.browser_missing_reason()
+TINY_DATA = "live_pretrain.jsonl"
+SHOWN_WITHIN_S = 8.0  # "within a few seconds": a 2 s tick, a 1 s check and a rerun on busy cores
+
+
+def finished_job(store, name):
+    job_id = store.create("sft", name, {"epochs": "1"}, ["python", "x.py"], "/tmp", {})
+    now = time.time()
+    store.update(job_id, status="succeeded", started_at=now - 60, ended_at=now, exit_code=0)
+    with open(store.get(job_id).log_path, "w", encoding="utf-8") as f:
+        f.write("Epoch:[1/1](1/1) loss:2.000000 lr:0.000100000000 epoch_Time:0.0min:\n")
+    return job_id
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    if MISSING:
+        pytest.skip(f"browser test needs Chromium and Playwright: {MISSING}")
+    tmp = tmp_path_factory.mktemp("live")
+    app_dir = browser.copy_app(tmp / "app")
+    with open(app_dir / "dataset" / "demo" / "pretrain.jsonl", encoding="utf-8") as demo:
+        (app_dir / "dataset" / TINY_DATA).write_text("".join(next(demo) for _ in range(40)), encoding="utf-8")
+    (tmp / "home").mkdir()
+    store = JobStore(tmp / "home")
+    for name in ("alpha", "bravo", "charlie"):
+        finished_job(store, name)
+    with browser.StreamlitServer(app_dir, home=tmp / "home", log_path=tmp / "streamlit.log") as srv:
+        try:
+            yield srv
+        finally:
+            stop_all(srv.home)
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as playwright:
+        b = browser.launch_browser(playwright)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def wait_for_table_text(page, text, timeout_s):
+    """Wait until a cell of the page's first table shows `text` (the canvas mirrors its visible cells
+    in a hidden grid table)."""
+    page.wait_for_function("""(text) => [...document.querySelectorAll('[data-testid="stDataFrame"] table[role="grid"] td')]
+                              .some(td => td.innerText.includes(text))""", arg=text, timeout=timeout_s * 1000,
+                           polling=200)
+
+
+def test_a_job_launched_in_one_browser_shows_on_the_other_without_a_click(server, chromium):
+    a, b = browser.new_page(chromium), browser.new_page(chromium)
+    with browser.screenshot_on_failure(a, "live-viewer-a"):
+        browser.open_app(a, server.url)
+        browser.go_to(a, "Jobs")
+        wait_for_table_text(a, "alpha", 30)
+        assert a.get_by_text(re.compile(r"Live · updated \d+ s ago")).count() == 1
+
+        browser.open_app(b, server.url)
+        b.get_by_role("button", name="Demo preset").click()
+        browser.wait_for_rerun(b)
+        browser.fill(b, "Epochs", "1")
+        browser.fill(b, "Data file", f"../dataset/{TINY_DATA}")
+        browser.fill(b, "Job name", "launched-by-b")
+        b.get_by_role("button", name="Launch").click()
+        browser.wait_for_rerun(b)
+        b.get_by_text(re.compile(r"Launched job \d+\.")).first.wait_for()
+        launched_at = time.monotonic()
+
+        # A does nothing: its page must show the new job by itself.
+        wait_for_table_text(a, "launched-by-b", SHOWN_WITHIN_S)
+        shown_after = time.monotonic() - launched_at
+        assert shown_after < SHOWN_WITHIN_S
+        assert not browser.exceptions(a)
+    stop_all(server.home)
+
+
+def stop_all(home):
+    """Stop what a test launched (jobs run in sessions of their own, outside the server's group)."""
+    from mmcore import runner
+    store = JobStore(home)
+    for job in store.list(status=["queued", "running"], limit=None):
+        runner.stop(store, job.id, grace=5, wait=True)
+
+
+def test_delete_leaves_the_selector_and_panel_in_agreement(server, chromium):
+    page = browser.new_page(chromium)
+    with browser.screenshot_on_failure(page, "live-delete"):
+        browser.open_app(page, server.url)
+        browser.go_to(page, "Jobs")
+        store = JobStore(server.home)
+        bravo = next(job for job in store.list(limit=None) if job.name == "bravo")
+        browser.choose(page, "Job", f"{bravo.id} — bravo")
+        page.get_by_role("button", name="Delete", exact=True).click()
+        browser.wait_for_rerun(page)
+        page.get_by_role("button", name="Yes, delete").click()
+        browser.wait_for_rerun(page)
+        assert store.get(bravo.id) is None
+        shown = browser.input_value(page, "Job")
+        heading = re.search(r"^Job (\d+) · ", browser.main_text(page), re.M)
+        assert heading and shown.startswith(f"{heading.group(1)} — "), (shown, heading)
+        assert "bravo" not in shown
+        # The next action acts on the job the panel shows, without a crash.
+        page.get_by_role("button", name="Delete", exact=True).click()
+        browser.wait_for_rerun(page)
+        assert not browser.exceptions(page)
+        assert page.get_by_role("button", name="Yes, delete").count() == 1
+        assert f"job {heading.group(1)}" in browser.main_text(page).lower()

@@ -1,0 +1,104 @@
+"""End to end in headless Chromium: the Models page chats with the demo GRPO model and compares it with its
+reasoning-distill base.
+
+The demo checkpoints (trained by the real trainers, see _models_helpers) are copied into a copy of the
+app; the catalogue lists them, a chat message gets the chat worker's reply streamed into the page (the
+same text the worker gives for the same settings), and Compare, which by default puts the GRPO model
+next to the `reason` weight it started from, shows both answers to demo prompts with their rewards.
+"""
+import os
+import shutil
+import signal
+
+import pytest
+
+import _browser_helpers as browser
+from mmcore import chat_client
+
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
+
+MISSING = browser.browser_missing_reason()
+PROMPT = "3-1=?"
+MAX_NEW = 20
+
+
+@pytest.fixture(scope="module")
+def dashboard(tmp_path_factory, demo_models):
+    if MISSING:
+        pytest.skip(f"browser test needs Chromium and Playwright: {MISSING}")
+    from playwright.sync_api import sync_playwright
+
+    tmp = tmp_path_factory.mktemp("browser-models")
+    app_dir = browser.copy_app(tmp / "app")
+    shutil.copytree(demo_models / "out", app_dir / "out")
+    home = tmp / "home"
+    server = browser.StreamlitServer(app_dir, home=home, log_path=tmp / "streamlit.log")
+    try:
+        with server, sync_playwright() as playwright:
+            chromium = browser.launch_browser(playwright)
+            try:
+                page = browser.new_page(chromium)
+                page.set_default_timeout(60_000)
+                browser.open_app(page, server.url)
+                yield app_dir, home, page
+            finally:
+                chromium.close()
+    finally:
+        info = chat_client.status(home)
+        if info:
+            os.kill(info["pid"], signal.SIGTERM)
+
+
+def section(page, name):
+    page.locator('[data-testid="stRadio"] label').filter(has_text=name).first.click()
+    browser.wait_for_rerun(page, 60)
+
+
+def test_chat_with_the_grpo_model_and_compare_it_with_its_base(dashboard):
+    app_dir, home, page = dashboard
+    with browser.screenshot_on_failure(page, "models"):
+        browser.go_to(page, "Models", timeout=60)
+        page.wait_for_function("""() => [...document.querySelectorAll('[data-testid="stDataFrame"] td')]
+                                  .some(td => td.innerText.includes('out/grpo_64.pth'))""", timeout=30_000)
+        files = {c for row in browser.dataframe_cells(page) for c in row}
+        assert "out/grpo_64.pth" in files and "out/reason_64.pth" in files, files
+
+        section(page, "Chat")
+        browser.choose(page, "Checkpoint", "out/grpo_64.pth", timeout=60)
+        browser.fill(page, "Max new tokens", str(MAX_NEW), timeout=60)
+        box = page.locator('[data-testid="stChatInputTextArea"]')
+        box.fill(PROMPT)
+        box.press("Enter")
+        page.locator('[data-testid="stChatMessage"]').nth(1).wait_for(timeout=300_000)
+        browser.wait_for_rerun(page, 300)
+        assert not browser.exceptions(page)
+        expected = chat_client.reply({"weight": str((app_dir / "out" / "grpo_64.pth").resolve()),
+                                      "messages": [{"role": "user", "content": PROMPT}], "temperature": 0.85,
+                                      "top_p": 0.85, "max_new_tokens": MAX_NEW, "seed": 0, "reasoning": True},
+                                     home)["text"]
+        thought, answer = chat_client.split_think(expected)
+        reply = page.locator('[data-testid="stChatMessage"]').nth(1)
+        shown = reply.inner_text()
+        if thought is not None:
+            assert "Thought" in shown  # folded: the thought is behind the expander's title
+            reply.get_by_text("Thought").click()
+            assert thought.split()[0] in reply.inner_text() if thought.split() else True
+        if answer.strip():
+            assert answer.strip().split()[0] in shown
+        browser.screenshot(page, "models-chat")
+
+        section(page, "Compare")
+        browser.fill(page, "Number of prompts", "2", timeout=60)
+        browser.fill(page, "Max new tokens", "12", timeout=60)
+        chosen = page.locator('[data-testid="stMultiSelect"]').inner_text()
+        assert "out/grpo_64.pth" in chosen and "out/reason_64.pth" in chosen, chosen
+        page.get_by_role("button", name="Compare", exact=True).click()
+        page.get_by_text("Reference").first.wait_for(timeout=300_000)
+        browser.wait_for_rerun(page, 300)
+        assert not browser.exceptions(page)
+        text = browser.main_text(page)
+        assert text.count("reward ") >= 4  # 2 prompts x 2 checkpoints, each scored
+        assert "6-3=?" in text  # the demo file's first prompt
+        summary = browser.dataframe_cells(page)
+        assert any("out/grpo_64.pth" in c for row in summary for c in row)
+        browser.screenshot(page, "models-compare")

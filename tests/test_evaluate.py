@@ -1,0 +1,73 @@
+"""Evaluation: a real job (supervisor + model/evaluate.py) answers the demo prompts with the demo checkpoints,
+stores every answer with the training rewards and each checkpoint's summary in SQLite, and the Models page
+shows the results and the answers."""
+import pytest
+
+from _pages_helpers import open_page, wait_for
+from _trainer_helpers import DEMO
+from mmcore import catalogue, evaluate, modelsview
+from mmcore.evalstore import summarise
+from mmcore.store import JobStore
+
+pytestmark = pytest.mark.timeout(900)
+
+
+def test_summarise_hand_checked_scores():
+    scored = [{"rewards": {"total": 2.5, "format": 1.5, "rule": 1.0}, "length": 10},
+              {"rewards": {"total": 0.75, "format": 0.75, "rule": 0.0}, "length": 20},
+              {"rewards": {"total": 1.5, "format": 1.5, "rule": 0.0}, "length": 30},
+              {"rewards": {"total": 1.0, "format": 0.0, "rule": 1.0}, "length": 40}]
+    assert summarise(scored) == {"n": 4, "accuracy": 0.5, "format_rate": 0.5, "mean_reward": 1.4375,
+                                 "mean_length": 25.0}
+    plain = [{"rewards": {"total": 1.0, "format": None, "rule": 1.0}, "length": 3}]
+    assert summarise(plain)["format_rate"] is None
+
+
+def test_eval_chart_follows_the_step_per_run():
+    results = [{"step": 20, "accuracy": 0.5, "run_job_id": 1, "label": "a"},
+               {"step": 10, "accuracy": 0.25, "run_job_id": 1, "label": "b"},
+               {"step": None, "accuracy": 1.0, "run_job_id": None, "label": "c"},
+               {"step": 10, "accuracy": 0.75, "run_job_id": 2, "label": "d"}]
+    assert modelsview.eval_chart_data(results, "accuracy") == [
+        {"step": 10, "accuracy": 0.25, "run": "job 1"}, {"step": 20, "accuracy": 0.5, "run": "job 1"},
+        {"step": 10, "accuracy": 0.75, "run": "job 2"}]
+
+
+def test_evaluation_job_scores_every_answer_and_the_page_shows_them(demo_models):
+    from model.chat_engine import score_reply
+
+    store = JobStore()
+    entries = catalogue.scan(store)
+    targets = modelsview.chat_targets(entries)
+    chosen = [targets[str(demo_models / "out" / name)] for name in ("grpo_64.pth", "reason_64.pth")]
+    settings = {"temperature": 0.0, "top_p": 1.0, "max_new_tokens": 10, "seed": 0, "reasoning": True,
+                "system": None, "max_samples": 3}
+    job_id, eval_id = evaluate.launch(store, chosen, entries, DEMO / "rlaif.jsonl", settings)
+    job = wait_for(lambda: (j := store.get(job_id)).finished and j, timeout=600, what="the evaluation job")
+    log = open(job.log_path, encoding="utf-8").read()
+    assert job.status == "succeeded", log
+    assert "Result: " in log
+
+    evals = evaluate.eval_store_for(store)
+    results = evals.results([eval_id])
+    assert sorted(r["weight"] for r in results) == sorted(t.weight for t in chosen)
+    for r in results:
+        answers = evals.answers(eval_id, r["weight"])
+        assert [a["prompt"] for a in answers] == ["6-3=?", "7+1等于几？", "3-1=?"]
+        assert [a["reference"] for a in answers] == ["3", "8", "2"]
+        for a in answers:  # each stored score is what the training reward gives that answer
+            s = score_reply("", a["answer"], a["reference"], True)
+            assert (a["reward"], a["format"], a["rule"]) == (s["total"], s["format"], s["rule"])
+        expected = summarise([{"rewards": {"total": a["reward"], "format": a["format"], "rule": a["rule"]},
+                               "length": a["length"]} for a in answers])
+        assert {k: r[k] for k in expected} == expected and r["run_job_id"] is not None
+
+    at = open_page("pages/models.py")
+    at.radio(key="models.section").set_value("Evaluate").run()
+    assert not at.exception, at.exception
+    table = at.dataframe[0].value
+    ours = table[table["Eval"] == eval_id]
+    assert len(ours) == 2 and set(ours["Prompts"]) == {3}
+    at.selectbox(key="models.eval.browse").set_value(eval_id).run()
+    shown = [t.value for t in at.text]
+    assert "1. 6-3=?" in shown and "3. 3-1=?" in shown

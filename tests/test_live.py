@@ -1,0 +1,134 @@
+"""Change detection shared by every viewer: one look at the store's and the logs' markers per
+interval for the whole server, and a tab reruns only when something it shows changed."""
+import os
+
+import pytest
+
+from mmcore import live
+from mmcore.store import JobStore, process_start_time
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+@pytest.fixture
+def store(tmp_path):
+    return JobStore(tmp_path / "home")
+
+
+def make_job(store, status="running"):
+    """A running job whose supervisor is this test process (alive, so the store keeps it running)."""
+    job_id = store.create("sft", "j", {}, ["python", "x.py"], "/tmp", {})
+    store.update(job_id, status=status, started_at=1.0, supervisor_pid=os.getpid(),
+                 supervisor_start=process_start_time(os.getpid()))
+    return job_id
+
+
+def test_a_job_added_elsewhere_bumps_the_store_version_once_per_interval(store):
+    clock = Clock()
+    watch = live.ChangeWatch(store, interval=1.0, reconcile_every=1e9, clock=clock)
+    first = watch.poll()
+    assert first.store_version == 1 and first.counts.get("running", 0) == 0
+    JobStore(store.path).create("sft", "from another browser", {}, ["python", "x.py"], "/tmp", {})
+    assert watch.poll() is first  # within the interval nothing is looked at
+    clock.now += 1.0
+    second = watch.poll()
+    assert second.store_version == 2 and second.counts["queued"] == 1
+    assert second.changed_at == clock.now
+    clock.now += 1.0
+    third = watch.poll()
+    assert third.store_version == 2 and third.changed_at == second.changed_at  # nothing new
+
+
+def test_growing_log_of_an_active_job_bumps_the_logs_version(store):
+    clock = Clock()
+    job_id = make_job(store)
+    log = store.get(job_id).log_path
+    with open(log, "w") as f:
+        f.write("start\n")
+    watch = live.ChangeWatch(store, interval=1.0, reconcile_every=1e9, clock=clock)
+    before = watch.poll()
+    clock.now += 1.0
+    assert watch.poll().logs_version == before.logs_version  # unchanged log: same version
+    with open(log, "a") as f:
+        f.write("Epoch:[1/1](10/100), loss: 1.0\n")
+    clock.now += 1.0
+    after = watch.poll()
+    assert after.logs_version == before.logs_version + 1
+    assert after.store_version == before.store_version  # growing logs are not store changes
+
+
+def test_a_dead_supervisor_is_noticed_by_the_watch(store):
+    """The watch reconciles now and then, so a job whose supervisor died turns `lost` for every tab
+    without any tab reading the store."""
+    clock = Clock()
+    job_id = make_job(store)
+    store.update(job_id, supervisor_pid=2 ** 22 + 12345, supervisor_start=1.0)  # no such process
+    watch = live.ChangeWatch(store, interval=1.0, reconcile_every=5.0, clock=clock)
+    snap = watch.poll()
+    assert store.get(job_id).status == "lost"
+    assert snap.counts.get("lost") == 1 and snap.counts.get("running", 0) == 0
+
+
+def test_store_replaced_on_disk_is_followed(store, tmp_path):
+    clock = Clock()
+    watch = live.ChangeWatch(store, interval=1.0, reconcile_every=1e9, clock=clock)
+    v = watch.poll().store_version
+    os.unlink(store.path)
+    fresh = JobStore(store.path)
+    fresh.create("sft", "new", {}, ["python", "x.py"], "/tmp", {})
+    clock.now += 1.0
+    snap = watch.poll()
+    assert snap.store_version > v and snap.counts["queued"] == 1 and snap.error is None
+
+
+def test_paths_marker_looks_at_each_file_once_per_interval(store, tmp_path):
+    clock = Clock()
+    watch = live.ChangeWatch(store, interval=1.0, clock=clock)
+    path = tmp_path / "upstream.log"
+    path.write_text("a\n")
+    first = watch.paths_marker([str(path)])
+    path.write_text("a\nb\n")
+    assert watch.paths_marker([str(path)]) == first
+    clock.now += 1.0
+    assert watch.paths_marker([str(path)]) != first
+    assert watch.paths_marker([str(tmp_path / "missing.log")]) == (None,)
+
+
+def snap(store_version=1, logs_version=1):
+    return live.Snapshot(store_version, logs_version, changed_at=0.0, checked_at=0.0)
+
+
+def test_should_rerun():
+    seen = live.Seen(1, 1, drawn_at=100.0, follow_logs=True, progress_s=5.0)
+    assert not live.should_rerun(None, snap(2, 2))  # first draw
+    assert not live.should_rerun(seen, snap(1, 1), now=200.0)  # nothing changed
+    assert live.should_rerun(seen, snap(2, 1), now=100.5)  # a job added or ended: at once
+    assert not live.should_rerun(seen, snap(1, 2), now=103.0)  # a log grew: not before progress_s
+    assert live.should_rerun(seen, snap(1, 2), now=105.0)
+    quiet = live.Seen(1, 1, drawn_at=100.0)  # a page that does not follow logs (Train)
+    assert not live.should_rerun(quiet, snap(1, 9), now=1000.0)
+    mine = live.Seen(1, 1, drawn_at=100.0, paths=((10, 1, 1),), progress_s=2.0)  # Logs: its own files
+    assert not live.should_rerun(mine, snap(1, 9), paths=((10, 1, 1),), now=1000.0)
+    assert live.should_rerun(mine, snap(1, 1), paths=((20, 2, 1),), now=102.0)
+
+
+def test_the_watch_connection_survives_stores_opened_beside_it(store):
+    """Opening a JobStore checks the file; that check must not drop the locks of the watch's open
+    connection, or a writer in another process that closes last removes the WAL index under it."""
+    import subprocess
+    import sys
+    watch = live.ChangeWatch(store, interval=0, reconcile_every=1e9)
+    watch.poll()
+    JobStore(store.path)  # checks the database file in this process
+    code = ("import sys; sys.path.insert(0, sys.argv[2]); from mmcore.store import JobStore; "
+            "JobStore(sys.argv[1]).create('sft', 'other', {}, ['python'], '/tmp', {})")
+    subprocess.run([sys.executable, "-c", code, store.path, str(live.__file__).rsplit("/mmcore/", 1)[0]], check=True)
+    snap = watch.poll()
+    assert snap.error is None and snap.counts["queued"] == 1
+    assert [job.name for job in store.list()] == ["other"]

@@ -1,0 +1,88 @@
+"""The queue on the pages (AppTest): a waiting job's reason and moves on Jobs, a pipeline as one
+group with retry, the pipeline templates on Train, a pipeline's stages charted on Logs."""
+import pytest
+
+from _pages_helpers import open_page, texts
+from mmcore import pipelines, presets, queueconf
+from mmcore.store import JobStore
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("MINIMIND_DASHBOARD_HOME", str(tmp_path / "home"))
+    # The pages' scheduler would start these jobs: the tests look at them while they wait.
+    monkeypatch.setattr("mmcore.queuelock.ensure_running", lambda store: None)
+    return tmp_path / "home"
+
+
+def _waiting(store, name, reason="#1 in the queue · waiting for a CPU slot (1 of 1 in use: job 9 (alice))"):
+    return store.create("pretrain", name, presets.demo_preset("pretrain"), ["python3", "x.py"], "/tmp", {},
+                        user="bob", waiting=1, resources={}, queue_reason=reason)
+
+
+def test_jobs_shows_a_waiting_jobs_reason_and_moves_it():
+    store = JobStore()
+    first, second = _waiting(store, "first"), _waiting(store, "second")
+    at = open_page("pages/jobs.py", query={"job": str(second)})
+    assert not at.exception, at.exception
+    assert any("waiting for a CPU slot" in s for s in texts(at.info))
+    assert any("Runs on: This machine (queue)" in s for s in texts(at.caption))
+    next(b for b in at.button if b.label == "To the top").click().run()
+    assert not at.exception, at.exception
+    from mmcore import scheduler
+
+    assert [j.id for j in scheduler.waiting_jobs(store)] == [second, first]
+    next(b for b in at.button if b.label == "Stop").click().run()
+    next(b for b in at.button if b.label == "Yes, stop").click().run()
+    assert not at.exception, at.exception
+    assert store.get(second).status == "stopped" and store.get(second).note == "cancelled while queued"
+
+
+def test_jobs_groups_a_pipeline_and_retries_its_failed_stage():
+    store = JobStore()
+    pid = pipelines.create(store, "chain", pipelines.TEMPLATES["demo_chain"].stages())
+    p = pipelines.get(store, pid)
+    store.update(p.stages[0].id, status="failed", waiting=0, exit_code=1)
+    for j in p.stages[1:]:
+        store.update(j.id, status="blocked", waiting=0)
+    at = open_page("pages/jobs.py")
+    assert not at.exception, at.exception
+    assert any(f"Pipeline {pid} · chain" in s and "failed" in s for s in texts(at.markdown))
+    assert any("✗ 1 Pretrain (failed" in s and "⏸ 2 SFT (blocked" in s for s in texts(at.text))
+    next(b for b in at.button if b.label == "Resume failed stage").click().run()
+    assert not at.exception, at.exception
+    p = pipelines.get(store, pid)
+    assert [j.status for j in p.stages] == ["queued"] * 4 and p.stages[0].params["from_resume"] == "1"
+
+
+def test_train_shows_the_pipeline_templates_with_linked_commands():
+    at = open_page()
+    assert not at.exception, at.exception
+    at.radio(key="queue.launch_what").set_value("pipeline").run()
+    assert not at.exception, at.exception
+    codes = [c.value for c in at.code]
+    assert any("train_full_sft.py" in c and "--from_weight pretrain --weight_dir ../out/demo" in c for c in codes)
+    assert any("train_grpo.py" in c and "--reasoning 1" in c for c in codes)
+    next(b for b in at.button if b.label == "Run pipeline").click().run()
+    assert not at.exception, at.exception
+    assert any("Queued pipeline" in s for s in texts(at.success))
+    assert len(JobStore().list(limit=None)) == 4
+
+
+def test_logs_charts_every_stage_of_a_pipeline():
+    store = JobStore()
+    pid = pipelines.create(store, "chain", pipelines.TEMPLATES["demo_chain"].stages())
+    at = open_page("pages/logs.py", query={"pipeline": str(pid)})
+    assert not at.exception, at.exception
+    assert at.multiselect(key="logs.jobs").value == pipelines.get(store, pid).job_ids
+    at = open_page("pages/logs.py", query={"pipeline": "999"})
+    assert any("no pipeline with id 999" in s for s in texts(at.error))
+
+
+def test_queue_settings_are_saved_by_an_admin():
+    at = open_page("pages/jobs.py")
+    assert not at.exception, at.exception
+    at.number_input[0].set_value(3)
+    next(b for b in at.button if b.label == "Save").click().run()
+    assert not at.exception, at.exception
+    assert queueconf.load(JobStore().home).cpu_slots == 3

@@ -1,0 +1,127 @@
+"""The Slurm backend against a real one-node Slurm (started by .ci/slurm-up.sh): sbatch, squeue
+reconciliation, scancel from the dashboard and from the shell, and a two-task torchrun rendezvous."""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from _runner_helpers import wait_for
+from _trainer_helpers import DEMO, head_jsonl
+from mmcore import backends, jobqueue, logparse, presets, queueconf, resources, slurm
+from mmcore.paths import ROOT, TRAINER_DIR
+from mmcore.store import JobStore
+
+pytestmark = [pytest.mark.timeout(400),
+              pytest.mark.skipif(not shutil.which("sbatch") or not shutil.which("slurmctld"),
+                                 reason="Slurm is not installed (Debian packages slurmctld slurmd slurm-client "
+                                        "munge; .ci/run installs them)")]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A running one-node Slurm: the one .ci/run started, else started here (idempotent)."""
+    up = subprocess.run(["bash", str(ROOT / ".ci" / "slurm-up.sh")], capture_output=True, text=True, timeout=300)
+    assert up.returncode == 0, up.stdout + up.stderr
+    return up.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture
+def home(tmp_path, cluster):
+    """A job store on the 'shared filesystem' (this machine), plus cleanup of the resume files."""
+    store = JobStore(tmp_path / "home" / "jobs.db")
+    yield store
+    for job in store.list(limit=None):
+        if job.active and job.external_id:
+            subprocess.run(["scancel", job.external_id], check=False)
+        for path in resources.output_paths(job):
+            if "checkpoints" in path:
+                for f in (path, path + ".tmp"):
+                    if os.path.exists(f):
+                        os.remove(f)
+
+
+def _values(tmp_path, name, lines=48, **changes):
+    data = head_jsonl(DEMO / "pretrain.jsonl", tmp_path / f"{name}.jsonl", lines)
+    values = {**presets.demo_preset("pretrain"), "data_path": str(data), "save_dir": str(tmp_path / "out"),
+              "save_weight": f"{name}_{os.getpid()}", "batch_size": "8", "epochs": "1", "log_interval": "1",
+              "save_interval": "1", "device": "cpu"}
+    values.update(changes)
+    return values
+
+
+def _finished(store, job_id):
+    job = store.get(job_id)
+    backends.refresh(store)
+    return job if job.finished else None
+
+
+def test_demo_pretrain_through_sbatch_succeeds_with_its_log(tmp_path, home):
+    queueconf.save(home.home, queueconf.QueueSettings(default_backend="slurm"))
+    job_id = jobqueue.submit(home, "pretrain", _values(tmp_path, "sbatch"), name="via slurm", gpu_count=0)
+    job = home.get(job_id)
+    assert job.backend == "slurm"
+    job = wait_for(lambda: _finished(home, job_id), 240, 0.5, "the Slurm job to end")
+    log = open(job.log_path).read()
+    assert job.status == "succeeded" and job.exit_code == 0, log
+    assert job.external_id and job.external_id.isdigit()
+    script = (home.home / "slurm" / f"job-{job_id}.sbatch").read_text()
+    assert f"#SBATCH --output={job.log_path}" in script and "srun" in script
+    assert f"# slurm: job {job.external_id}" in log and "# finished: succeeded (exit code 0)" in log
+    frame = logparse.parse_file(job.log_path)  # what the Logs page charts
+    assert len(frame) == 6 and frame["loss"].notna().all()  # 48 lines, batch 8: six steps
+    assert (tmp_path / "out" / f"{_values(tmp_path, 'sbatch')['save_weight']}_64.pth").is_file()
+
+
+def test_stop_from_the_dashboard_ends_with_143_and_can_resume(tmp_path, home):
+    values = _values(tmp_path, "stop", lines=3000, epochs="3")
+    job_id = jobqueue.submit(home, "pretrain", values, backend="slurm", gpu_count=0)
+    wait_for(lambda: len(logparse.parse_file(home.get(job_id).log_path)) >= 3
+             if os.path.exists(home.get(job_id).log_path) else False, 240, 0.5, "a few training steps")
+    assert backends.stop(home, job_id)
+    job = wait_for(lambda: _finished(home, job_id), 120, 0.5, "the stop to be reconciled")
+    assert (job.status, job.exit_code) == ("stopped", 143), open(job.log_path).read()
+    resume = [p for p in resources.output_paths(job) if p.endswith("_resume.pth")][0]
+    assert os.path.isfile(resume)
+    # Resuming queues a new Slurm job that starts from that state.
+    from mmcore import forms
+
+    new_id = forms.resume(home, job, gpu_count=0)
+    new = home.get(new_id)
+    assert new.backend == "slurm" and new.params["from_resume"] == "1"
+    backends.stop(home, new_id)
+
+
+def test_scancel_from_the_shell_is_reconciled(tmp_path, home):
+    job_id = jobqueue.submit(home, "pretrain", _values(tmp_path, "scancel", lines=3000, epochs="3"),
+                             backend="slurm", gpu_count=0)
+    running = wait_for(lambda: (backends.refresh(home), home.get(job_id))[1].status == "running", 120, 0.5,
+                       "the job to run")
+    assert running
+    subprocess.run(["scancel", home.get(job_id).external_id], check=True)
+    job = wait_for(lambda: _finished(home, job_id), 120, 0.5, "the cancel to be seen")
+    assert job.status == "stopped" and job.note.endswith("CANCELLED")
+
+
+def test_two_task_torchrun_rendezvous_trains(tmp_path, home):
+    queueconf.save(home.home, queueconf.QueueSettings(slurm_tasks_per_node=2))
+    job_id = jobqueue.submit(home, "pretrain", _values(tmp_path, "rdzv", lines=32), backend="slurm", gpu_count=0)
+    script = (home.home / "slurm" / f"job-{job_id}.sbatch")
+    job = wait_for(lambda: _finished(home, job_id), 300, 0.5, "the two-task job to end")
+    log = open(job.log_path).read()
+    assert job.status == "succeeded", log
+    text = script.read_text()
+    assert "--ntasks-per-node=2" in text and "--rdzv_backend c10d" in text and "--nnodes $SLURM_NTASKS" in text
+    assert log.count("Model Params") == 1  # rank 0 alone logs
+    frame = logparse.parse_file(job.log_path)
+    assert list(frame["step"]) == [1, 2]  # 32 lines over two ranks, batch 8: two steps
+    import torch
+
+    resume = [p for p in resources.output_paths(job) if p.endswith("_resume.pth")][0]
+    assert torch.load(resume, weights_only=False)["world_size"] == 2
+
+
+def test_cluster_summary_lists_the_partition(cluster):
+    rows = slurm.cluster_summary()
+    assert rows and rows[0]["partition"].rstrip("*") == "debug" and rows[0]["nodes"] >= 1
