@@ -10,13 +10,31 @@ import sqlite3
 import streamlit as st
 import streamlit.components.v1 as components
 
-from mmcore import gpu, i18n, jobtable, livepage, navigation, queuelock
+from mmcore import auth, gpu, i18n, jobtable, livepage, navigation, queuelock
+from mmcore.safetext import md
 from mmcore.i18n import t
 from mmcore.store import JobStore
 
 st.set_page_config(page_title="MiniMind Train Dashboard", page_icon="🧠", layout="wide")
 navigation.mark_entry(st.session_state)
 i18n.choose_language(st.session_state, **i18n.browser_preferences(st.context))
+
+access = auth.gate(st)
+
+
+def sign_in_page():
+    """All a visitor without an identity gets, whatever URL was asked for: why, and a sign-in button
+    when sign-in is set up."""
+    st.title(t("app.title"))
+    st.info(access.reason)
+    if access.can_sign_in:
+        st.button("Sign in", type="primary", on_click=st.login)
+
+
+if access.user is None:
+    # The only page there is: no other page (nor the sidebar below) runs for this visitor.
+    st.navigation([st.Page(sign_in_page, title="Sign in", default=True)], position="hidden").run()
+    st.stop()
 
 page = st.navigation([
     st.Page("pages/train.py", title=t("app.nav.train"), icon=":material/model_training:", default=True),
@@ -84,4 +102,6 @@ page.run()
 # Drawn after the page, so a job the page just launched or stopped is already counted.
 with st.sidebar:
     status_panel()
-    st.caption(t("app.running_as", user=jobtable.whoami()))
+    st.caption(t("app.running_as", user=f"{md(access.user)} ({access.role})"))
+    if auth.mode() == "oidc":
+        st.button("Sign out", on_click=st.logout, key="app.sign_out")

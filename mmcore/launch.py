@@ -33,6 +33,7 @@ class LaunchCheck:
     command: command.Command | None
     errors: dict = field(default_factory=dict)
     problems: list = field(default_factory=list)
+    warnings: list = field(default_factory=list)  # worth a look, but no reason to refuse the launch
 
     @property
     def ok(self):
@@ -57,7 +58,8 @@ def check(train_type, values, gpu_count, extra_errors=None):
         problems = preflight.problems(checked, gpu_count)
     except OSError as exc:  # an unreadable file or folder is a problem to show, not a crash
         problems = [f"cannot check the files: {exc}"]
-    return LaunchCheck(train_type, values, command=command.command_of(checked), problems=problems)
+    return LaunchCheck(train_type, values, command=command.command_of(checked), problems=problems,
+                       warnings=preflight.warnings(checked))
 
 
 def start(store, name, launch_check, user=None, backend=None, gpus=None):

@@ -14,7 +14,7 @@ from mmcore import command, registry
 from mmcore.paths import TRAINER_DIR
 from dataset import formats  # torch-free
 from trainer import roots as trainer_roots
-from trainer import specs
+from trainer import specs, weight_meta
 
 #: Lines of the data file that are checked: enough to catch a wrong format, fast on huge files.
 DATA_LINES = 50
@@ -31,8 +31,16 @@ def problems(checked, gpu_count, trainer_dir=TRAINER_DIR):
     spec = specs.spec(checked.train_type)
     values = checked.effective()
     return (invalid_fields(checked) + devices(checked, gpu_count) + data(spec, values, trainer_dir)
-            + base_weights(spec, values, trainer_dir) + reward_model(spec, values, trainer_dir)
-            + writable_folders(values, trainer_dir))
+            + base_weights(spec, values, trainer_dir) + tokenizer(values, trainer_dir)
+            + reward_model(spec, values, trainer_dir) + writable_folders(values, trainer_dir))
+
+
+def warnings(checked, trainer_dir=TRAINER_DIR):
+    """Findings that do not stop a launch but deserve a look: a tokenizer other than the base weights'."""
+    try:
+        return tokenizer_mismatch(specs.spec(checked.train_type), checked.effective(), trainer_dir)
+    except (KeyError, OSError, ValueError):
+        return []
 
 
 def resolve(trainer_dir, path):
@@ -123,6 +131,39 @@ def reward_model(spec, values, trainer_dir):
         return [f"Reward model folder {path} runs its own Python code (auto_map in its config), and it is not "
                 f"among the folders an admin allowed to do that ({trainer_roots.TRUSTED_CODE_ENV})."]
     return []
+
+
+def tokenizer(values, trainer_dir):
+    """The tokenizer folder holds a tokenizer (tokenizer.json)."""
+    folder = values.get("tokenizer_path")
+    if not folder:
+        return []
+    path = resolve(trainer_dir, folder)
+    if not (path / "tokenizer.json").is_file():
+        return [f"Tokenizer not found: {path} has no tokenizer.json (tokenizer_path {folder!r}; e.g. ../model, or "
+                f"an upstream MiniMind checkout's model/ folder)."]
+    return []
+
+
+def tokenizer_mismatch(spec, values, trainer_dir):
+    """A base weight whose metadata names a tokenizer other than the chosen one: the model would read
+    the wrong token ids (upstream weights need upstream's tokenizer)."""
+    folder = values.get("tokenizer_path")
+    chosen = weight_meta.tokenizer_fingerprint(str(resolve(trainer_dir, folder))) if folder else None
+    if chosen is None:
+        return []
+    needed, _ = spec.base_weights(values)
+    found = []
+    for weight in needed:
+        path = resolve(trainer_dir, values["weight_dir"]) / specs.weight_file(weight.prefix, weight.hidden_size,
+                                                                              values["use_moe"])
+        meta = weight_meta.read_meta(str(path)) or {}
+        trained = (meta.get("tokenizer") or {}).get("fingerprint")
+        if trained and trained != chosen:
+            found.append(f"{path.name} was trained with another tokenizer ({meta['tokenizer'].get('path')}, "
+                         f"fingerprint {trained}) than tokenizer_path {folder!r} (fingerprint {chosen}): "
+                         f"its token ids would mean other text. Choose the tokenizer it was trained with.")
+    return found
 
 
 def unwritable(folder):

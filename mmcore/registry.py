@@ -32,6 +32,7 @@ _GROUP_OF_COMMON = {
     "accumulation_steps": "training", "grad_clip": "training", "log_interval": "training",
     "save_interval": "training", "dtype": "training", "num_workers": "training",
     "hidden_size": "model", "num_hidden_layers": "model", "max_seq_len": "model", "use_moe": "model",
+    "tokenizer_path": "model", "keep_checkpoints": "save_load",
     "save_dir": "save_load", "save_weight": "save_load", "lora_name": "save_load", "data_path": "save_load",
     "from_weight": "save_load", "weight_dir": "save_load", "from_resume": "save_load",
     "device": "devices",
@@ -43,7 +44,7 @@ _GROUP_OF_COMMON = {
 #: and the Train page's own fields (device choice, job name). Messages name fields by these labels.
 FIELD_LABELS = {
     "device": "Device", "device_mode": "Device", "gpu": "GPU", "gpus": "GPUs", "job_name": "Job name",
-    "save_dir": "Save folder", "save_weight": "Saved weight name", "lora_name": "LoRA name",
+    "save_dir": "Save folder", "tokenizer_path": "Tokenizer folder", "keep_checkpoints": "Keep step snapshots", "save_weight": "Saved weight name", "lora_name": "LoRA name",
     "batch_size": "Batch size", "learning_rate": "Learning rate", "dtype": "Precision (dtype)",
     "num_workers": "Data workers", "accumulation_steps": "Gradient accumulation", "grad_clip": "Gradient clip",
     "log_interval": "Log every N steps", "save_interval": "Save every N steps", "hidden_size": "Hidden size",

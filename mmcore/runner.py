@@ -30,13 +30,14 @@ from pathlib import Path
 import psutil
 
 from mmcore.metrics import job_run_dir, with_run_dir
-from mmcore import ownership, roots
+from mmcore import ownership, proctree, roots
 from mmcore.paths import ROOT
 from mmcore.paths import default_home
 from mmcore.store import JobStore, process_matches, process_start_time
 from trainer.specs import SPECS
 
-DEFAULT_GRACE_S = 10.0
+# Between SIGTERM and SIGKILL: long enough for every process to write its resume state on a busy machine.
+DEFAULT_GRACE_S = float(os.environ.get("MINIMIND_STOP_GRACE_S", 60))
 POLL_S = 0.5  # how often the supervisor checks its trainer and the stop flag
 LEFTOVER_GRACE_S = 5.0  # for processes a finished trainer left behind in its group
 FINAL_WRITE_ATTEMPTS = 5  # tries (1, 2, 4, 8 s apart) to record a job's ending in a busy database
@@ -268,6 +269,7 @@ class Supervisor:
         """Supervise the job to its end; return the process exit status for the supervisor."""
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, self._on_signal)
+        proctree.become_subreaper()  # the job's orphaned processes come back here, not to init
         job = self.store.get(self.job_id)
         if job is None:
             print(f"mmcore.runner: no job with id {self.job_id} in {self.store.path}", file=sys.stderr)
@@ -342,13 +344,14 @@ class Supervisor:
 
         term_sent_at = None
         grace = DEFAULT_GRACE_S
-        killed = False
+        killed = launcher = False
         while True:
             try:
                 code = self.proc.wait(timeout=POLL_S)
                 break
             except subprocess.TimeoutExpired:
                 pass
+            proctree.reap_orphans(self.proc.pid)
             if term_sent_at is None and self._stop_requested():
                 try:
                     current = self.store.get(self.job_id)
@@ -358,26 +361,46 @@ class Supervisor:
                         self.store.update(self.job_id, stop_requested=time.time(), stop_grace=grace)
                 except sqlite3.Error:
                     pass  # stop anyway, with the default grace period
-                self._write_log(f"# stop requested: SIGTERM to process group {pgid} at {_now_iso()}\n")
+                # Every process of the job, torchrun's workers in their own groups included: each saves
+                # its resume state and exits.
+                procs = proctree.descendants()
+                self._write_log(f"# stop requested: SIGTERM to {len(procs)} process(es) ({proctree.describe(procs)}) "
+                                f"at {_now_iso()}\n")
+                proctree.signal_all(signal.SIGTERM, procs)
                 _killpg(pgid, signal.SIGTERM)
                 term_sent_at = time.monotonic()
+                # torchrun reports its workers' SIGTERM exit as a failure of its own.
+                launcher = "torch.distributed.run" in argv or Path(argv[0]).name == "torchrun"
             elif term_sent_at is not None and not killed and time.monotonic() - term_sent_at >= grace:
-                self._write_log(f"# still running after {grace:g} s: SIGKILL to process group {pgid}\n")
-                _killpg(pgid, signal.SIGKILL)
+                procs = proctree.descendants()
+                self._write_log(f"# still running after {grace:g} s: SIGKILL to {proctree.describe(procs)}\n")
+                proctree.signal_all(signal.SIGKILL, procs)
                 killed = True
 
-        # Processes the trainer started in its group (data loaders, torchrun workers) must not
-        # outlive the job: SIGTERM them, then SIGKILL when the grace period is over.
-        if group_alive(pgid):
-            if term_sent_at is None:
-                _killpg(pgid, signal.SIGTERM)
-                deadline = time.monotonic() + LEFTOVER_GRACE_S
-            else:
-                deadline = term_sent_at + grace
-            while group_alive(pgid) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            if group_alive(pgid):
-                _killpg(pgid, signal.SIGKILL)
+        # Processes the trainer left behind (data loaders, workers of a torchrun that died, orphans
+        # re-parented here) must not outlive the job: SIGTERM, then SIGKILL when the grace period is
+        # over. The end is recorded only once none is left.
+        deadline = (term_sent_at + grace) if term_sent_at is not None else time.monotonic() + LEFTOVER_GRACE_S
+        left = proctree.descendants()
+        if left and term_sent_at is None:
+            self._write_log(f"# trainer exited; SIGTERM to what it left running: {proctree.describe(left)}\n")
+            proctree.signal_all(signal.SIGTERM, left)
+        while left:
+            proctree.reap_orphans(None)
+            if time.monotonic() >= deadline:
+                self._write_log(f"# SIGKILL to what is still running: {proctree.describe(left)}\n")
+                proctree.signal_all(signal.SIGKILL, left)
+                killed = True
+                deadline = float("inf")
+            time.sleep(0.1)
+            left = proctree.descendants()
+        proctree.reap_orphans(None)
+        if term_sent_at is not None and not killed and launcher and code is not None and code > 0 and code != 143:
+            # torchrun reports its workers' SIGTERM exit as a failure of its own (exit 1); they saved
+            # their state and ended within the grace period, which is what a stop means.
+            self._write_log(f"# every process ended within the grace period (launcher exit code {code}): "
+                            f"recorded as 143, stopped by SIGTERM\n")
+            code = 143
 
         stopped = term_sent_at is not None or self._stop_requested()
         status = "stopped" if stopped else "succeeded" if code == 0 else "failed"

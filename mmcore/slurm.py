@@ -11,6 +11,7 @@ for a job squeue no longer lists. `stop` is `scancel`: Slurm sends SIGTERM to ev
 trainer saves its resume state and exits 143, and SIGKILL follows after the cluster's KillWait.
 A job cancelled from the shell is reconciled the same way: it shows as stopped.
 """
+import dataclasses
 import json
 import os
 import re
@@ -21,7 +22,8 @@ import sys
 import time
 from pathlib import Path
 
-from mmcore import queueconf
+from mmcore import metrics, ownership, queueconf, roots
+from trainer.specs import SPECS
 
 
 TIMEOUT_S = 20
@@ -72,8 +74,12 @@ def _python(job):
     return job.argv[0] if first.startswith("python") else sys.executable
 
 
-def batch_script(job, settings):
-    """The sbatch script that runs `job` (text). Its output goes to the job's log file."""
+def batch_script(job, settings, extra_env=None):
+    """The sbatch script that runs `job` (text). Its output goes to the job's log file.
+
+    `extra_env`: what the trainer learns besides the job's own environment (its job id, the allowed
+    folders), as a local job's supervisor tells it.
+    """
     python = _python(job)
     gpus = int(settings.slurm_gpus_per_node)
     nodes, tasks = int(settings.slurm_nodes), int(settings.slurm_tasks_per_node)
@@ -103,7 +109,7 @@ def batch_script(job, settings):
     run = f"srun --kill-on-bad-exit=1 {quoted} {shlex.join(trainer)}"
     display = shlex.join(trainer)
     name = " ".join(job.name.splitlines())
-    env = {**job.env, "PYTHONUNBUFFERED": "1"}
+    env = {**job.env, **(extra_env or {}), "PYTHONUNBUFFERED": "1"}
     env.pop("CUDA_VISIBLE_DEVICES", None)  # Slurm sets it from the allocation
     env.pop("PET_STANDALONE", None)  # the rendezvous is c10d on the first node, not standalone
     lines = ["#!/bin/bash", *[f"#SBATCH {d}" for d in directives],
@@ -182,7 +188,13 @@ class SlurmBackend:
         path = self.script_path(store, job)
         path.parent.mkdir(parents=True, exist_ok=True)
         Path(job.log_path).parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(batch_script(job, settings))
+        # As a local supervisor does: the trainer gets its records folder, its job id (recorded in its
+        # resume state; a Resume learns whose state it continues) and the allowed folders.
+        spec = SPECS.get(job.train_type)
+        if spec is not None and any(os.path.basename(a) == spec.script for a in job.argv):
+            job = dataclasses.replace(job, argv=metrics.with_run_dir(job.argv, metrics.job_run_dir(job, store.home)))
+        extra = {**roots.current(store.home).env(), **ownership.trainer_env(store, job)}
+        path.write_text(batch_script(job, settings, extra))
         claimed = store.update_waiting(job.id, waiting=0, dispatched_at=time.time(), queue_reason="submitting to Slurm")
         if not claimed:
             return False

@@ -4,7 +4,7 @@ import time
 
 import streamlit as st
 
-from mmcore import (actions, forms, gpu, health, jobtable, launch, livepage, logfiles, metrics, navigation,
+from mmcore import (actions, audit, auth, forms, guard, gpu, health, jobtable, launch, livepage, logfiles, metrics, navigation,
                     progress, queueui, registry, resumes, storeguard, tailview)
 from mmcore.safetext import md, md_lines
 from mmcore.store import STATUSES, JobStore
@@ -13,6 +13,7 @@ from mmcore.watch import RunWatch
 navigation.ensure_app_navigation()
 
 state = st.session_state
+user = auth.session_user(state)  # who acts: their role decides what the buttons may do
 FLASH_KEY = "jobs.flash"  # (kind, message, unix time) of the last action, shown for FLASH_S
 FLASH_S = 10.0  # long enough to read, though the page refreshes itself every few seconds
 CONFIRM_KEY = "jobs.awaiting_confirmation"  # ("stop" | "delete", job id) of the action awaiting confirmation
@@ -86,20 +87,26 @@ def show(outcome):
 
 
 def on_stop(job_id):
-    state[CONFIRM_KEY] = ("stop", job_id)  # ask first
+    job = store.get(job_id)
+    refusal = guard.refusal(user, "stop", job) if job else f"There is no job with id {job_id}."
+    if refusal:
+        flash("error", refusal)
+    else:
+        state[CONFIRM_KEY] = ("stop", job_id)  # ask first
 
 
 def on_confirm_stop(job_id):
     state.pop(CONFIRM_KEY, None)
-    show(actions.stop_job(store, job_id))
+    show(guard.stop_job(store, job_id, user))
 
 
 def on_resume(job_id):
-    show(actions.resume_job(store, job_id, len(gpu.list_gpus())))
+    show(guard.resume_job(store, job_id, len(gpu.list_gpus()), user))
 
 
 def on_delete(job_id):
-    refusal = actions.delete_refusal(store, job_id)
+    job = store.get(job_id)
+    refusal = (guard.refusal(user, "delete", job) if job else None) or actions.delete_refusal(store, job_id)
     if refusal:
         flash("error", refusal)
     else:
@@ -108,7 +115,7 @@ def on_delete(job_id):
 
 def on_confirm_delete(job_id):
     state.pop(CONFIRM_KEY, None)
-    outcome = actions.delete_job(store, job_id, cache)
+    outcome = guard.delete_job(store, job_id, user, cache)
     if outcome.kind == "success":
         select(None)
     show(outcome)
@@ -158,21 +165,25 @@ def details(job):
             st.warning(f"**{finding.title}** since step {finding.since_step}: {finding.message} "
                        f"Try: {finding.advice}", icon=":material/health_and_safety:")
         buttons = st.columns(5)
-        buttons[0].button("Stop", on_click=on_stop, args=(job.id,), disabled=not job.active, key="jobs.stop",
-                          help="SIGTERM to the training processes (they save their resume state), "
-                               "SIGKILL after a grace period.")
+        may_not = {action: guard.refusal(user, action, job) for action in ("stop", "delete", "resume")}
+        buttons[0].button("Stop", on_click=on_stop, args=(job.id,), disabled=not job.active or bool(may_not["stop"]),
+                          key="jobs.stop", help=md(may_not["stop"] or "SIGTERM to the training processes (they save "
+                                                   "their resume state), SIGKILL after a grace period."))
         buttons[1].button("Delete", on_click=on_delete, args=(job.id,), key="jobs.delete",
-                          help="Remove the job and its log (not its weights). Refused while it runs.")
+                          disabled=bool(may_not["delete"]),
+                          help=md(may_not["delete"] or "Remove the job and its log (not its weights). Refused while it runs."))
         clone = buttons[2].button("Clone to Train", key="jobs.clone",
                                   help="Open Train with this job's type and parameters.")
-        cannot_resume = launch.resume_refusal(job)
+        cannot_resume = may_not["resume"] or launch.resume_refusal(job)
         buttons[3].button("Resume", on_click=on_resume, args=(job.id,), disabled=bool(cannot_resume),
                           key="jobs.resume", help=cannot_resume or "A new job with the same parameters and "
                                                                    "--from_resume 1, from its last checkpoint.")
         with buttons[4]:
             st.page_link("pages/logs.py", label="Charts on Logs", icon=":material/monitoring:",
                          query_params={"job": str(job.id)})
-        if clone:
+        if clone and (why := guard.clone(store, job, user)):
+            flash("error", why)
+        elif clone:
             state[forms.CLONE_KEY] = forms.clone_request(job)
             st.switch_page("pages/train.py")
 
@@ -189,6 +200,10 @@ def details(job):
                 st.code(" ".join(f"{k}={v}" for k, v in job.env.items()), language="bash")
             st.caption(f"Submitted by {md(jobtable.submitted_by(job))} · created {jobtable.format_time(job.created_at)}"
                        + (f" · exit code {job.exit_code}" if job.exit_code is not None else ""))
+
+        trail = audit.entries(job.id, home=store.home)
+        with st.expander(f"History ({len(trail)})", icon=":material/history:"):
+            st.dataframe(audit_rows(trail), hide_index=True, width="stretch")
 
         st.markdown("**Log** (last 200 lines)")
         try:
@@ -273,7 +288,19 @@ def jobs_view():
     details(by_id[job_id])
 
 
+def audit_rows(entries):
+    """Audit entries as table rows (a dataframe shows text as text)."""
+    return [{"when": jobtable.format_time(e.at), "who": e.user, "action": e.action,
+             "job": e.job_id, "detail": ", ".join(f"{k}={v}" for k, v in e.detail.items() if k != "values")}
+            for e in entries]
+
+
 livepage.follow(logs=True, progress_s=PROGRESS_S)
 st.button("Refresh", key="jobs.refresh", icon=":material/refresh:")
 queueui.settings_section(store)
 jobs_view()
+
+if auth.session_role(state) == "admin":
+    with st.expander("Audit trail (admins)", icon=":material/policy:"):
+        st.caption("Every launch, stop, resume, delete, clone and restore, newest first: who, when, what.")
+        st.dataframe(audit_rows(audit.entries(limit=500, home=store.home)), hide_index=True, width="stretch")

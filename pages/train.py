@@ -3,7 +3,7 @@ import sqlite3
 
 import streamlit as st
 
-from mmcore import forms, gpu, launch, navigation, queueui, registry, storeguard
+from mmcore import auth, forms, gpu, guard, launch, navigation, queueui, registry, storeguard
 from mmcore.safetext import md
 from mmcore.store import JobStore
 
@@ -105,13 +105,15 @@ with st.container(border=True):
         st.warning("Fix the fields marked above to see the command.")
     for problem in check.problems:
         st.warning(md(problem), icon=":material/warning:")
+    for note in check.warnings:
+        st.warning(md(note), icon=":material/info:")
     backend = "local" if store_problem else queueui.backend_choice(JobStore(), "queue.backend")
     if backend == "slurm" and check.command is not None:
         queueui.slurm_preview(JobStore(), train_type, forms.job_name(form), check.command)
 
     if st.button("Launch", type="primary"):
         try:
-            job_id = launch.start(JobStore(), forms.job_name(form), check, backend=backend)
+            job_id = guard.start(JobStore(), forms.job_name(form), check, auth.session_user(state), backend=backend)
         except launch.LaunchRefused as exc:
             st.error("Launch refused:\n" + "\n".join(f"- {md(reason)}" for reason in exc.reasons))
         except (OSError, ValueError, KeyError, RuntimeError, sqlite3.Error) as exc:  # store or process start failed

@@ -31,7 +31,7 @@ def test_starts_on_train_with_a_cpu_only_sidebar(home):
     side = sidebar_text(at)
     assert "CPU only" in side
     assert "0 running · 0 queued" in side
-    assert "Running as " in side and "@" in side
+    assert "Running as " in side and "(admin)" in side  # the OS user, admin of a dashboard it started
     assert (home / "jobs.db").is_file()  # created on first use, no setup step
 
 

@@ -44,7 +44,7 @@ def test_seed_grpo_command_line():
                     "--learning_rate", "8e-8", "--device", "cpu", "--dtype", "bfloat16", "--num_workers", "1",
                     "--accumulation_steps", "1", "--grad_clip", "1.0", "--log_interval", "1", "--save_interval", "10",
                     "--hidden_size", "512", "--num_hidden_layers", "8", "--max_seq_len", "66", "--use_moe", "0",
-                    "--data_path", "../dataset/rlaif-mini.jsonl", "--weight_dir", "../out", "--from_resume", "0",
+                    "--data_path", "../dataset/rlaif-mini.jsonl", "--weight_dir", "../out", "--tokenizer_path", "../model", "--keep_checkpoints", "0", "--from_resume", "0",
                     "--max_gen_len", "1536", *SEED_GRPO.split(), *ROLLOUT_STORE.split()]
 
 

@@ -137,4 +137,5 @@ def test_train_accumulates_flushes_the_last_window_and_saves_every_part(tmp_path
     assert (state["epoch"], state["step"]) == (0, 5)
     assert {"model", "optimizer", "critic", "critic_optimizer"} <= state.keys()
     assert torch.equal(state["critic"]["weight"], critic.module.weight.detach())
-    assert sorted(os.listdir(tmp_path)) == ["ppo_actor_512.pth", "ppo_critic_512.pth", "toy_resume.pth"]
+    assert sorted(os.listdir(tmp_path)) == ["ppo_actor_512.pth", "ppo_actor_512.pth.meta.json", "ppo_critic_512.pth",
+                                            "ppo_critic_512.pth.meta.json", "toy_resume.pth"]

@@ -2,6 +2,7 @@
 import pytest
 
 from mmcore import command, preflight, registry
+from mmcore.paths import ROOT
 from test_command import form
 
 # A temporary repository layout: <tmp>/trainer is the jobs' working directory.
@@ -20,9 +21,10 @@ KIND = {"pretrain": "pretrain", "sft": "sft", "lora": "sft", "distillation": "sf
 
 @pytest.fixture
 def repo(tmp_path):
-    """A repository layout with trainer/, dataset/ and out/."""
+    """A repository layout with trainer/, dataset/, out/ and model/ (the tokenizer)."""
     for folder in ("trainer", "dataset", "out"):
         (tmp_path / folder).mkdir()
+    (tmp_path / "model").symlink_to(ROOT / "model")
     return tmp_path
 
 

@@ -160,7 +160,7 @@ def test_stop_kills_a_trainer_that_ignores_sigterm(store, tmp_path):
     job = finished(store, job_id)
     assert job.status == "stopped" and job.exit_code == -signal.SIGKILL
     assert not group_alive(job.trainer_pid)
-    assert "SIGKILL to process group" in log_text(job)
+    assert "s: SIGKILL to " in log_text(job)
 
 
 def test_sigterm_to_the_supervisor_is_forwarded(store, tmp_path):

@@ -9,7 +9,7 @@ import pytest
 
 from _runner_helpers import wait_for
 from _trainer_helpers import DEMO, head_jsonl
-from mmcore import backends, jobqueue, logparse, presets, queueconf, resources, slurm
+from mmcore import actions, backends, jobqueue, logparse, presets, queueconf, resources, slurm
 from mmcore.paths import ROOT, TRAINER_DIR
 from mmcore.store import JobStore
 
@@ -79,15 +79,16 @@ def test_stop_from_the_dashboard_ends_with_143_and_can_resume(tmp_path, home):
     job_id = jobqueue.submit(home, "pretrain", values, backend="slurm", gpu_count=0)
     wait_for(lambda: len(logparse.parse_file(home.get(job_id).log_path)) >= 3
              if os.path.exists(home.get(job_id).log_path) else False, 240, 0.5, "a few training steps")
-    assert backends.stop(home, job_id)
+    outcome = actions.stop_job(home, job_id)  # the Jobs page's Stop (after its confirmation)
+    assert outcome.kind == "info", outcome.message
     job = wait_for(lambda: _finished(home, job_id), 120, 0.5, "the stop to be reconciled")
     assert (job.status, job.exit_code) == ("stopped", 143), open(job.log_path).read()
     resume = [p for p in resources.output_paths(job) if p.endswith("_resume.pth")][0]
     assert os.path.isfile(resume)
     # Resuming queues a new Slurm job that starts from that state.
-    from mmcore import forms
+    from mmcore import launch
 
-    new_id = forms.resume(home, job, gpu_count=0)
+    new_id = launch.resume(home, job, gpu_count=0)
     new = home.get(new_id)
     assert new.backend == "slurm" and new.params["from_resume"] == "1"
     backends.stop(home, new_id)

@@ -9,7 +9,7 @@ import argparse
 import os
 from dataclasses import dataclass, replace
 
-from trainer import roots
+from trainer import lifeline, roots
 
 TRAIN_TYPES = ("pretrain", "sft", "lora", "dpo", "ppo", "grpo", "spo", "distill_reason", "distillation")
 
@@ -76,6 +76,10 @@ def _common(type_key, wandb_name, *, save_dir="../out", save_weight, epochs, bat
         Arg("data_path", str, data_path, "Training data (jsonl)"),
         Arg("from_weight", str, from_weight, "Base weight to start from (prefix in weight_dir); none = random init"),
         Arg("weight_dir", str, "../out", "Folder where base weights are read"),
+        Arg("tokenizer_path", str, "../model", "Tokenizer folder (tokenizer.json, tokenizer_config.json); for weights "
+            "trained upstream, an upstream MiniMind checkout's model/ folder"),
+        Arg("keep_checkpoints", int, 0, "Keep the last N step snapshots of the weights beside the weight file, "
+            "named {weight}_step{N}.pth (0 = none)", min=0),
         Arg("from_resume", int, 0, "Resume from the last checkpoint in ../checkpoints (0 = no, 1 = yes)", choices=(0, 1)),
         Arg("use_wandb", bool, False, "Report metrics to wandb (or swanlab, when that is what is installed)"),
         Arg("wandb_project", str, f"MiniMind-{wandb_name}", "wandb / swanlab project name"),
@@ -204,7 +208,7 @@ UPPER = {
     "teacher_hidden_size": 8192, "teacher_num_layers": 128,
     "max_seq_len": 32768, "max_gen_len": 32768,  # the model's max_position_embeddings
     "beta": 1e3, "clip_epsilon": 10.0, "vf_coef": 1e3, "kl_coef": 1e3, "update_old_actor_freq": 1_000_000,
-    "num_generations": 256, "rollout_groups": 1_000_000, "rollout_max_mb": 1e7, "temperature": 100.0,
+    "num_generations": 256, "keep_checkpoints": 10_000, "rollout_groups": 1_000_000, "rollout_max_mb": 1e7, "temperature": 100.0,
     "top_k": 6400,  # the vocabulary size
 }
 #: What each non-numeric option holds, for the checks of names and paths.
@@ -284,6 +288,7 @@ def parse_args(train_type, argv=None):
     Exits with a usage error for a combination the model cannot build, and, when the dashboard
     started the job (see trainer/roots.py), for a path outside the allowed folders.
     """
+    lifeline.tie_to_parent()  # a job the dashboard started ends (and saves) when its launcher dies
     parser = build_parser(train_type)
     args = parser.parse_args(argv)
     errors = cross_errors(train_type, vars(args))

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from trainer import specs
+from trainer import specs, weight_meta
 from trainer import trainer_utils as tu
 from trainer.args import parse_args
 from trainer.checkpoint import load_resume, resume_path, save_resume, save_weights, set_rng_states
@@ -318,9 +318,13 @@ def train(run, parts, dataset, collate_fn, step_fn, *, run_name, progress_line=s
             save_fn()
             further = {key: value for p in parts[1:] for key, value in
                        ((p.name, p.model), (f"{p.name}_optimizer", p.optimizer))}
+            global_step = epoch * iters + boundary_step
             save_resume(ckpt, model=parts[0].model, optimizer=parts[0].optimizer, scaler=scaler, epoch=epoch,
-                        step=boundary_step, world_size=info.world_size, global_step=epoch * iters + boundary_step,
+                        step=boundary_step, world_size=info.world_size, global_step=global_step,
                         wandb_id=wandb_id, **further, **extras)
+            # The metadata file beside each weight just written (and --keep_checkpoints snapshots).
+            weight_meta.after_save(vars(args), run.train_type, [p for p in run.weight_paths() if os.path.isfile(p)],
+                                   epoch=epoch, step=boundary_step, global_step=global_step)
 
     run.stop.arm()
     for part in parts:

@@ -24,6 +24,7 @@ TRAINER_DIR = REPO / "trainer"
 READ_ENV = "MINIMIND_READ_ROOTS"
 WRITE_ENV = "MINIMIND_WRITE_ROOTS"
 DEFAULT_REWARD_MODEL = "../../internlm2-1_8b-reward"
+BUNDLED_TOKENIZER = (REPO / "model").resolve()
 
 #: A plain name (a weight-file prefix, a LoRA name): no folder part, nothing hidden, bounded.
 NAME_MAX = 64
@@ -87,7 +88,10 @@ def configured(records_dir=None):
     write = _from_env(WRITE_ENV, base.write)
     if records_dir and Path(records_dir).resolve() not in write:  # the dashboard's own records stay writable
         write += (Path(records_dir).resolve(),)
-    return Roots(read=_from_env(READ_ENV, base.read), write=write)
+    read = _from_env(READ_ENV, base.read)
+    if BUNDLED_TOKENIZER not in read:  # the bundled tokenizer (--tokenizer_path's default) stays readable
+        read += (BUNDLED_TOKENIZER,)
+    return Roots(read=read, write=write)
 
 
 def enforced():

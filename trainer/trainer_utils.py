@@ -159,12 +159,18 @@ def model_config(hidden_size, num_hidden_layers, use_moe):
 
 
 def load_tokenizer(path=TOKENIZER_DIR):
-    """The tokenizer shipped in `<repo>/model` (never downloaded)."""
+    """The tokenizer in folder `path` (default: the one shipped in `<repo>/model`; never downloaded)."""
     from transformers import AutoTokenizer
-    return AutoTokenizer.from_pretrained(path)
+
+    from trainer import weight_meta
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    if os.path.realpath(path) != os.path.realpath(TOKENIZER_DIR):  # say so when it is not the usual one
+        log(f"Tokenizer: {path} ({len(tokenizer)} tokens, fingerprint {weight_meta.tokenizer_fingerprint(path)})")
+    return tokenizer
 
 
 def init_model(config, from_weight, weight_dir, device, tokenizer=True):
+    # `tokenizer`: True (the bundled tokenizer), a tokenizer folder, or False (none).
     """Build a `MiniMindForCausalLM` and load `{weight_dir}/{from_weight}_{h}[_moe].pth` into it.
 
     `from_weight='none'` keeps the random initialisation. A missing weight file raises
@@ -188,15 +194,17 @@ def init_model(config, from_weight, weight_dir, device, tokenizer=True):
                              f"{len(real_missing)} missing and {len(unexpected)} unexpected keys, "
                              f"e.g. {(real_missing + list(unexpected))[:3]}")
     model = model.to(device)
-    return model, (load_tokenizer() if tokenizer else None)
+    return model, (load_tokenizer(tokenizer if isinstance(tokenizer, str) else TOKENIZER_DIR) if tokenizer else None)
 
 
 def load_model(args, from_weight, label="Model", tokenizer=True, hidden_size=None, num_hidden_layers=None):
     """`init_model` sized by the options (`args.hidden_size`, `args.num_hidden_layers`, `args.use_moe`, unless
-    given) from `{args.weight_dir}/{from_weight}_...` on `args.device`; logs its size under `label`
-    (None: not logged). Returns `(model, tokenizer)`; the config is `model.config`."""
+    given) from `{args.weight_dir}/{from_weight}_...` on `args.device`, with the tokenizer of
+    `--tokenizer_path` (unless `tokenizer` is False); logs its size under `label` (None: not logged).
+    Returns `(model, tokenizer)`; the config is `model.config`."""
     config = model_config(hidden_size or args.hidden_size, num_hidden_layers or args.num_hidden_layers, args.use_moe)
-    model, tok = init_model(config, from_weight, args.weight_dir, args.device, tokenizer=tokenizer)
+    model, tok = init_model(config, from_weight, args.weight_dir, args.device,
+                            tokenizer=args.tokenizer_path if tokenizer else False)
     if label:
         log_model_size(model, config, label=label)
     return model, tok

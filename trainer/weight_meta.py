@@ -2,7 +2,7 @@
 
 `{weight}.meta.json` (e.g. `out/full_sft_512.pth.meta.json`) holds the model size, the training type,
 the tokenizer's folder and fingerprint, the dashboard job id (from `MINIMIND_JOB_ID`, set by the job
-runner), epoch/step and the time. The dashboard's model catalogue and preflight read it without
+supervisor), epoch/step and the time. The dashboard's model catalogue and preflight read it without
 torch; a weight without one (e.g. downloaded from upstream) simply has unknown provenance.
 Torch-free: imported by the trainers and by the dashboard.
 """
@@ -11,9 +11,10 @@ import json
 import os
 import time
 
+from trainer.ownership import JOB_ENV  # the job id the dashboard's supervisor gives its trainer
+
 META_SUFFIX = ".meta.json"
 FORMAT = "minimind-weight-meta/1"
-JOB_ID_ENV = "MINIMIND_JOB_ID"
 
 #: The tokenizer bundled with the repository (the trainers' default `--tokenizer_path ../model`).
 BUNDLED_TOKENIZER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "model")
@@ -49,7 +50,7 @@ def tokenizer_fingerprint(folder):
 def build_meta(weight_path, *, kind, train_type, hidden_size, num_hidden_layers, use_moe, tokenizer_path=None,
                epoch=None, step=None, global_step=None, base_weight=None, extra=None):
     tokenizer_path = os.path.abspath(tokenizer_path or BUNDLED_TOKENIZER)
-    job = os.environ.get(JOB_ID_ENV, "")
+    job = os.environ.get(JOB_ENV, "")
     return {
         "format": FORMAT,
         "file": os.path.basename(weight_path),
@@ -87,3 +88,58 @@ def read_meta(weight_path):
     except (OSError, ValueError):
         return None
     return meta if isinstance(meta, dict) and meta.get("format") == FORMAT else None
+
+
+def snapshot_path(weight_path, global_step):
+    """`{weight without .pth}_step{N}.pth`: a step snapshot kept beside the weight file."""
+    return f"{weight_path[:-len('.pth')] if weight_path.endswith('.pth') else weight_path}_step{global_step}.pth"
+
+
+def keep_snapshot(weight_path, global_step, keep):
+    """Keep the just-saved `weight_path` as the step-`global_step` snapshot and delete all but the newest
+    `keep` snapshots of it. The weight file is replaced (not rewritten) on each save, so a hard link to it
+    is a stable snapshot that costs no copy; a copy is made where links are not possible."""
+    import re
+    import shutil
+    snap = snapshot_path(weight_path, global_step)
+    tmp = f"{snap}.tmp{os.getpid()}"
+    try:
+        try:
+            os.link(weight_path, tmp)
+        except OSError:
+            shutil.copyfile(weight_path, tmp)
+        os.replace(tmp, snap)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    if os.path.exists(meta_path(weight_path)):
+        shutil.copyfile(meta_path(weight_path), meta_path(snap))
+    folder, base = os.path.split(os.path.abspath(weight_path))
+    pattern = re.compile(re.escape(base[:-len(".pth")]) + r"_step(\d+)\.pth$")
+    snapshots = sorted((int(m.group(1)), name) for name in os.listdir(folder) if (m := pattern.match(name)))
+    for _, name in snapshots[:-keep] if keep > 0 else snapshots:
+        for path in (os.path.join(folder, name), meta_path(os.path.join(folder, name))):
+            if os.path.exists(path):
+                os.remove(path)
+
+
+def after_save(values, train_type, weight_paths, *, epoch=None, step=None, global_step=None):
+    """Write the metadata beside each weight file a trainer just saved and keep its step snapshot when
+    `keep_checkpoints` asks for it. `values`: the run's options (e.g. `vars(args)`)."""
+    from trainer.specs import spec as spec_of, weight_file
+    spec = spec_of(train_type)
+    hidden, layers = spec.model_size(values)
+    needed, _ = spec.base_weights(values)
+    base = (os.path.join(values["weight_dir"], weight_file(needed[0].prefix, needed[0].hidden_size,
+                                                           values.get("use_moe")))
+            if needed and values.get("weight_dir") else None)
+    keep = int(values.get("keep_checkpoints") or 0)
+    for path in weight_paths:
+        name = os.path.basename(path)
+        kind = "lora" if spec.lora else "critic" if "critic" in name else "full"
+        write_meta(path, build_meta(path, kind=kind, train_type=train_type, hidden_size=hidden,
+                                    num_hidden_layers=layers, use_moe=values.get("use_moe"),
+                                    tokenizer_path=values.get("tokenizer_path"), epoch=epoch, step=step,
+                                    global_step=global_step, base_weight=base))
+        if keep and global_step is not None:
+            keep_snapshot(path, global_step, keep)

@@ -1,0 +1,86 @@
+"""Every process a job started, wherever it went: the supervisor's view of its trainer's process tree.
+
+torchrun starts its workers in process groups of their own, and a process whose parent died is
+normally re-parented to init, out of sight. So the supervisor makes itself a child subreaper
+(`prctl(PR_SET_CHILD_SUBREAPER)`, Linux): orphans of the job are re-parented to the supervisor, and
+`descendants()` (psutil, recursive) always sees every process of the job, whatever its group. A stop
+signals all of them; the job's end is recorded only once none is left.
+"""
+import ctypes
+import os
+import signal
+import sys
+
+import psutil
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper():
+    """Make this process the reaper of its orphaned descendants; False where that is not possible."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def descendants():
+    """Every live (non-zombie) process below this one."""
+    try:
+        procs = psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return []
+    alive = []
+    for p in procs:
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE:
+                alive.append(p)
+        except psutil.Error:
+            continue
+    return alive
+
+
+def signal_all(sig, procs=None):
+    """Send `sig` to every descendant (or to `procs`); returns how many were signalled."""
+    sent = 0
+    for p in descendants() if procs is None else procs:
+        try:
+            p.send_signal(sig)
+            sent += 1
+        except psutil.Error:
+            continue
+    return sent
+
+
+def reap_orphans(keep_pid):
+    """Collect the exit status of exited direct children other than `keep_pid` (the trainer, whose
+    status its Popen collects): orphans re-parented here would otherwise stay zombies."""
+    try:
+        children = psutil.Process().children()
+    except psutil.Error:
+        return
+    for p in children:
+        if p.pid == keep_pid:
+            continue
+        try:
+            if p.status() == psutil.STATUS_ZOMBIE:
+                os.waitpid(p.pid, os.WNOHANG)
+        except (psutil.Error, ChildProcessError, OSError):
+            continue
+
+
+def describe(procs):
+    """"pid name" of processes, for the log."""
+    names = []
+    for p in procs:
+        try:
+            names.append(f"{p.pid} {p.name()}")
+        except psutil.Error:
+            names.append(str(p.pid))
+    return ", ".join(names)
+
+
+__all__ = ["become_subreaper", "descendants", "signal_all", "reap_orphans", "describe", "signal"]
