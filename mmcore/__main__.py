@@ -9,6 +9,7 @@
     python -m mmcore backup
     python -m mmcore restore [latest | FILE]
     python -m mmcore export out/full_sft_512.pth exported/full_sft_512 [--lora out/lora/x_512.pth]
+    python -m mmcore queue [JOB --move up|down|top|bottom | --priority N]
 
 Each subcommand is one `add_*` function below that registers its parser and handler; a new one is a
 new function added to `COMMANDS`. A handler may return an exit status (None means 0); a refusal
@@ -22,6 +23,7 @@ import sys
 
 from mmcore import api, audit, roles, storeguard
 from mmcore.export import add_export
+from mmcore.queuecli import add_queue
 from mmcore.paths import DB_NAME, default_home
 
 
@@ -172,7 +174,8 @@ def add_restore(sub):
 
 
 #: Every subcommand, in the order `--help` lists them.
-COMMANDS = [add_submit, add_status, add_stop, add_delete, add_list, add_history, add_backup, add_restore, add_export]
+COMMANDS = [add_submit, add_status, add_stop, add_delete, add_list, add_history, add_backup, add_restore, add_export,
+            add_queue]
 
 
 def build_parser():

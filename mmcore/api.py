@@ -16,7 +16,7 @@ Every refusal raises `Refused` (or a subclass) whose message says why.
 import dataclasses
 import sqlite3
 
-from mmcore import audit, backends, forms, jobqueue, launch, queueconf, registry, resources, roles, runner
+from mmcore import audit, backends, forms, jobqueue, launch, queueconf, registry, resources, roles, runner, scheduler
 from mmcore.store import JobStore
 
 #: Keys of `values` that are not parameters of a type but still mean something to `command`.
@@ -192,3 +192,40 @@ def history(job_id=None, limit=200):
     """Audit entries (newest first) of one job or of all, as dicts."""
     store = open_store()
     return [dataclasses.asdict(e) for e in audit.entries(job_id, limit, home=store.home)]
+
+
+def queue():
+    """Jobs waiting in the queue, in the order they will be considered, as dicts (see `job_dict`);
+    `queue_reason` says each one's place and what it waits for."""
+    store = open_store()
+    try:
+        return [job_dict(_job(store, entry.id)) for entry in scheduler.waiting_jobs(store)]
+    except sqlite3.Error as exc:
+        raise StoreUnavailable(f"the job store cannot be read: {exc}") from exc
+
+
+def move(job_id, where, user=None):
+    """Move a waiting job among jobs of its priority: "up", "down", "top" or "bottom" (its owner or
+    an admin). False when it is no longer waiting."""
+    user = _acting(user)
+    store = open_store()
+    job = _job(store, job_id)
+    _require(user, "stop", job)  # who may take a job out of the queue may also reorder it
+    try:
+        return jobqueue.move(store, job.id, where)
+    except resources.QueueRefused as exc:
+        raise Refused(exc.reasons) from None
+
+
+def set_priority(job_id, priority, user=None):
+    """Set a waiting job's priority (higher starts first; admins only). False when it is no longer waiting."""
+    user = _acting(user)
+    store = open_store()
+    job = _job(store, job_id)
+    _require(user, "settings")
+    try:
+        changed = jobqueue.set_priority(store, job.id, priority)
+    except resources.QueueRefused as exc:
+        raise Refused(exc.reasons) from None
+    audit.record(user, "settings", job.id, {"priority": priority, "changed": changed}, home=store.home)
+    return changed

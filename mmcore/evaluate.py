@@ -1,13 +1,15 @@
 """Launch an evaluation as a job: checkpoints over an RLAIF/SFT file with reference answers.
 
 The evaluation's row (checkpoints, data file, settings) goes to `evals.db` beside the job store; the
-job runs `python -m model.evaluate --eval_id N --db ...` under the same supervisor as training jobs,
-so it shows on Jobs with its log, can be stopped, and survives a dashboard restart.
+job, `python -m model.evaluate --eval_id N --db ...`, goes through the same queue and supervisor as
+training jobs, so it waits for a free slot, shows on Jobs with its log, can be stopped, and survives a
+dashboard restart.
 """
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
-from mmcore import runner
+from mmcore import jobqueue
 from mmcore.evalstore import EvalStore
 from mmcore.paths import ROOT
 
@@ -39,9 +41,11 @@ def launch(store, targets, entries, data_path, settings, user=None):
     eval_id = evals.create(data_path, settings, weight_specs(targets, entries))
     argv = [sys.executable, "-m", "model.evaluate", "--eval_id", str(eval_id), "--db", evals.path]
     name = f"eval {eval_id}: " + ", ".join(Path(t.lora or t.weight).name for t in targets)
-    job_id = store.create(train_type=JOB_TYPE, name=name[:120], params={"eval_id": str(eval_id),
-                          "data_path": str(data_path), **{k: str(v) for k, v in settings.items()}},
-                          argv=argv, cwd=str(ROOT), env={}, user=user)
+    params = {"eval_id": str(eval_id), "data_path": str(data_path), **{k: str(v) for k, v in settings.items()}}
+    try:
+        job_id = jobqueue.enqueue(store, JOB_TYPE, name[:120], params, SimpleNamespace(argv=argv, cwd=str(ROOT), env={}),
+                                  user=user)
+    except jobqueue.QueueRefused as exc:
+        raise ValueError(str(exc)) from None
     evals.set_job(eval_id, job_id)
-    runner.launch(store, job_id)
     return job_id, eval_id

@@ -38,7 +38,7 @@ def test_gpus_beyond_the_machine_are_refused(home):
         api.submit("pretrain", presets.demo_preset("pretrain"), gpus=2)
     with pytest.raises(api.Refused, match="backend"):
         api.submit("pretrain", presets.demo_preset("pretrain"), backend="cloud")
-    assert JobStore(home).count() == 0
+    assert JobStore(home / "jobs.db").count() == 0
 
 
 def test_cli_submit_takes_backend_and_gpus_and_status_shows_them(home):
@@ -59,3 +59,27 @@ def test_cli_submit_takes_backend_and_gpus_and_status_shows_them(home):
                             capture_output=True, text=True, timeout=60).stdout
     assert "backend: local" in status and "queue_reason:" in status
     api.stop(job_id, wait=True)
+
+
+def test_queue_listing_moves_and_priorities_from_the_cli(home):
+    store = JobStore(home / "jobs.db")
+    ids = [store.create("pretrain", f"w{i}", {**presets.demo_preset("pretrain"), "save_weight": f"w{i}"},
+                        # GPU 0 is not on this machine: they wait, whatever the scheduler does.
+                        ["python3", "x.py"], "/tmp", {}, user="bob", waiting=1, resources={"gpu_ids": [0]},
+                        queue_reason=f"#{i + 1} in the queue · waiting for a CPU slot") for i in range(3)]
+    assert [j["id"] for j in api.queue()] == ids
+    env = {**os.environ, "MINIMIND_DASHBOARD_HOME": str(home)}
+
+    def cli(*args):
+        return subprocess.run([sys.executable, "-m", "mmcore", "queue", *args], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=120)
+
+    listed = cli()
+    assert listed.returncode == 0 and "#2 in the queue" in listed.stdout
+    assert cli(str(ids[2]), "--move", "top").returncode == 0
+    assert cli(str(ids[0]), "--priority", "5").returncode == 0  # the OS user is this store's admin
+    assert [j["id"] for j in api.queue()] == [ids[0], ids[2], ids[1]]
+    assert api.get(ids[0])["priority"] == 5
+    store.cancel_waiting(ids[1])
+    out = cli(str(ids[1]), "--move", "up")
+    assert out.returncode == 1 and "not waiting" in out.stdout

@@ -57,7 +57,7 @@ def _finished(store, job_id):
     return job if job.finished else None
 
 
-def test_demo_pretrain_through_sbatch_succeeds_with_its_log(tmp_path, home):
+def test_demo_pretrain_through_sbatch_succeeds_with_its_log(tmp_path, home, monkeypatch):
     queueconf.save(home.home, queueconf.QueueSettings(default_backend="slurm"))
     job_id = jobqueue.submit(home, "pretrain", _values(tmp_path, "sbatch"), name="via slurm", gpu_count=0)
     job = home.get(job_id)
@@ -72,6 +72,13 @@ def test_demo_pretrain_through_sbatch_succeeds_with_its_log(tmp_path, home):
     frame = logparse.parse_file(job.log_path)  # what the Logs page charts
     assert len(frame) == 6 and frame["loss"].notna().all()  # 48 lines, batch 8: six steps
     assert (tmp_path / "out" / f"{_values(tmp_path, 'sbatch')['save_weight']}_64.pth").is_file()
+    # The Logs page charts it from the job's Slurm output file.
+    from _pages_helpers import open_page
+
+    monkeypatch.setenv("MINIMIND_DASHBOARD_HOME", str(home.home))
+    at = open_page("pages/logs.py", query={"job": str(job_id)})
+    assert not at.exception, at.exception
+    assert at.multiselect(key="logs.jobs").value == [job_id] and at.get("plotly_chart")
 
 
 def test_stop_from_the_dashboard_ends_with_143_and_can_resume(tmp_path, home):
