@@ -4,6 +4,7 @@ Each run is a real subprocess in a temporary copy of the repository layout (see 
 must exit 0, write its weight and resume files, and print progress lines that mmcore.logparse reads.
 """
 import math
+import os
 
 import pytest
 import torch
@@ -57,6 +58,14 @@ def test_pretrain_learns_a_small_repeated_corpus(repo):
     state = torch.load(repo / "checkpoints" / "pretrain_64_resume.pth", weights_only=False)
     assert (state["epoch"], state["step"], state["world_size"]) == (0, 100, 1)
     assert {"model", "optimizer", "scheduler", "rng"} <= state.keys()
+    # the structured records, in the command line's default folder: every logged step, the same loss
+    from mmcore import metrics
+    records_dir = metrics.records_dir(os.environ["MINIMIND_DASHBOARD_HOME"]) / "pretrain-pretrain_64"
+    stream = metrics.read(records_dir)
+    assert list(stream["global_step"]) == list(range(1, 101))
+    assert stream["loss"].tolist() == pytest.approx(frame["loss"].tolist(), abs=1e-6)
+    assert list(stream["samples"]) == [4 * s for s in range(1, 101)] and (stream["tokens"].diff().dropna() > 0).all()
+    assert {"lr", "time/step_s", "tokens_per_s", "elapsed_s"} <= set(stream.columns)
 
 
 def test_full_sft(repo):

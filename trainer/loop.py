@@ -29,6 +29,7 @@ from trainer import specs, weight_meta
 from trainer import trainer_utils as tu
 from trainer.args import parse_args
 from trainer.checkpoint import load_resume, resume_path, save_resume, save_weights, set_rng_states
+from trainer.records import Recorder, RunRecords, default_run_dir
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -74,6 +75,7 @@ class Run:
     info: tu.DistInfo
     stop: "StopSignal"
     spec: specs.TypeSpec = field(init=False)
+    records: object = field(default=None, init=False)  # trainer.records.Recorder, set when `train` starts
 
     def __post_init__(self):
         self.spec = specs.spec(self.train_type)
@@ -312,6 +314,8 @@ def train(run, parts, dataset, collate_fn, step_fn, *, run_name, progress_line=s
         return
     autocast = tu.autocast_context(info.device, args.dtype)
     wandb_id = tracker_run_id(tracker)
+    run.records = recorder = open_records(run, resume)
+    extras = {**extras, "records": recorder}  # its sample and token counts travel in the resume state
 
     def save(epoch, boundary_step):
         if tu.is_main_process():
@@ -337,6 +341,7 @@ def train(run, parts, dataset, collate_fn, step_fn, *, run_name, progress_line=s
         start_time = time.time()
         boundary = skip  # the last step whose gradients were applied
         for step, batch in enumerate(loader, start=skip + 1):
+            recorder.begin(epoch * iters + step, batch)
             lrs = [schedule(epoch * iters + step, args.epochs * iters, part.learning_rate) for part in parts]
             for part, lr in zip(parts, lrs):
                 for group in part.optimizer.param_groups:
@@ -354,6 +359,7 @@ def train(run, parts, dataset, collate_fn, step_fn, *, run_name, progress_line=s
                 boundary = step
                 if after_update is not None:
                     after_update(step)
+            recorder.end(epoch, is_boundary)
 
             if step % args.log_interval == 0 or step == iters:
                 spent = time.time() - start_time
@@ -361,9 +367,12 @@ def train(run, parts, dataset, collate_fn, step_fn, *, run_name, progress_line=s
                 loss_value = loss.item()
                 metrics = {name: float(value) for name, value in metrics.items()}
                 tu.log(progress_line(Progress(epoch, args.epochs, step, iters, loss_value, metrics, lrs, eta_min)))
+                # The same names in the run's metrics stream and the tracker.
+                named = {"loss": loss_value, **metrics, "lr": lrs[0],
+                         **{f"{p.name}_lr": lr for p, lr in zip(parts[1:], lrs[1:])}, **recorder.timings()}
+                recorder.log(epoch, step, named)
                 if tracker is not None:
-                    tracker.log({"loss": loss_value, **metrics, "lr": lrs[0],
-                                 **{f"{p.name}_lr": lr for p, lr in zip(parts[1:], lrs[1:])}, "epoch_Time": eta_min})
+                    tracker.log({**named, "epoch_Time": eta_min})
             if step % args.save_interval == 0 or step == iters:
                 save(epoch, boundary)
             if run.stop.should_stop():
@@ -373,5 +382,21 @@ def train(run, parts, dataset, collate_fn, step_fn, *, run_name, progress_line=s
                 tu.log(stopped_message(epoch, args.epochs, step, iters, ckpt, resume_step=boundary))
                 raise SystemExit(tu.SIGTERM_EXIT)
         start_step = 0
+    recorder.close()
     if info.distributed:
         dist.barrier()
+
+
+def open_records(run, resume):
+    """The run's records (`trainer.records`) in --run_dir, or the default folder of a command-line run:
+    metrics for every type, the rollout store for RL. Rank 0 writes; a resumed run drops the records
+    after its resume state's step and counts on."""
+    args = run.args
+    run_dir = args.run_dir or default_run_dir(args, run.train_type)
+    resume_step = (resume.get("scheduler") or {}).get("global_step") if resume else None
+    records = RunRecords(
+        run_dir, run.train_type, resume_step=resume_step, rollouts=run.spec.rl, keep_groups=getattr(args, "rollout_groups", -1),
+        max_mb=getattr(args, "rollout_max_mb", 2048.0), enabled=tu.is_main_process(),
+        meta={"group_size": getattr(args, "num_generations", 1) if run.train_type == "grpo" else 1,
+              "reasoning": getattr(args, "reasoning", None), "reward_model_path": getattr(args, "reward_model_path", None)})
+    return Recorder(records, run.info.world_size, (resume or {}).get("records"))

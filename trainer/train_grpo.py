@@ -20,6 +20,7 @@ from dataset.lm_dataset import pad_collate  # noqa: E402
 from trainer import loop  # noqa: E402
 from trainer import trainer_utils as tu  # noqa: E402
 from trainer.rl import losses, rewards, setup  # noqa: E402
+from trainer.rl import metrics as rl_metrics  # noqa: E402
 from trainer.rl.rollout import rollout, rollout_logps, sampling_options  # noqa: E402
 
 
@@ -38,9 +39,11 @@ def main():
 
     # 3. One step: a group of responses per prompt, rewards normalised within each group
     def step_fn(batch):
-        ro = rollout(policy, tokenizer, batch["prompt"], batch["answer"], args.max_seq_len, args.max_gen_len,
-                     args.device, num_generations=n, **sampling_options(args))
-        reward, _ = rewards.score(reward_fns, ro.prompts, ro.responses, ro.references)
+        with run.records.timer("generate"):
+            ro = rollout(policy, tokenizer, batch["prompt"], batch["answer"], args.max_seq_len, args.max_gen_len,
+                         args.device, num_generations=n, **sampling_options(args))
+        with run.records.timer("score"):
+            reward, parts = rewards.score(reward_fns, ro.prompts, ro.responses, ro.references)
         reward = reward.to(args.device)
         advantages, group_std = losses.group_advantages(reward, n)
         # The MoE auxiliary loss is not added to RL losses, as upstream.
@@ -49,7 +52,10 @@ def main():
         loss, kl = losses.grpo_loss(logps, ref_logps, advantages, ro.completion_mask, args.beta)
         return loss, {"actor_loss": loss.item(), "reward": reward.mean().item(),
                       "avg_response_len": ro.response_lengths().mean().item(),
-                      "reward_std": group_std.mean().item(), "kl": kl.item()}
+                      "reward_std": group_std.mean().item(), "kl": kl.item(),
+                      **rl_metrics.record(run, ro, reward_fns=reward_fns, rewards=reward, parts=parts,
+                                          advantages=advantages, logps=logps, ref_logps=ref_logps,
+                                          eos_id=tokenizer.eos_token_id, group_size=n)}
 
     # 4. Train
     loop.train(run, [part], dataset, pad_collate(tokenizer.pad_token_id), step_fn,

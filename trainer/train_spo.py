@@ -20,6 +20,7 @@ from dataset.lm_dataset import pad_collate  # noqa: E402
 from trainer import loop  # noqa: E402
 from trainer import trainer_utils as tu  # noqa: E402
 from trainer.rl import losses, rewards, setup  # noqa: E402
+from trainer.rl import metrics as rl_metrics  # noqa: E402
 from trainer.rl.rollout import rollout, rollout_logps, sampling_options  # noqa: E402
 
 
@@ -40,12 +41,14 @@ def main():
 
     # 3. One step: one response per prompt, advantage against the tracked baseline
     def step_fn(batch):
-        ro = rollout(policy, tokenizer, batch["prompt"], batch["answer"], args.max_seq_len, args.max_gen_len,
-                     args.device, **sampling_options(args))
-        reward, _ = rewards.score(reward_fns, ro.prompts, ro.responses, ro.references)
+        with run.records.timer("generate"):
+            ro = rollout(policy, tokenizer, batch["prompt"], batch["answer"], args.max_seq_len, args.max_gen_len,
+                         args.device, **sampling_options(args))
+        with run.records.timer("score"):
+            reward, parts = rewards.score(reward_fns, ro.prompts, ro.responses, ro.references)
         reward = reward.to(args.device)
-        baseline = value_tracker.baseline()
-        advantages = losses.spo_advantages(reward, value_tracker.baseline_reward())
+        baseline, baseline_reward = value_tracker.baseline(), value_tracker.baseline_reward()
+        advantages = losses.spo_advantages(reward, baseline_reward)
         # The MoE auxiliary loss is not added to RL losses, as upstream.
         logps, _ = rollout_logps(part.model, ro)
         ref_logps = setup.reference_logps(reference, ro, logps)
@@ -55,7 +58,11 @@ def main():
         mean_logp = setup.global_mean(losses.masked_mean(logps.detach(), ro.completion_mask).item(), run.info)
         rho = value_tracker.update(mean_normalised, mean_logp)
         return loss, {"actor_loss": loss.item(), "reward": reward.mean().item(), "baseline": baseline,
-                      "kl": kl.item(), "rho": rho, "avg_response_len": ro.response_lengths().mean().item()}
+                      "kl": kl.item(), "rho": rho, "avg_response_len": ro.response_lengths().mean().item(),
+                      **rl_metrics.record(run, ro, reward_fns=reward_fns, rewards=reward, parts=parts,
+                                          advantages=advantages, logps=logps, ref_logps=ref_logps,
+                                          eos_id=tokenizer.eos_token_id,
+                                          extras={"baseline_reward": baseline_reward, "rho": rho})}
 
     # 4. Train
     loop.train(run, [part], dataset, pad_collate(tokenizer.pad_token_id), step_fn,
