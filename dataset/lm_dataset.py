@@ -208,3 +208,41 @@ def dataset_for_type(train_type):
     if train_type not in KIND_OF_TYPE:
         raise KeyError(f"unknown training type {train_type!r}; known: {', '.join(KIND_OF_TYPE)}")
     return _DATASETS[KIND_OF_TYPE[train_type]]
+
+
+class PackedPretrainDataset(Dataset):
+    """Pretraining text packed into full rows (`--pack 1`): every document encoded as
+    `PretrainDataset` does, untruncated, the documents concatenated in file order (each keeps its
+    end-of-text token as the separator), and the stream cut into rows of exactly `max_length` tokens
+    (the last, shorter remainder is dropped). A document may continue from one row into the next.
+
+    Items carry `document_ids` (which document each token belongs to, counted within the row): the
+    model then attends only within each document and restarts positions at each document's start.
+    The first token of a document is not a target of the token before it (label -100 there), so no
+    loss asks a document to predict the next one.
+
+    The whole file is tokenized once at construction (token ids kept in memory as int32).
+    """
+
+    def __init__(self, path, tokenizer, max_length):
+        super().__init__()
+        docs = PretrainDataset(path, tokenizer, max_length=1 << 30)
+        pieces = [docs[i]["input_ids"] for i in range(len(docs))]
+        lengths = torch.tensor([len(p) for p in pieces], dtype=torch.long)
+        self.tokens = torch.cat(pieces).to(torch.int32) if pieces else torch.zeros(0, dtype=torch.int32)
+        self.doc_starts = torch.cumsum(lengths, 0) - lengths  # stream offset of each document
+        self.max_length = max_length
+        self.num_documents = len(pieces)
+
+    def __len__(self):
+        return len(self.tokens) // self.max_length
+
+    def __getitem__(self, index):
+        start = index * self.max_length
+        ids = self.tokens[start:start + self.max_length].long()
+        offsets = torch.arange(start, start + self.max_length)
+        document = torch.searchsorted(self.doc_starts, offsets, right=True)
+        document_ids = document - document[0]
+        labels = ids.clone()
+        labels[1:][document_ids[1:] != document_ids[:-1]] = IGNORE_INDEX
+        return {"input_ids": ids, "labels": labels, "document_ids": document_ids}

@@ -161,7 +161,7 @@ def details(job):
         st.markdown(f"**Job {job.id} · {md(jobtable.type_short(job.train_type))} · {md(job.name)}** — {job.status}")
         if job.note:
             st.caption(md(job.note))
-        queueui.queue_details(store, job)
+        queueui.queue_details(store, job, user)
         findings = run_watch().summary(metrics.job_run_dir(job, store.home), job.train_type,
                                        health.load_settings(store.home)).findings
         for finding in findings:
@@ -219,7 +219,7 @@ def details(job):
 def jobs_view():
     """The table and the selected job; the fragment reruns on its own while jobs are active."""
     show_flash()
-    queueui.pipelines_section(store)
+    queueui.pipelines_section(store, user)
     try:
         jobs = store.list(status=status_filter or None, train_type=type_filter or None, limit=limit)
         total = store.count(status=status_filter or None, train_type=type_filter or None)
@@ -292,7 +292,7 @@ def audit_rows(entries):
 
 livepage.follow(logs=True, progress_s=PROGRESS_S)
 st.button(t("jobs.refresh"), key="jobs.refresh", icon=":material/refresh:")
-queueui.settings_section(store)
+queueui.settings_section(store, user)
 jobs_view()
 
 if auth.session_role(state) == "admin":

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import streamlit as st
 
-from mmcore import (charts, health, jobtable, livepage, logfiles, logheader, logparse, metrics, navigation, progress,
-                    queueui, resumes, rlview, rollouts, rollouts_panel, storeguard, tailview, urlstate)
+from mmcore import (audit, auth, charts, guard, health, jobtable, livepage, logfiles, logheader, logparse, metrics,
+                    navigation, progress, queueui, resumes, rlview, rollouts, rollouts_panel, storeguard, tailview,
+                    urlstate)
 from mmcore.safetext import md, md_lines
 from mmcore.store import JobStore
 from mmcore.i18n import t
@@ -344,12 +345,17 @@ def health_settings_form(current):
             values[name] = cols[i % 3].number_input(
                 name, value=default, min_value=1 if name == "window" else 0.0,
                 step=1 if name == "window" else 0.05, help=health.HealthSettings.HELP[name], key=f"logs.health.{name}")
-        if st.form_submit_button(t("logs.thresholds.save")):
+        user = auth.session_user(state)
+        may_not = guard.refusal(user, "settings")  # shared thresholds: an admin's to change
+        if may_not:
+            st.caption(md(may_not))
+        if st.form_submit_button(t("logs.thresholds.save"), disabled=bool(may_not)):
             try:
                 health.save_settings(store.home, health.HealthSettings(**values))
             except ValueError as exc:
                 st.error(t("logs.not_saved", error=md(exc)))
             else:
+                audit.record(user, "settings", None, {"health": values}, home=store.home)
                 st.success(t("logs.saved"))
 
 

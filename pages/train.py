@@ -22,7 +22,7 @@ if store_problem := storeguard.problem():
 
 if queueui.launch_what() == "pipeline":
     if not store_problem:
-        queueui.pipeline_section(JobStore(), len(gpus))
+        queueui.pipeline_section(JobStore(), len(gpus), auth.session_user(state))
     st.stop()
 
 cloned = forms.take_clone(state, gpu_ids)

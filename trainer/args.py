@@ -130,7 +130,9 @@ def _definitions():
     defs["pretrain"] = _common(
         "pretrain", "Pretrain", save_weight="pretrain", epochs=1, batch_size=32, learning_rate=5e-4,
         accumulation_steps=8, log_interval=100, save_interval=100, max_seq_len=512,
-        data_path="../dataset/pretrain_hq.jsonl", from_weight="none")
+        data_path="../dataset/pretrain_hq.jsonl", from_weight="none") + [
+        Arg("pack", int, 0, "Pack documents into full max_seq_len rows, attention within each document "
+            "(0 = no: one document per row, as upstream; 1 = yes)", choices=(0, 1))]
     defs["sft"] = _common(
         "sft", "Full-SFT", save_weight="full_sft", epochs=2, batch_size=16, learning_rate=5e-7,
         accumulation_steps=1, log_interval=100, save_interval=100, max_seq_len=512,
