@@ -10,6 +10,7 @@ import streamlit as st
 
 from mmcore import rlview, rollouts
 from mmcore.safetext import md
+from mmcore.i18n import t
 
 RUN_KEY = "logs.rollouts.run"
 STEP_KEY = "logs.rollouts.step"
@@ -22,14 +23,14 @@ COLUMNS_PER_ROW = 4
 def show(stored):
     """The Rollouts view of `stored`: a list of (label, run folder with a rollout store)."""
     state = st.session_state
-    st.subheader("Rollouts")
+    st.subheader(t("logs.rollouts"))
     by_label = dict(stored)
     top = st.columns([2, 5])
-    label = top[0].selectbox("Run", list(by_label), key=RUN_KEY) if len(by_label) > 1 else stored[0][0]
+    label = top[0].selectbox(t("logs.run"), list(by_label), key=RUN_KEY) if len(by_label) > 1 else stored[0][0]
     run_dir = by_label[label]
     steps = list(rollouts.steps(run_dir)["step"])
     if not steps:
-        st.info(f"{md(label)}: no step stored yet.")
+        st.info(t("logs.no_step_yet", run=md(label)))
         return
     wanted = state.pop(WANTED_KEY, None)
     if wanted is not None:
@@ -38,10 +39,10 @@ def show(stored):
         state[STEP_KEY] = steps[-1]
     with top[1]:
         step = steps[0] if len(steps) == 1 else st.select_slider(
-            "Step", steps, key=STEP_KEY, help="Or click a point of a chart above to open its step.")
+            t("logs.step"), steps, key=STEP_KEY, help=t("logs.step.help"))
     meta = rollouts.meta(run_dir)
     if meta.get("full_at_step") is not None:
-        st.caption(f"The store reached its size bound at step {meta['full_at_step']}: later responses were not kept.")
+        st.caption(t("logs.store_full", step=meta["full_at_step"]))
     parts = rollouts.part_names(run_dir)
 
     filters = st.columns([3, 2, 2, 3])
@@ -49,52 +50,51 @@ def show(stored):
     lo, hi = (float(frame["reward"].min()), float(frame["reward"].max())) if len(frame) else (0.0, 0.0)
     reward_range = None
     if hi > lo:
-        reward_range = filters[0].slider("Reward range", lo, hi, (lo, hi), key=f"logs.rollouts.range.{step}")
-    truncated = filters[1].selectbox("Truncated", ("all", "only", "none"), key="logs.rollouts.truncated",
-                                     format_func={"all": "All responses", "only": "Only truncated",
-                                                  "none": "Not truncated"}.get)
-    format_failures = filters[2].checkbox("Format failures only", key="logs.rollouts.format",
-                                          help="Responses without the full think/answer format.")
-    text = filters[3].text_input("Search text", key="logs.rollouts.text", placeholder="in prompts, responses, references")
+        reward_range = filters[0].slider(t("logs.reward_range"), lo, hi, (lo, hi), key=f"logs.rollouts.range.{step}")
+    truncated = filters[1].selectbox(t("logs.truncated"), ("all", "only", "none"), key="logs.rollouts.truncated",
+                                     format_func=lambda v: t(f"logs.truncated.{v}"))
+    format_failures = filters[2].checkbox(t("logs.format_failures"), key="logs.rollouts.format",
+                                          help=t("logs.format_failures.help"))
+    text = filters[3].text_input(t("logs.search"), key="logs.rollouts.text", placeholder=t("logs.search.placeholder"))
     groups = rlview.filtered_groups(run_dir, step, reward_range=reward_range, truncated=truncated,
                                     format_failures=format_failures, text=text)
-    st.caption(f"Step {step}: {len(frame)} responses in {frame['group'].nunique() if len(frame) else 0} groups; "
-               f"{sum(len(g.responses) for g in groups)} shown.")
+    st.caption(t("logs.step_summary", step=step, responses=len(frame), groups=frame["group"].nunique() if len(frame) else 0,
+                 shown=sum(len(g.responses) for g in groups)))
     for g in groups[:GROUPS_SHOWN]:
         show_group(g, parts)
     if len(groups) > GROUPS_SHOWN:
-        st.caption(f"{len(groups) - GROUPS_SHOWN} more groups match: narrow the filters to see them.")
+        st.caption(t("logs.more_groups", n=len(groups) - GROUPS_SHOWN))
 
     choices = rlview.prompt_choices(groups or rlview.groups_of(frame))
     if not choices:
         return
     st.markdown("**Follow a prompt across steps**")
     prompts = {f"{text} (#{pid})": pid for pid, text in choices}  # plain strings: the prompt's id keeps them apart
-    pid = prompts[st.selectbox("Prompt", list(prompts), key="logs.rollouts.follow")]
+    pid = prompts[st.selectbox(t("logs.prompt"), list(prompts), key="logs.rollouts.follow")]
     later = rollouts.query(run_dir, prompt_id=pid)
     st.dataframe(rlview.history_table(later), hide_index=True, width="stretch")
     for hstep, rows in list(later.groupby("step"))[-HISTORY_STEPS:]:
-        with st.expander(f"Step {hstep}: best reward {rows['reward'].max():+.3f}", expanded=False):
+        with st.expander(t("logs.best_reward", step=hstep, reward=f"{rows['reward'].max():+.3f}"), expanded=False):
             for _, r in rows.iterrows():
                 st.text(f"reward {r['reward']:+.3f} · advantage {rlview.format_value(r['advantage'])}")
                 st.code(r["response"], language=None, wrap_lines=True)
     others = [name for name in by_label if name != label]
     if others:
-        other_label = st.selectbox("Compare with run", others, key="logs.rollouts.compare",
-                                   help="Its responses to the same prompt, at this step or the last it sampled it.")
+        other_label = st.selectbox(t("logs.compare_run"), others, key="logs.rollouts.compare",
+                                   help=t("logs.compare_run.help"))
         mine = rlview.groups_of(later[later["step"] == step])
         if mine:
             ostep, theirs = rlview.same_prompt_in(by_label[other_label], mine[0].prompt, mine[0].reference, step)
             left, right = st.columns(2)
             with left:
-                st.markdown(f"**{md(label)}**, step {step}")
+                st.markdown(t("logs.run_step", run=md(label), step=step))
                 for _, r in mine[0].responses.iterrows():
                     response_card(r, parts)
             with right:
                 if ostep is None:
-                    st.info(f"{md(other_label)} never sampled this prompt.")
+                    st.info(t("logs.never_sampled", run=md(other_label)))
                 else:
-                    st.markdown(f"**{md(other_label)}**, step {ostep}")
+                    st.markdown(t("logs.run_step", run=md(other_label), step=ostep))
                     for _, r in theirs.iterrows():
                         response_card(r, rollouts.part_names(by_label[other_label]))
 
@@ -102,12 +102,12 @@ def show(stored):
 def show_group(g, parts):
     """A prompt, its reference and its responses side by side; every text shown as plain text."""
     with st.container(border=True):
-        note = " · all rewards equal: no learning signal" if g.rewards_equal else ""
-        st.markdown(f"**Group {g.group}** · {len(g.responses)} responses{note}")
+        note = t("logs.rewards_equal") if g.rewards_equal else ""
+        st.markdown(t("logs.group", group=g.group, n=len(g.responses)) + note)
         left, right = st.columns(2)
-        left.caption("Prompt")
+        left.caption(t("logs.prompt"))
         left.code(g.prompt, language=None, wrap_lines=True, height=120 if len(g.prompt) > 300 else "content")
-        right.caption("Reference answer")
+        right.caption(t("logs.reference"))
         right.code(g.reference or "(none)", language=None, wrap_lines=True,
                    height=120 if len(g.reference) > 300 else "content")
         rows = list(g.responses.iterrows())

@@ -68,6 +68,20 @@ def test_pretrain_learns_a_small_repeated_corpus(repo):
     assert {"lr", "time/step_s", "tokens_per_s", "elapsed_s"} <= set(stream.columns)
 
 
+def test_pretrain_packed_rows_learn(repo):
+    """--pack 1: the demo texts packed into full 64-token rows; every row is full, the loss falls."""
+    data = head_jsonl(DEMO / "pretrain.jsonl", repo / "data" / "pretrain_pack.jsonl", 16, repeat=10)
+    proc = run_trainer(repo, "train_pretrain.py", tiny_args(
+        data_path=data, pack=1, max_seq_len=64, batch_size=4, accumulation_steps=1, learning_rate=5e-3, log_interval=1,
+        save_interval=1000, save_weight="packed"))
+    assert proc.returncode == 0, proc_output(proc)
+    frame = progress_frame(proc.stdout)
+    assert len(frame) >= 5
+    first, last = frame["loss"].iloc[0], frame["loss"].iloc[-3:].mean()
+    assert first > 8 and last < 0.8 * first, f"loss went from {first} to {last}\n{proc.stdout}"
+    assert (repo / "out" / "packed_64.pth").is_file()
+
+
 def test_full_sft(repo):
     data = head_jsonl(DEMO / "sft.jsonl", repo / "data" / "sft.jsonl", 16)
     proc = run_trainer(repo, "train_full_sft.py", tiny_args(
