@@ -28,12 +28,12 @@ def sign_in_page():
     st.title(t("app.title"))
     st.info(access.reason)
     if access.can_sign_in:
-        st.button("Sign in", type="primary", on_click=st.login)
+        st.button(t("app.sign_in"), type="primary", on_click=st.login)
 
 
 if access.user is None:
     # The only page there is: no other page (nor the sidebar below) runs for this visitor.
-    st.navigation([st.Page(sign_in_page, title="Sign in", default=True)], position="hidden").run()
+    st.navigation([st.Page(sign_in_page, title=t("app.sign_in"), default=True)], position="hidden").run()
     st.stop()
 
 page = st.navigation([
@@ -104,4 +104,4 @@ with st.sidebar:
     status_panel()
     st.caption(t("app.running_as", user=f"{md(access.user)} ({access.role})"))
     if auth.mode() == "oidc":
-        st.button("Sign out", on_click=st.logout, key="app.sign_out")
+        st.button(t("app.sign_out"), on_click=st.logout, key="app.sign_out")

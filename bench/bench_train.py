@@ -429,8 +429,105 @@ def bench_rl(args, algo):
     return results
 
 
+# ---------------------------------------------------------------------------------------------------
+# Pretraining compute: per computed token against an upstream-style loop, and packing
+
+def _upstream_style_loss(model, batch):
+    """Upstream MiniMind's pretraining step: inputs and targets shifted by the data (X = ids[:-1],
+    Y = ids[1:]), logits for every position, per-token cross entropy times the loss mask."""
+    import torch.nn.functional as F
+    ids, mask = batch["input_ids"], batch["attention_mask"]
+    x, y, loss_mask = ids[:, :-1], ids[:, 1:], mask[:, 1:].float()
+    out = model(x)
+    loss = F.cross_entropy(out.logits.reshape(-1, out.logits.size(-1)), y.reshape(-1), reduction="none")
+    return (loss * loss_mask.reshape(-1)).sum() / loss_mask.sum() + out.aux_loss
+
+
+def _today_loss(model, batch):
+    """The pretraining loss as it was before `loss_only`: logits everywhere, shifted in the model."""
+    out = model(batch["input_ids"], labels=batch["labels"])
+    return out.loss + out.aux_loss
+
+
+def _current_loss(model, batch):
+    from trainer.train_pretrain import lm_loss
+    return lm_loss(model, batch)[0]
+
+
+def bench_pretrain_compute(args):
+    """(1) Rows that fill max_seq_len (the bundled pretrain data concatenated into 512-token rows):
+    computed tokens/s of the trainer's loss against an upstream-style pad-to-max loop on the same
+    rows. (2) Bundled data: useful tokens/s of `--pack 1` against today's pad-to-longest batching.
+    All cases of a model run interleaved step by step in this process, on the same weights."""
+    import torch
+    from dataset.lm_dataset import PackedPretrainDataset, PretrainDataset, pad_collate
+    from trainer import trainer_utils as tu
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    results = []
+    for config_name in args.configs:
+        cfg = PRETRAIN_CONFIGS[config_name]
+        torch.manual_seed(0)
+        model, tokenizer = tu.init_model(tu.model_config(cfg["hidden_size"], cfg["num_hidden_layers"], False),
+                                         "none", ".", args.device)
+        model.train()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)
+        collate = pad_collate(tokenizer.pad_token_id)
+        packed = PackedPretrainDataset(args.data, tokenizer, max_length=cfg["max_seq_len"])
+        docs = PretrainDataset(args.data, tokenizer, max_length=cfg["max_seq_len"])
+        full_rows = [{k: v for k, v in packed[i].items() if k != "document_ids"} for i in range(len(packed))]
+        for row in full_rows:
+            row["labels"] = row["input_ids"].clone()  # plain concatenated rows: every token counts
+        bs = cfg["batch_size"]
+        sources = {  # case -> (items, loss)
+            "full rows, upstream-style": (full_rows, _upstream_style_loss),
+            "full rows, trainer": (full_rows, _current_loss),
+            "pad-to-longest, today": ([docs[i] for i in range(len(docs))], _today_loss),
+            "--pack 1": ([packed[i] for i in range(len(packed))], _current_loss),
+        }
+        totals = {case: [0.0, 0.0, 0, 0] for case in sources}  # wall, CPU, useful, computed tokens
+        steps = 2 * cfg["steps"]
+        for i in range(steps + 1):  # step 0 warms up
+            cases = list(sources.items())
+            for case, (items, loss_fn) in cases[i % len(cases):] + cases[:i % len(cases)]:  # rotate the order
+                batch = collate([items[(i * bs + j) % len(items)] for j in range(bs)])
+                batch = tu.to_device(batch, args.device)
+                start, start_cpu = time.perf_counter(), time.process_time()
+                loss_fn(model, batch).backward()
+                optimizer.zero_grad(set_to_none=True)  # no step: every case sees the same weights
+                if i:
+                    t = totals[case]
+                    t[0] += time.perf_counter() - start
+                    t[1] += time.process_time() - start_cpu
+                    t[2] += int(batch["attention_mask"].sum())
+                    t[3] += batch["input_ids"].numel()
+        for case, (wall, cpu, useful, computed) in totals.items():
+            results.append({"measurement": "pretrain_compute", "config": config_name, "case": case, "steps": steps,
+                            "useful_tokens_per_s": useful / wall, "useful_tokens_per_cpu_s": useful / cpu,
+                            "computed_tokens_per_s": computed / wall, "computed_tokens_per_cpu_s": computed / cpu})
+
+    print(f"\npretrain compute, {args.device}, threads {torch.get_num_threads()}, data {os.path.relpath(args.data, ROOT)}, "
+          f"forward + backward per step (no optimizer step)")
+    print(f"{'config':<7} {'case':<27} {'comp tok/s':>10} {'comp tok/CPU-s':>14} {'useful tok/s':>12} "
+          f"{'useful tok/CPU-s':>16}")
+    for r in results:
+        print(f"{r['config']:<7} {r['case']:<27} {r['computed_tokens_per_s']:>10.0f} {r['computed_tokens_per_cpu_s']:>14.0f} "
+              f"{r['useful_tokens_per_s']:>12.0f} {r['useful_tokens_per_cpu_s']:>16.0f}")
+    for config_name in args.configs:
+        by = {r["case"]: r for r in results if r["config"] == config_name}
+        full = (by["full rows, trainer"]["computed_tokens_per_cpu_s"]
+                / by["full rows, upstream-style"]["computed_tokens_per_cpu_s"])
+        pack = by["--pack 1"]["useful_tokens_per_cpu_s"] / by["pad-to-longest, today"]["useful_tokens_per_cpu_s"]
+        pack_wall = by["--pack 1"]["useful_tokens_per_s"] / by["pad-to-longest, today"]["useful_tokens_per_s"]
+        print(f"{config_name}: full rows, trainer/upstream-style computed tokens per CPU-s = {full:.2f}x (target >= 1); "
+              f"--pack 1 / today's pad-to-longest useful tokens = {pack:.2f}x per CPU-s, {pack_wall:.2f}x per s "
+              f"(target >= 1.5)")
+    return results
+
+
 #: Every measurement, by the name `--only` takes.
-MEASUREMENTS = {"pretrain": bench_pretrain, "grpo": lambda args: bench_rl(args, "grpo"),
+MEASUREMENTS = {"pretrain": bench_pretrain, "pretrain_compute": bench_pretrain_compute, "grpo": lambda args: bench_rl(args, "grpo"),
                 "spo": lambda args: bench_rl(args, "spo"), "ppo": lambda args: bench_rl(args, "ppo"),
                 "grpo_split": bench_grpo}
 

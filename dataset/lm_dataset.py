@@ -70,28 +70,32 @@ class ChatMixin:
 
     def _init_chat(self):
         tok = self.tokenizer
-        # `<|im_start|>assistant\n` opens every assistant turn; `<|im_end|>` closes it.
+        # `<|im_start|>assistant\n` opens every assistant turn; `<|im_end|>\n` closes it (the chat
+        # template puts a newline after every `<|im_end|>`).
         self.assistant_start = tok(f"{tok.bos_token}assistant\n", add_special_tokens=False)["input_ids"]
-        self.end_id = tok.eos_token_id
+        self.assistant_end = tok(f"{tok.eos_token}\n", add_special_tokens=False)["input_ids"]
 
     def encode_chat(self, messages):
-        """Token ids and labels of a conversation; the loss covers assistant content and its <|im_end|>."""
+        """Token ids and labels of a conversation; the loss covers assistant content and the
+        `<|im_end|>\n` that closes it."""
         messages = [{"role": m["role"], "content": m["content"]} for m in messages]
         text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=False)
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"][:self.max_length]
         return torch.tensor(ids, dtype=torch.long), torch.tensor(self.assistant_labels(ids), dtype=torch.long)
 
     def assistant_labels(self, ids):
-        """`ids` where a token belongs to an assistant reply (up to and including its end token), else -100."""
+        """`ids` where a token belongs to an assistant reply, up to and including the `<|im_end|>\n`
+        that ends it (as upstream's loss mask), else -100."""
         labels = [IGNORE_INDEX] * len(ids)
         start, n = self.assistant_start, len(self.assistant_start)
+        end, m = self.assistant_end, len(self.assistant_end)
         i = 0
         while i < len(ids):
             if ids[i:i + n] == start:
                 j = i + n
-                while j < len(ids) and ids[j] != self.end_id:
+                while j < len(ids) and ids[j:j + m] != end:
                     j += 1
-                stop = min(j + 1, len(ids))  # include <|im_end|>, unless truncation cut it off
+                stop = min(j + m, len(ids))  # include `<|im_end|>\n`, as far as truncation left it
                 labels[i + n:stop] = ids[i + n:stop]
                 i = stop
             else:
@@ -100,21 +104,25 @@ class ChatMixin:
 
 
 class PretrainDataset(JsonlDataset):
-    """Plain text: `bos + text + eos`, truncated to `max_length`; the loss counts on every token."""
+    """Plain text, truncated to `max_length`; the loss counts on every token. Upstream's pretraining
+    data already carries `<|im_start|>...<|im_end|>` and upstream adds nothing; here bos and eos are
+    added only where the text lacks them, so both kinds of data train alike."""
     kind = "pretrain"
 
     def __getitem__(self, index):
-        text = self.record(index)["text"]
+        text = str(self.record(index)["text"])
         tok = self.tokenizer
         ids = tok(text, add_special_tokens=False, truncation=True, max_length=self.max_length)["input_ids"]
-        ids = ([tok.bos_token_id] + ids + [tok.eos_token_id])[:self.max_length]
+        bos = [] if text.startswith(tok.bos_token) else [tok.bos_token_id]
+        eos = [] if text.rstrip().endswith(tok.eos_token) else [tok.eos_token_id]
+        ids = (bos + ids + eos)[:self.max_length]
         input_ids = torch.tensor(ids, dtype=torch.long)
         return {"input_ids": input_ids, "labels": input_ids.clone()}
 
 
 class SFTDataset(ChatMixin, JsonlDataset):
     """Conversations through the chat template (optional system turn, any number of turns);
-    the loss counts only on assistant content and its <|im_end|>."""
+    the loss counts only on assistant content and the `<|im_end|>\n` that closes it."""
     kind = "sft"
 
     def __init__(self, path, tokenizer, max_length):
@@ -200,3 +208,41 @@ def dataset_for_type(train_type):
     if train_type not in KIND_OF_TYPE:
         raise KeyError(f"unknown training type {train_type!r}; known: {', '.join(KIND_OF_TYPE)}")
     return _DATASETS[KIND_OF_TYPE[train_type]]
+
+
+class PackedPretrainDataset(Dataset):
+    """Pretraining text packed into full rows (`--pack 1`): every document encoded as
+    `PretrainDataset` does, untruncated, the documents concatenated in file order (each keeps its
+    end-of-text token as the separator), and the stream cut into rows of exactly `max_length` tokens
+    (the last, shorter remainder is dropped). A document may continue from one row into the next.
+
+    Items carry `document_ids` (which document each token belongs to, counted within the row): the
+    model then attends only within each document and restarts positions at each document's start.
+    The first token of a document is not a target of the token before it (label -100 there), so no
+    loss asks a document to predict the next one.
+
+    The whole file is tokenized once at construction (token ids kept in memory as int32).
+    """
+
+    def __init__(self, path, tokenizer, max_length):
+        super().__init__()
+        docs = PretrainDataset(path, tokenizer, max_length=1 << 30)
+        pieces = [docs[i]["input_ids"] for i in range(len(docs))]
+        lengths = torch.tensor([len(p) for p in pieces], dtype=torch.long)
+        self.tokens = torch.cat(pieces).to(torch.int32) if pieces else torch.zeros(0, dtype=torch.int32)
+        self.doc_starts = torch.cumsum(lengths, 0) - lengths  # stream offset of each document
+        self.max_length = max_length
+        self.num_documents = len(pieces)
+
+    def __len__(self):
+        return len(self.tokens) // self.max_length
+
+    def __getitem__(self, index):
+        start = index * self.max_length
+        ids = self.tokens[start:start + self.max_length].long()
+        offsets = torch.arange(start, start + self.max_length)
+        document = torch.searchsorted(self.doc_starts, offsets, right=True)
+        document_ids = document - document[0]
+        labels = ids.clone()
+        labels[1:][document_ids[1:] != document_ids[:-1]] = IGNORE_INDEX
+        return {"input_ids": ids, "labels": labels, "document_ids": document_ids}

@@ -1,4 +1,4 @@
-"""The Train page's logic as plain functions: form state, defaults, presets, clones and launching.
+"""The Train page's form as plain functions: form state, defaults, presets and clones.
 
 A form is a dict of strings (and, for the GPU choice, ints) keyed by parameter name, plus three
 device fields and the job name:
@@ -8,8 +8,10 @@ device fields and the job name:
 - ``gpu``: the GPU index of single mode; ``gpus``: the GPU indexes of multi mode;
 - ``job_name``.
 
-`command_values` turns a form into what `mmcore.command.build_command` takes; those values are also
+`command_values` turns a form into submitted values (see `mmcore.command`); those values are also
 what a job stores as its params, so a job can be cloned back into a form (`form_from_params`).
+`check_form` checks a form once per rerun (`mmcore.launch.check`); the page shows that check and
+launches from it (`launch.start`).
 The page keeps a form in `st.session_state` under keys that include the training type
 (`field_key`), so switching type shows that type's own fields, filled with its defaults.
 """

@@ -15,6 +15,7 @@ import streamlit as st
 from mmcore import audit, backends, forms, jobqueue, pipelines, queueconf, roles, slurm
 from mmcore.resources import QueueRefused
 from mmcore.safetext import md
+from mmcore.i18n import t
 
 BACKEND_LABELS = {"local": "This machine (queue)", "slurm": "Slurm cluster"}
 STAGE_MARK = {"succeeded": "✓", "running": "▶", "queued": "…", "failed": "✗", "stopped": "■", "lost": "?",
@@ -23,7 +24,7 @@ STAGE_MARK = {"succeeded": "✓", "running": "▶", "queued": "…", "failed": "
 
 def _admin(identity):
     try:
-        return roles.refusal(identity or roles.os_user(), "settings") is None
+        return roles.refusal(identity or roles.ANONYMOUS_ROLE_USER, "settings") is None
     except roles.RolesFileError:
         return False
 
@@ -34,7 +35,7 @@ def launch_what():
     """One job (the form) or a pipeline (templates): a choice at the top of Train."""
     if forms.CLONE_KEY in st.session_state:  # "Clone to Train" from Jobs opens the job's form
         st.session_state["queue.launch_what"] = "job"
-    return st.radio("Launch", ("job", "pipeline"), format_func={"job": "One job", "pipeline": "A pipeline"}.get,
+    return st.radio(t("queue.launch"), ("job", "pipeline"), format_func=lambda v: t(f"queue.launch.{v}"),
                     horizontal=True, key="queue.launch_what", label_visibility="collapsed")
 
 
@@ -45,7 +46,8 @@ def backend_choice(store, key):
         return "local"
     options = list(BACKEND_LABELS)
     default = options.index(settings.default_backend) if settings.default_backend in options else 0
-    backend = st.radio("Run on", options, index=default, format_func=BACKEND_LABELS.get, horizontal=True, key=key,
+    backend = st.radio(t("queue.run_on"), options, index=default, format_func=lambda b: t(f"queue.backend.{b}"),
+                       horizontal=True, key=key,
                        help="This machine: the queue starts the job when its CPU slot or GPUs are free. "
                             "Slurm: sbatch of a generated batch script (partition, account, time limit, nodes "
                             "and GPUs per node from the queue settings).")
@@ -72,40 +74,43 @@ def pipeline_section(store, gpu_count, identity=None):
     """Pipeline templates: choose one, see every stage's command, queue all stages with one click."""
     labels = {k: t.label for k, t in pipelines.TEMPLATES.items()}
     with st.container(border=True):
-        st.markdown("**Pipeline**")
-        st.caption("Stages run one after another; each starts from the weights the stage before saved "
-                   "(weight_dir and from_weight filled in). A failed or stopped stage holds the rest.")
-        key = st.selectbox("Template", list(labels), format_func=labels.get, key="queue.pipeline.template")
+        st.markdown(f"**{t('queue.pipeline')}**")
+        st.caption(t("queue.pipeline.help"))
+        key = st.selectbox(t("queue.template"), list(labels), format_func=labels.get, key="queue.pipeline.template")
         template = pipelines.TEMPLATES[key]
         try:
             stages = template.stages()
         except pipelines.PipelineRefused as exc:
             st.error("\n".join(md(r) for r in exc.reasons))
             return
-        name = st.text_input("Pipeline name", value=template.label.lower().replace(" ", "-"),
+        name = st.text_input(t("queue.pipeline_name"), value=template.label.lower().replace(" ", "-"),
                              key="queue.pipeline.name")
         backend = backend_choice(store, "queue.pipeline.backend")
         shown = pipelines.commands(stages)
         for i, ((train_type, _), cmd) in enumerate(zip(stages, shown)):
-            st.markdown(f"Stage {i + 1}: {pipelines.specs.spec(train_type).label}")
+            st.markdown(t("queue.stage", n=i + 1, type=pipelines.specs.spec(train_type).label))
             st.code(cmd, language="bash", wrap_lines=True)
         problems = pipelines.check(stages, gpu_count if backend == "local" else 1024)
         for problem in problems:
             st.warning(md(problem), icon=":material/warning:")
-        if st.button("Run pipeline", type="primary", key="queue.pipeline.launch", disabled=bool(problems)):
+        may_not = _may(identity, "launch")
+        if may_not:
+            st.caption(md(may_not))
+        if st.button(t("queue.run_pipeline"), type="primary", key="queue.pipeline.launch",
+                     disabled=bool(problems) or bool(may_not)):
             try:
                 pid = pipelines.create(store, name.strip() or template.label, stages, user=identity, backend=backend,
                                        gpu_count=gpu_count, template=key)
             except (pipelines.PipelineRefused, QueueRefused) as exc:
-                st.error("Pipeline refused:\n" + "\n".join(f"- {md(r)}" for r in exc.reasons))
+                st.error(t("queue.refused") + "\n" + "\n".join(f"- {md(r)}" for r in exc.reasons))
             except (OSError, sqlite3.Error) as exc:
-                st.error(f"Could not queue the pipeline: {md(exc)}")
+                st.error(t("queue.failed", error=md(exc)))
             else:
                 st.session_state["queue.pipeline.launched"] = pid
         launched = st.session_state.get("queue.pipeline.launched")
         if launched is not None:
-            st.success(f"Queued pipeline {launched}.")
-            st.page_link("pages/jobs.py", label="Watch it on Jobs", icon=":material/list:")
+            st.success(t("queue.queued", id=launched))
+            st.page_link("pages/jobs.py", label=t("train.watch"), icon=":material/list:")
 
 
 # -- Jobs ----------------------------------------------------------------------------------------
@@ -149,15 +154,29 @@ def queue_details(store, job, identity=None):
     if not job.in_queue:
         return
     cols = st.columns([1, 1, 1, 2])
-    for col, where_to, label in zip(cols, ("top", "up", "down"), ("To the top", "Move up", "Move down")):
+    for col, where_to, label in zip(cols, ("top", "up", "down"), (t("queue.top"), t("queue.up"), t("queue.down"))):
         col.button(label, key=f"queue.{where_to}", on_click=_move, args=(store, job.id, where_to))
     key = f"queue.priority.{job.id}"
-    cols[3].number_input("Priority (admins; higher starts first)", -1000, 1000, value=int(job.priority), step=1,
+    cols[3].number_input(t("queue.priority"), -1000, 1000, value=int(job.priority), step=1,
                          key=key, on_change=_priority, args=(store, job.id, key, identity),
                          disabled=not _admin(identity))
 
 
+def _may(identity, action, owner=None, what=None):
+    """Why `identity` may not take `action` (on something `owner` owns), or None."""
+    try:
+        return roles.refusal(identity or roles.ANONYMOUS_ROLE_USER, action, owner=owner, job_id=what)
+    except roles.RolesFileError as exc:
+        return f"The roles file cannot be used: {exc}"
+
+
 def _retry(store, pipeline_id, resume, identity):
+    pipeline = pipelines.get(store, pipeline_id)
+    why = _may(identity, "resume" if resume else "stop", pipeline.user if pipeline else None,
+               f"of pipeline {pipeline_id}")
+    if why:
+        _flash("error", why)
+        return
     try:
         new_id = pipelines.retry(store, pipeline_id, resume=resume, user=identity)
     except (pipelines.PipelineRefused, QueueRefused) as exc:
@@ -166,8 +185,12 @@ def _retry(store, pipeline_id, resume, identity):
         _flash("success", f"Queued job {new_id}: the pipeline continues from there.")
 
 
-def _stop_pipeline(store, pipeline_id):
+def _stop_pipeline(store, pipeline_id, identity=None):
     pipeline = pipelines.get(store, pipeline_id)
+    why = _may(identity, "stop", pipeline.user, f"of pipeline {pipeline_id}")
+    if why:
+        _flash("error", why)
+        return
     stopped = [j.id for j in pipeline.stages if j.active and backends.stop(store, j.id)]
     _flash("info", f"Stopping jobs {', '.join(map(str, stopped))}." if stopped else "Nothing was running or queued.")
 
@@ -186,15 +209,15 @@ def pipelines_section(store, identity=None, limit=10):
             st.text(stages)
             cols = st.columns(4)
             failed = p.status in ("failed", "stopped", "lost")
-            cols[0].button("Retry failed stage", key=f"pipe.retry.{p.id}", disabled=not failed,
+            cols[0].button(t("queue.retry"), key=f"pipe.retry.{p.id}", disabled=not failed,
                            on_click=_retry, args=(store, p.id, False, identity))
-            cols[1].button("Resume failed stage", key=f"pipe.resume.{p.id}", disabled=not failed,
+            cols[1].button(t("queue.resume"), key=f"pipe.resume.{p.id}", disabled=not failed,
                            on_click=_retry, args=(store, p.id, True, identity),
-                           help="Continue the failed or stopped stage from its resume state.")
-            cols[2].button("Stop pipeline", key=f"pipe.stop.{p.id}", disabled=p.status not in ("running", "queued"),
-                           on_click=_stop_pipeline, args=(store, p.id))
+                           help=t("queue.resume.help"))
+            cols[2].button(t("queue.stop"), key=f"pipe.stop.{p.id}", disabled=p.status not in ("running", "queued"),
+                           on_click=_stop_pipeline, args=(store, p.id, identity))
             with cols[3]:
-                st.page_link("pages/logs.py", label="Chart the pipeline", icon=":material/monitoring:",
+                st.page_link("pages/logs.py", label=t("queue.chart"), icon=":material/monitoring:",
                              query_params={"pipeline": str(p.id)})
 
 
@@ -219,33 +242,33 @@ def settings_section(store, identity=None):
     """The queue's settings (admins change them; everyone sees them)."""
     current = queueconf.load(store.home)
     admin = _admin(identity)
-    with st.expander("Queue settings"):
+    with st.expander(t("queue.settings")):
         if not admin:
-            st.caption("Only an admin may change these.")
+            st.caption(t("queue.admin_only"))
         with st.form("queue.settings"):
             cols = st.columns(3)
-            cpu_slots = cols[0].number_input("CPU job slots (0: one per 4 cores)", 0, 256, current.cpu_slots,
+            cpu_slots = cols[0].number_input(t("queue.cpu_slots"), 0, 256, current.cpu_slots,
                                              disabled=not admin,
                                              help=f"{queueconf.CPU_SLOTS_ENV} overrides this when set.")
-            foreign = cols[1].number_input("Other processes' GPU memory that makes a GPU busy (MiB)", 0, 1 << 20,
+            foreign = cols[1].number_input(t("queue.foreign"), 0, 1 << 20,
                                            current.foreign_memory_mib, disabled=not admin)
-            backend = cols[2].selectbox("Default backend", queueconf.BACKENDS,
+            backend = cols[2].selectbox(t("queue.default_backend"), queueconf.BACKENDS,
                                         index=queueconf.BACKENDS.index(current.default_backend),
                                         format_func=BACKEND_LABELS.get, disabled=not admin)
             cols = st.columns(4)
-            partition = cols[0].text_input("Slurm partition", current.slurm_partition, disabled=not admin)
-            account = cols[1].text_input("Slurm account", current.slurm_account, disabled=not admin)
-            limit = cols[2].text_input("Slurm time limit", current.slurm_time, placeholder="e.g. 2:00:00",
+            partition = cols[0].text_input(t("queue.slurm_partition"), current.slurm_partition, disabled=not admin)
+            account = cols[1].text_input(t("queue.slurm_account"), current.slurm_account, disabled=not admin)
+            limit = cols[2].text_input(t("queue.slurm_time"), current.slurm_time, placeholder=t("queue.slurm_time.placeholder"),
                                        disabled=not admin)
-            nodes = cols[3].number_input("Slurm nodes", 1, 1024, current.slurm_nodes, disabled=not admin)
+            nodes = cols[3].number_input(t("queue.slurm_nodes"), 1, 1024, current.slurm_nodes, disabled=not admin)
             cols = st.columns(3)
-            gpus = cols[0].number_input("GPUs per node (--gres)", 0, 64, current.slurm_gpus_per_node,
+            gpus = cols[0].number_input(t("queue.slurm_gpus"), 0, 64, current.slurm_gpus_per_node,
                                         disabled=not admin)
-            tasks = cols[1].number_input("torchrun agents per node", 1, 64, current.slurm_tasks_per_node,
+            tasks = cols[1].number_input(t("queue.slurm_tasks"), 1, 64, current.slurm_tasks_per_node,
                                          disabled=not admin)
-            cpus = cols[2].number_input("CPUs per task (0: not set)", 0, 1024, current.slurm_cpus_per_task,
+            cpus = cols[2].number_input(t("queue.slurm_cpus"), 0, 1024, current.slurm_cpus_per_task,
                                         disabled=not admin)
-            if st.form_submit_button("Save", disabled=not admin):
+            if st.form_submit_button(t("queue.save"), disabled=not admin):
                 new = queueconf.QueueSettings(
                     cpu_slots=int(cpu_slots), foreign_memory_mib=int(foreign), default_backend=backend,
                     slurm_partition=partition.strip(), slurm_account=account.strip(), slurm_time=limit.strip(),
@@ -253,9 +276,9 @@ def settings_section(store, identity=None):
                     slurm_cpus_per_task=int(cpus), slurm_rdzv_port=current.slurm_rdzv_port)
                 try:
                     queueconf.save(store.home, new)
-                    audit.record(identity or roles.os_user(), "settings", None,
+                    audit.record(identity or roles.ANONYMOUS_ROLE_USER, "settings", None,
                                  {"queue": dataclasses.asdict(new)}, home=store.home)
                 except (ValueError, OSError, sqlite3.Error) as exc:
-                    st.error(f"Not saved: {md(exc)}")
+                    st.error(t("logs.not_saved", error=md(exc)))
                 else:
-                    st.success("Saved: the queue uses these from its next round.")
+                    st.success(t("queue.saved"))

@@ -59,7 +59,7 @@ FIELD_LABELS = {
     "student_num_layers": "Student layers", "teacher_hidden_size": "Teacher hidden size",
     "teacher_num_layers": "Teacher layers", "run_dir": "Records folder",
     "rollout_groups": "Stored groups per step", "rollout_max_mb": "Rollout store limit (MB)",
-    "top_k": "Top-k sampling", "top_p": "Top-p sampling",
+    "top_k": "Top-k sampling", "top_p": "Top-p sampling", "pack": "Pack documents into full rows",
 }
 
 # A run without data or without a place to save makes no sense, so these may not be left empty;

@@ -60,8 +60,7 @@ def panel_figure(panel, runs, x="global_step", smoothing=0.0, height=300):
     `x` (one of `metrics.X_AXES`). Each trace carries its rows' global steps as customdata, so a click
     on a point can open that step in the Rollouts view."""
     fig = go.Figure()
-    names = sorted({c for _, df in runs for c in panel.columns(list(df.columns))},
-                   key=lambda c: [bool(re.fullmatch(p, c)) for p in panel.patterns].index(True))
+    names = panel.columns(list(dict.fromkeys(c for _, df in runs for c in df.columns)))  # pattern, then log order
     many = len(runs) > 1
     for r, (run_name, df) in enumerate(runs):
         if x not in df.columns:
@@ -191,7 +190,11 @@ def format_value(value):
 def prompt_history(run_dir, prompt_id):
     """One row per step at which the prompt was sampled: its responses' mean/max reward, accuracy,
     mean length and truncated share: does the model answer it better over time?"""
-    df = rollouts.query(run_dir, prompt_id=prompt_id)
+    return history_table(rollouts.query(run_dir, prompt_id=prompt_id))
+
+
+def history_table(df):
+    """`prompt_history` of one prompt's rows (a `rollouts.query(..., prompt_id=...)` frame)."""
     if not len(df):
         return pd.DataFrame(columns=["step", "responses", "reward_mean", "reward_max", "accuracy", "length_mean",
                                      "truncated"])

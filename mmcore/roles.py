@@ -25,6 +25,8 @@ from pathlib import Path
 from mmcore.paths import default_home
 
 ROLES = ("viewer", "member", "admin")
+#: Who acts when a caller passes no identity in a page: nobody in particular, so the default role.
+ANONYMOUS_ROLE_USER = "anonymous"
 ROLES_ENV = "MINIMIND_ROLES"
 FILE_NAME = "roles.toml"
 

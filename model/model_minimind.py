@@ -24,6 +24,8 @@ from transformers.activations import ACT2FN
 from transformers.cache_utils import Cache, DynamicCache
 from transformers.utils import ModelOutput
 
+from model.packing import DocumentAttention
+
 # YaRN settings upstream uses when `inference_rope_scaling` is on: 2048 trained positions
 # stretched 16x, to 32768.
 YARN_ROPE_SCALING = {
@@ -194,9 +196,12 @@ class Attention(nn.Module):
         if cache is not None:
             # The cache returns this layer's keys/values for all positions so far.
             k, v = cache.update(k, v, self.layer_idx)
-        out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=attn_mask, is_causal=is_causal and attn_mask is None,
-            dropout_p=self.dropout if self.training else 0.0, enable_gqa=self.n_heads != self.n_kv_heads)
+        dropout_p, gqa = (self.dropout if self.training else 0.0), self.n_heads != self.n_kv_heads
+        if isinstance(attn_mask, DocumentAttention):  # packed rows: attention within each document
+            out = attn_mask(q, k, v, dropout_p, gqa)
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal and attn_mask is None,
+                                                 dropout_p=dropout_p, enable_gqa=gqa)
         out = out.transpose(1, 2).reshape(bsz, seq_len, -1)
         return self.resid_dropout(self.o_proj(out))
 
@@ -321,8 +326,15 @@ class MiniMindModel(nn.Module):
         return precompute_freqs_cis(dim=c.head_dim, end=c.max_position_embeddings, rope_base=c.rope_theta,
                                     rope_scaling=c.yarn_parameters())
 
-    def forward(self, input_ids, attention_mask=None, cache=None, use_cache=False, position_ids=None):
-        """Returns (hidden states [B, T, H] after the final norm, cache or None, summed MoE aux loss)."""
+    def forward(self, input_ids, attention_mask=None, cache=None, use_cache=False, position_ids=None,
+                document_ids=None):
+        """Returns (hidden states [B, T, H] after the final norm, cache or None, summed MoE aux loss).
+
+        `document_ids` [B, T] (packed rows, no cache): each token attends only to earlier tokens of
+        its own document, and positions restart at 0 where a document starts.
+        """
+        if document_ids is not None:
+            return self._forward_documents(input_ids, document_ids)
         if input_ids is None or input_ids.dim() != 2:
             raise ValueError("input_ids must be a [batch, seq_len] tensor of token ids")
         bsz, seq_len = input_ids.shape
@@ -356,12 +368,30 @@ class MiniMindModel(nn.Module):
         for layer in self.layers:
             hidden_states = layer(hidden_states, position_embeddings, attn_mask, is_causal, cache)
         hidden_states = self.norm(hidden_states)
+        return hidden_states, cache, self._aux_loss(hidden_states)
 
+    def _forward_documents(self, input_ids, document_ids):
+        seq_len = input_ids.size(1)
+        if document_ids.shape != input_ids.shape:
+            raise ValueError("document_ids must have the shape of input_ids")
+        if seq_len > self.config.max_position_embeddings:
+            raise ValueError(f"sequence of {seq_len} tokens exceeds max_position_embeddings "
+                             f"({self.config.max_position_embeddings})")
+        attn_mask = DocumentAttention(document_ids)
+        position_ids = attn_mask.position_ids()
+        position_embeddings = (self.freqs_cos[position_ids], self.freqs_sin[position_ids])
+        hidden_states = self.dropout(self.embed_tokens(input_ids))
+        for layer in self.layers:
+            hidden_states = layer(hidden_states, position_embeddings, attn_mask, False, None)
+        hidden_states = self.norm(hidden_states)
+        return hidden_states, None, self._aux_loss(hidden_states)
+
+    def _aux_loss(self, hidden_states):
         aux_loss = hidden_states.new_zeros((), dtype=torch.float32)
         for layer in self.layers:
             if isinstance(layer.mlp, MOEFeedForward):
                 aux_loss = aux_loss + layer.mlp.aux_loss
-        return hidden_states, cache, aux_loss
+        return aux_loss
 
     @staticmethod
     def _attention_mask(attention_mask, past_len, seq_len, device):
@@ -441,7 +471,8 @@ class MiniMindForCausalLM(PreTrainedModel, GenerationMixin):
         return self.lm_head
 
     def forward(self, input_ids=None, attention_mask=None, past_key_values=None, use_cache=False,
-                logits_to_keep=0, labels=None, position_ids=None, cache=None, shared_prefix=None, **kwargs):
+                logits_to_keep=0, labels=None, position_ids=None, cache=None, shared_prefix=None,
+                document_ids=None, loss_only=False, **kwargs):
         """Logits for `input_ids` [B, T].
 
         `past_key_values` (or `cache`, the name `generate()` uses) is a transformers `Cache`; it is
@@ -449,6 +480,9 @@ class MiniMindForCausalLM(PreTrainedModel, GenerationMixin):
         many positions (or pass a tensor of indices). `labels` [B, T] give the next-token cross
         entropy (shifted here; -100 ignored) as `loss`; the MoE `aux_loss` is returned separately.
 
+        `loss_only=True` (with `labels`): the head runs only where a label counts, and `logits` is
+        None - the loss without computing logits for padding or masked-out positions.
+        `document_ids` [B, T]: packed rows, attention within each document (see `MiniMindModel`).
         `shared_prefix=(prefix_len, group_size)`: consecutive groups of `group_size` rows share their
         first `prefix_len` columns (a prompt and its sampled responses); the prompt is computed once
         per group and logits come for the last `T - prefix_len + 1` positions only (see
@@ -464,7 +498,14 @@ class MiniMindForCausalLM(PreTrainedModel, GenerationMixin):
         if past_key_values is not None and cache is not None:
             raise ValueError("pass the cache as past_key_values or cache, not both")
         cache = cache if cache is not None else past_key_values
-        hidden_states, cache, aux_loss = self.model(input_ids, attention_mask, cache, use_cache, position_ids)
+        hidden_states, cache, aux_loss = self.model(input_ids, attention_mask, cache, use_cache, position_ids,
+                                                    document_ids)
+        if loss_only and labels is not None:
+            targets = labels[:, 1:]
+            counted = targets != -100
+            logits = self.lm_head(hidden_states[:, :-1][counted])
+            loss = F.cross_entropy(logits, targets[counted])
+            return MiniMindOutput(loss=loss, aux_loss=aux_loss, cache=cache, hidden_states=hidden_states)
         slice_indices = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
         logits = self.lm_head(hidden_states[:, slice_indices, :])
         loss = None

@@ -9,6 +9,7 @@ from mmcore import (actions, audit, auth, forms, guard, gpu, health, jobtable, l
 from mmcore.safetext import md, md_lines
 from mmcore.store import STATUSES, JobStore
 from mmcore.watch import RunWatch
+from mmcore.i18n import t
 
 navigation.ensure_app_navigation()
 
@@ -18,7 +19,7 @@ FLASH_KEY = "jobs.flash"  # (kind, message, unix time) of the last action, shown
 FLASH_S = 10.0  # long enough to read, though the page refreshes itself every few seconds
 CONFIRM_KEY = "jobs.awaiting_confirmation"  # ("stop" | "delete", job id) of the action awaiting confirmation
 SELECT_KEY = "jobs.selected"  # the selected job's id (the selector's own key changes with its options)
-PROGRESS_S = 5.0  # a running job's progress in the table follows its log at most this often
+PROGRESS_S = 10.0  # a running job's progress in the table follows its log at most this often (a rerun per tab)
 LIMITS = (50, 200, 1000, None)
 
 
@@ -42,20 +43,22 @@ except (sqlite3.Error, RuntimeError, OSError) as exc:  # missing, damaged, locke
 cache = progress_cache()
 types = registry.TYPES
 
-st.title("Jobs")
+st.title(t("jobs.title"))
 
 filters = st.columns([2, 2, 1])
-status_filter = filters[0].multiselect("Status", STATUSES, key="jobs.status_filter", placeholder="All statuses")
-type_filter = filters[1].multiselect("Type", list(types), format_func=lambda k: types[k].label,
-                                     key="jobs.type_filter", placeholder="All types")
-limit = filters[2].selectbox("Show", LIMITS, index=1, format_func=lambda n: "all" if n is None else f"latest {n}",
+status_filter = filters[0].multiselect(t("jobs.status"), STATUSES, key="jobs.status_filter", placeholder=t("jobs.all_statuses"),
+                                       format_func=lambda s: t(f"status.{s}"))
+type_filter = filters[1].multiselect(t("jobs.type"), list(types), format_func=lambda k: types[k].label,
+                                     key="jobs.type_filter", placeholder=t("jobs.all_types"))
+limit = filters[2].selectbox(t("jobs.show"), LIMITS, index=1,
+                             format_func=lambda n: t("jobs.show_all") if n is None else t("jobs.show_latest", n=n),
                              key="jobs.limit")
 
 wanted_id, problem = jobtable.parse_job_id(st.query_params.get("job"))
 if problem:
     st.error(problem)
 elif wanted_id is not None and store.get(wanted_id) is None:
-    st.error(f"There is no job with id {wanted_id}. It may have been deleted; pick one from the list below.")
+    st.error(t("jobs.no_such_job", id=wanted_id))
     wanted_id = None
 if wanted_id is not None:
     state[SELECT_KEY] = wanted_id  # the URL follows the selection (see select), so it wins here
@@ -88,7 +91,7 @@ def show(outcome):
 
 def on_stop(job_id):
     job = store.get(job_id)
-    refusal = guard.refusal(user, "stop", job) if job else f"There is no job with id {job_id}."
+    refusal = guard.refusal(user, "stop", job) if job else t("jobs.no_job", id=job_id)
     if refusal:
         flash("error", refusal)
     else:
@@ -132,14 +135,14 @@ def confirm(job):
         return
     owner = jobtable.submitted_by(job)
     if action == "stop":
-        st.warning(f"Stop job {job.id} ({md(job.name)}), submitted by {md(owner)}? It saves its resume state and ends.")
-        yes_label, on_yes = "Yes, stop", on_confirm_stop
+        st.warning(t("jobs.confirm_stop", id=job.id, name=md(job.name), owner=md(owner)))
+        yes_label, on_yes = t("jobs.yes_stop"), on_confirm_stop
     else:
-        st.warning(f"Delete job {job.id} ({md(job.name)}), submitted by {md(owner)}, and its log? This cannot be undone.")
-        yes_label, on_yes = "Yes, delete", on_confirm_delete
+        st.warning(t("jobs.confirm_delete", id=job.id, name=md(job.name), owner=md(owner)))
+        yes_label, on_yes = t("jobs.yes_delete"), on_confirm_delete
     yes, no, _ = st.columns([1, 1, 4])
     yes.button(yes_label, type="primary", on_click=on_yes, args=(job.id,), key="jobs.confirm")
-    no.button("Cancel", on_click=on_cancel, key="jobs.cancel")
+    no.button(t("jobs.cancel"), on_click=on_cancel, key="jobs.cancel")
 
 
 def show_flash():
@@ -158,28 +161,25 @@ def details(job):
         st.markdown(f"**Job {job.id} · {md(jobtable.type_short(job.train_type))} · {md(job.name)}** — {job.status}")
         if job.note:
             st.caption(md(job.note))
-        queueui.queue_details(store, job)
+        queueui.queue_details(store, job, user)
         findings = run_watch().summary(metrics.job_run_dir(job, store.home), job.train_type,
                                        health.load_settings(store.home)).findings
         for finding in findings:
-            st.warning(f"**{finding.title}** since step {finding.since_step}: {finding.message} "
-                       f"Try: {finding.advice}", icon=":material/health_and_safety:")
+            st.warning(t("jobs.finding", title=finding.title, step=finding.since_step, message=finding.message,
+                         advice=finding.advice), icon=":material/health_and_safety:")
         buttons = st.columns(5)
         may_not = {action: guard.refusal(user, action, job) for action in ("stop", "delete", "resume")}
-        buttons[0].button("Stop", on_click=on_stop, args=(job.id,), disabled=not job.active or bool(may_not["stop"]),
-                          key="jobs.stop", help=md(may_not["stop"] or "SIGTERM to the training processes (they save "
-                                                   "their resume state), SIGKILL after a grace period."))
-        buttons[1].button("Delete", on_click=on_delete, args=(job.id,), key="jobs.delete",
+        buttons[0].button(t("jobs.stop"), on_click=on_stop, args=(job.id,), disabled=not job.active or bool(may_not["stop"]),
+                          key="jobs.stop", help=md(may_not["stop"] or t("jobs.stop.help")))
+        buttons[1].button(t("jobs.delete"), on_click=on_delete, args=(job.id,), key="jobs.delete",
                           disabled=bool(may_not["delete"]),
-                          help=md(may_not["delete"] or "Remove the job and its log (not its weights). Refused while it runs."))
-        clone = buttons[2].button("Clone to Train", key="jobs.clone",
-                                  help="Open Train with this job's type and parameters.")
+                          help=md(may_not["delete"] or t("jobs.delete.help")))
+        clone = buttons[2].button(t("jobs.clone"), key="jobs.clone", help=t("jobs.clone.help"))
         cannot_resume = may_not["resume"] or launch.resume_refusal(job)
-        buttons[3].button("Resume", on_click=on_resume, args=(job.id,), disabled=bool(cannot_resume),
-                          key="jobs.resume", help=cannot_resume or "A new job with the same parameters and "
-                                                                   "--from_resume 1, from its last checkpoint.")
+        buttons[3].button(t("jobs.resume"), on_click=on_resume, args=(job.id,), disabled=bool(cannot_resume),
+                          key="jobs.resume", help=cannot_resume or t("jobs.resume.help"))
         with buttons[4]:
-            st.page_link("pages/logs.py", label="Charts on Logs", icon=":material/monitoring:",
+            st.page_link("pages/logs.py", label=t("jobs.charts_link"), icon=":material/monitoring:",
                          query_params={"job": str(job.id)})
         if clone and (why := guard.clone(store, job, user)):
             flash("error", why)
@@ -191,28 +191,27 @@ def details(job):
 
         left, right = st.columns(2)
         with left:
-            st.markdown("**Parameters**")
+            st.markdown(f"**{t('jobs.parameters')}**")
             st.dataframe(jobtable.params_rows(job), hide_index=True, width="stretch")
         with right:
-            st.markdown("**Command**")
+            st.markdown(f"**{t('jobs.command')}**")
             st.code(job.command, language="bash", wrap_lines=True)
             if job.env:
                 st.code(" ".join(f"{k}={v}" for k, v in job.env.items()), language="bash")
-            st.caption(f"Submitted by {md(jobtable.submitted_by(job))} · created {jobtable.format_time(job.created_at)}"
-                       + (f" · exit code {job.exit_code}" if job.exit_code is not None else ""))
+            st.caption(t("jobs.submitted", owner=md(jobtable.submitted_by(job)), created=jobtable.format_time(job.created_at))
+                       + (t("jobs.exit_code", code=job.exit_code) if job.exit_code is not None else ""))
 
         trail = audit.entries(job.id, home=store.home)
-        with st.expander(f"History ({len(trail)})", icon=":material/history:"):
+        with st.expander(t("jobs.history", n=len(trail)), icon=":material/history:"):
             st.dataframe(audit_rows(trail), hide_index=True, width="stretch")
 
-        st.markdown("**Log** (last 200 lines)")
+        st.markdown(t("jobs.log_heading"))
         try:
             lines = logfiles.tail(job.log_path, 200)
         except FileNotFoundError:
-            st.info("No log yet: the job has not started writing one." if job.active
-                    else f"The log file {md(job.log_path)} is missing.")
+            st.info(t("jobs.no_log_yet") if job.active else t("jobs.log_missing", path=md(job.log_path)))
         except OSError as exc:
-            st.error(f"Cannot read the log file {md(job.log_path)}: {md(exc)}")
+            st.error(t("jobs.log_unreadable", path=md(job.log_path), error=md(exc)))
         else:
             st.html(tailview.tail_html(lines))
 
@@ -220,7 +219,7 @@ def details(job):
 def jobs_view():
     """The table and the selected job; the fragment reruns on its own while jobs are active."""
     show_flash()
-    queueui.pipelines_section(store)
+    queueui.pipelines_section(store, user)
     try:
         jobs = store.list(status=status_filter or None, train_type=type_filter or None, limit=limit)
         total = store.count(status=status_filter or None, train_type=type_filter or None)
@@ -228,9 +227,8 @@ def jobs_view():
         st.error(storeguard.explain(exc, store.path))
         return
     if not jobs:
-        st.info("No jobs yet: launch one on the Train page." if total == 0 and not (status_filter or type_filter)
-                else "No job matches these filters.")
-        st.page_link("pages/train.py", label="Go to Train", icon=":material/model_training:")
+        st.info(t("jobs.none_yet") if total == 0 and not (status_filter or type_filter) else t("jobs.none_match"))
+        st.page_link("pages/train.py", label=t("jobs.go_train"), icon=":material/model_training:")
         return
     jobs, parents = resumes.table_order(jobs, store.home)  # a job's resumes sit under it: one run
     rows = jobtable.mark_resumes(jobtable.job_rows(jobs, cache), parents)
@@ -240,8 +238,8 @@ def jobs_view():
         row["trend"], row["health"] = summary.trend, health.badge(summary.findings)
     order = list(jobtable.COLUMNS)
     order[order.index("metric") + 1:order.index("metric") + 1] = ["trend", "health"]
-    headers = {"name": "Name", "metric": "Latest loss / reward", "started": "Started", "submitted_by": "Submitted by",
-               "step": "Step", "type": "Type", "status": "Status"}
+    headers = {column: t(f"jobs.col.{column}") for column in ("name", "metric", "started", "submitted_by", "step", "type",
+                                                              "status")}
     width = jobtable.fitted_widths(rows, headers)  # text columns as wide as their longest cell: nothing cut
     st.dataframe(
         rows, hide_index=True, width="stretch", column_order=order,
@@ -250,23 +248,20 @@ def jobs_view():
             "type": st.column_config.TextColumn(headers["type"], width=width["type"]),
             "name": st.column_config.TextColumn(headers["name"], width=width["name"]),
             "status": st.column_config.TextColumn(headers["status"], width=width["status"]),
-            "progress": st.column_config.ProgressColumn("Progress", format="%.0f%%", min_value=0, max_value=100,
+            "progress": st.column_config.ProgressColumn(t("jobs.col.progress"), format="%.0f%%", min_value=0, max_value=100,
                                                         width=100),
             "step": st.column_config.TextColumn(headers["step"], width=width["step"]),
             "metric": st.column_config.TextColumn(headers["metric"], width=width["metric"]),
-            "trend": st.column_config.LineChartColumn("Trend", width=90,
-                                                      help="Reward (RL) or loss over the run, from its metrics stream"),
-            "health": st.column_config.TextColumn("Health", width=110,
-                                                  help="Health checks on the run's metrics (details on its row below "
-                                                       "and on Logs)"),
-            "eta": st.column_config.TextColumn("ETA", width=60),
+            "trend": st.column_config.LineChartColumn(t("jobs.col.trend"), width=90, help=t("jobs.col.trend.help")),
+            "health": st.column_config.TextColumn(t("jobs.col.health"), width=110, help=t("jobs.col.health.help")),
+            "eta": st.column_config.TextColumn(t("jobs.col.eta"), width=60),
             "started": st.column_config.TextColumn(headers["started"], width=width["started"],
-                                                   help="Start time: the hour today, the day before that"),
-            "duration": st.column_config.TextColumn("Duration", width=70),
+                                                   help=t("jobs.col.started.help")),
+            "duration": st.column_config.TextColumn(t("jobs.col.duration"), width=70),
             "submitted_by": st.column_config.TextColumn(headers["submitted_by"], width=width["submitted_by"]),
         })
     if total > len(jobs):
-        st.caption(f"Showing the latest {len(jobs)} of {total} jobs.")
+        st.caption(t("jobs.showing", n=len(jobs), total=total))
 
     by_id = {job.id: job for job in jobs}
     selected = state.get(SELECT_KEY)
@@ -283,7 +278,7 @@ def jobs_view():
     # A key made of the options and the selection: when either changes (a job deleted, a resume
     # selected), the browser gets a new selector instead of keeping a stale choice it would send back.
     pick_key = jobtable.selector_key("jobs.pick", ids, job_id)
-    st.selectbox("Job", ids, index=ids.index(job_id), format_func=lambda i: jobtable.job_label(by_id[i]),
+    st.selectbox(t("jobs.job"), ids, index=ids.index(job_id), format_func=lambda i: jobtable.job_label(by_id[i]),
                  key=pick_key, on_change=on_pick, args=(pick_key,))
     details(by_id[job_id])
 
@@ -296,11 +291,11 @@ def audit_rows(entries):
 
 
 livepage.follow(logs=True, progress_s=PROGRESS_S)
-st.button("Refresh", key="jobs.refresh", icon=":material/refresh:")
-queueui.settings_section(store)
+st.button(t("jobs.refresh"), key="jobs.refresh", icon=":material/refresh:")
+queueui.settings_section(store, user)
 jobs_view()
 
 if auth.session_role(state) == "admin":
-    with st.expander("Audit trail (admins)", icon=":material/policy:"):
-        st.caption("Every launch, stop, resume, delete, clone and restore, newest first: who, when, what.")
+    with st.expander(t("jobs.audit"), icon=":material/policy:"):
+        st.caption(t("jobs.audit.help"))
         st.dataframe(audit_rows(audit.entries(limit=500, home=store.home)), hide_index=True, width="stretch")

@@ -9,10 +9,12 @@ from pathlib import Path
 
 import streamlit as st
 
-from mmcore import (charts, health, jobtable, livepage, logfiles, logheader, logparse, metrics, navigation, progress,
-                    queueui, resumes, rlview, rollouts, storeguard, tailview, urlstate)
+from mmcore import (audit, auth, charts, guard, health, jobtable, livepage, logfiles, logheader, logparse, metrics,
+                    navigation, progress, queueui, resumes, rlview, rollouts, rollouts_panel, storeguard, tailview,
+                    urlstate)
 from mmcore.safetext import md, md_lines
 from mmcore.store import JobStore
+from mmcore.i18n import t
 
 navigation.ensure_app_navigation()
 
@@ -20,7 +22,6 @@ state = st.session_state
 JOBS_KEY = "logs.jobs"
 FILES_KEY = "logs.files"
 FOLDERS_KEY = "logs.folders"
-STEP_KEY = "logs.rollouts.step"
 METRICS_KEY = "logs.metrics"
 PARSERS_KEY = "logs.parsers"  # log path -> LogParser: each rerun reads only what was appended
 SMOOTH_KEY = "logs.smoothing"
@@ -30,7 +31,7 @@ TAIL_KEY = "logs.tail_lines"
 FROM_KEY = "logs.x_from"
 TO_KEY = "logs.x_to"
 SMOOTHING_CHOICES = urlstate.LOGS["smooth"].choices
-X_LABELS = {"step": "Step", "samples": "Samples seen", "tokens": "Tokens seen", "time": "Wall time"}
+
 JOB_LIMIT = 200
 TAIL_CHOICES = (50, 200, 1000)
 FOLLOW_S = 2.0  # charts and tails follow a growing log at most this often
@@ -65,7 +66,7 @@ def parser_for(path):
     return parser
 
 
-st.title("Logs")
+st.title(t("logs.title"))
 try:
     store = JobStore()
     jobs = {job.id: job for job in store.list(limit=JOB_LIMIT)}
@@ -91,7 +92,7 @@ for job_id in state.get(JOBS_KEY, []):  # chosen earlier or in a link, beyond th
         if (job := store.get(job_id)) is not None:
             jobs[job_id] = job
         else:
-            st.error(f"There is no job with id {job_id}. It may have been deleted; choose logs below.")
+            st.error(t("logs.no_such_job", id=job_id))
 if JOBS_KEY in state:
     state[JOBS_KEY] = [i for i in state[JOBS_KEY] if i in jobs]
 
@@ -108,17 +109,17 @@ if FOLDERS_KEY in state:
 
 sources = st.columns([3, 2, 2, 2])
 chosen_jobs = sources[0].multiselect(
-    "Jobs", list(jobs), key=JOBS_KEY, format_func=lambda i: jobtable.job_label(jobs[i]),
-    placeholder="Choose one or more jobs", help="The newest jobs of the job store; choose several to compare them.")
+    t("logs.jobs"), list(jobs), key=JOBS_KEY, format_func=lambda i: jobtable.job_label(jobs[i]),
+    placeholder=t("logs.jobs.placeholder"), help=t("logs.jobs.help"))
 chosen_files = sources[1].multiselect(
-    "Log files", [p.name for p in log_files], key=FILES_KEY, placeholder="Other logs in the logs folder",
+    t("logs.files"), [p.name for p in log_files], key=FILES_KEY, placeholder=t("logs.files.placeholder"),
     help=f"`.log` files in {store.logs_dir} that belong to no listed job.")
 chosen_folders = sources[2].multiselect(
-    "Run folders", [p.name for p in run_folders], key=FOLDERS_KEY, placeholder="Records of command-line runs",
-    help=f"Structured records (metrics, rollouts) in {metrics.records_dir(store.home)} that belong to no listed job.")
+    t("logs.folders"), [p.name for p in run_folders], key=FOLDERS_KEY, placeholder=t("logs.folders.placeholder"),
+    help=t("logs.folders.help", folder=metrics.records_dir(store.home)))
 uploads = sources[3].file_uploader(
-    "Upload a log", type=["log", "txt"], accept_multiple_files=True, key="logs.upload",
-    help="A log from elsewhere, e.g. an upstream MiniMind run's output.")
+    t("logs.upload"), type=["log", "txt"], accept_multiple_files=True, key="logs.upload",
+    help=t("logs.upload.help"))
 
 # A job and its resumes are one run: one line, whichever of them was chosen.
 lines = resumes.lineages(jobs.values(), store.home)
@@ -149,8 +150,7 @@ for run in runs:  # legend names must differ, or two runs would share one curve
         run.label = f"{run.label} ({seen[run.label]})"
 
 if not runs:
-    st.info("Choose a job, a log file or upload a log to see its training curves."
-            if jobs or log_files else "No jobs yet: launch one on the Train page, or upload a log.")
+    st.info(t("logs.choose") if jobs or log_files else t("logs.no_jobs"))
     urlstate.publish("logs", state, st.query_params, defaults=url_defaults)
     st.stop()
 
@@ -219,14 +219,13 @@ def show_runs():
         state[METRICS_KEY] = url_defaults[METRICS_KEY]
     else:
         state[METRICS_KEY] = [m for m in state[METRICS_KEY] if m in names]
-    chosen = st.multiselect("Metrics", names, key=METRICS_KEY, placeholder="Choose metrics to chart",
+    chosen = st.multiselect(t("logs.metrics"), names, key=METRICS_KEY, placeholder=t("logs.metrics.placeholder"),
                             format_func=charts.chart_title,
-                            help="Loss and reward first; every metric the logs printed can be charted. The same "
-                                 "quantity has one name across training types (lr and LR, loss and Actor Loss).")
+                            help=t("logs.metrics.help"))
     every, lacking = charts.comparable(tables)
     if len(tables) > 1 and lacking:
-        st.info("These runs can be compared on: " + (md(", ".join(every)) if every else "nothing they all log") + ". "
-                + " · ".join(f"{md(m)} is not in {md(', '.join(lacking[m]))}" for m in chosen if m in lacking),
+        st.info(t("logs.comparable", metrics=md(", ".join(every)) if every else t("logs.comparable.none"))
+                + " · ".join(t("logs.lacking", metric=md(m), runs=md(", ".join(lacking[m]))) for m in chosen if m in lacking),
                 icon=":material/compare_arrows:")
 
     x_options = charts.x_choices(tables)
@@ -237,25 +236,23 @@ def show_runs():
     state[LOG_KEY] = [m for m in state.get(LOG_KEY, []) if m in chosen]
     controls = st.columns([2.4, 1.3, 2, 1, 1, 1])
     smoothing = controls[0].select_slider(
-        "Smoothing", SMOOTHING_CHOICES, key=SMOOTH_KEY, format_func=lambda v: "auto" if v == "auto" else f"{v:.2f}",
-        help="Exponential moving average, as in TensorBoard; raw values are drawn faintly behind. Auto: each "
-             "chart's weight is chosen from its noise (clean curves barely smoothed, noisy rewards a lot).")
-    x = controls[1].selectbox("X axis", x_options, key=X_KEY, format_func=X_LABELS.get,
-                              help="Samples or tokens seen compare runs of different batch sizes; they and wall "
-                                   "time come from the runs' records (runs without them are left out).")
-    log_metrics = controls[2].multiselect("Log scale", chosen, key=LOG_KEY, format_func=charts.chart_title,
-                                          placeholder="Charts with a log y axis",
-                                          help="A logarithmic y axis for the charts chosen (values <= 0 are not drawn).")
-    x_from = controls[3].number_input("From", min_value=0, value=None, key=FROM_KEY, placeholder="start",
-                                      help="Chart only from this point of the x axis on.")
-    x_to = controls[4].number_input("To", min_value=0, value=None, key=TO_KEY, placeholder="end",
-                                    help="Chart only up to this point of the x axis.")
+        t("logs.smoothing"), SMOOTHING_CHOICES, key=SMOOTH_KEY,
+        format_func=lambda v: t("logs.auto") if v == "auto" else f"{v:.2f}", help=t("logs.smoothing.help"))
+    x = controls[1].selectbox(t("logs.x_axis"), x_options, key=X_KEY, format_func=lambda k: t(f"logs.x.{k}"),
+                              help=t("logs.x_axis.help"))
+    log_metrics = controls[2].multiselect(t("logs.log_scale"), chosen, key=LOG_KEY, format_func=charts.chart_title,
+                                          placeholder=t("logs.log_scale.placeholder"),
+                                          help=t("logs.log_scale.help"))
+    x_from = controls[3].number_input(t("logs.from"), min_value=0, value=None, key=FROM_KEY, placeholder=t("logs.from.placeholder"),
+                                      help=t("logs.from.help"))
+    x_to = controls[4].number_input(t("logs.to"), min_value=0, value=None, key=TO_KEY, placeholder=t("logs.to.placeholder"),
+                                    help=t("logs.to.help"))
     with controls[5]:
-        with st.popover("Copy link", icon=":material/link:", help="A link to exactly this view, to share."):
-            st.caption("This view's link (the copy button is at its right):")
+        with st.popover(t("logs.copy_link"), icon=":material/link:", help=t("logs.copy_link.help")):
+            st.caption(t("logs.copy_link.caption"))
             st.code(view_link(), language=None, wrap_lines=True)
     if not chosen:
-        st.info("No metric chosen: pick one or more above.")
+        st.info(t("logs.no_metric"))
     grid = st.columns(2)
     for i, metric in enumerate(chosen):
         with grid[i % 2]:
@@ -264,14 +261,14 @@ def show_runs():
                                                  x=charts.X_CHOICES[x], x_range=(x_from, x_to), y_range=(low, high),
                                                  marks=resume_marks if x == "step" else ()),
                             key=f"logs.chart.{metric}", config={"displaylogo": False})
-            with st.popover("Y range", icon=":material/height:"):
-                st.number_input("Y from", value=None, key=f"logs.ylo.{metric}", format="%g", placeholder="auto")
-                st.number_input("Y to", value=None, key=f"logs.yhi.{metric}", format="%g", placeholder="auto")
+            with st.popover(t("logs.y_range"), icon=":material/height:"):
+                st.number_input(t("logs.y_from"), value=None, key=f"logs.ylo.{metric}", format="%g", placeholder=t("logs.auto"))
+                st.number_input(t("logs.y_to"), value=None, key=f"logs.yhi.{metric}", format="%g", placeholder=t("logs.auto"))
 
     # The CSV is built only when clicked: for a long log it costs more than the whole page.
-    st.download_button("Download CSV", lambda: charts.to_csv(tables), file_name=charts.csv_file_name(tables),
+    st.download_button(t("logs.csv"), lambda: charts.to_csv(tables), file_name=charts.csv_file_name(tables),
                        mime="text/csv", icon=":material/download:", key="logs.csv", on_click="ignore",
-                       help="Every parsed record of the charted logs, one row per logged step, with a run column.")
+                       help=t("logs.csv.help"))
 
 
 def view_link():
@@ -290,13 +287,13 @@ def summary(run, df, parser, start_step=0):
         df, start_step=start_step, started_at=job.started_at if job is not None and job.active else None,
         total_epochs=(progress.job_epochs(job) if job is not None else None)
         or logheader.epochs_from_command(parser.header.get("command")))
-    parts = [f"**{md(run.label)}**", f"step {prog.step:,} / {prog.total:,} ({prog.percent:.0f}%)"]
+    parts = [f"**{md(run.label)}**", t("logs.step_of", step=f"{prog.step:,}", total=f"{prog.total:,}", percent=f"{prog.percent:.0f}")]
     if prog.loss is not None:
         parts.append(f"{prog.loss_name} {prog.loss:.4g}")
     if prog.reward is not None:
         parts.append(f"{prog.reward_name} {prog.reward:.4g}")
     if prog.eta_s is not None:
-        parts.append(f"ETA {jobtable.format_duration(prog.eta_s)}")
+        parts.append(t("logs.eta", eta=jobtable.format_duration(prog.eta_s)))
     st.markdown(" · ".join(parts))
 
 
@@ -313,16 +310,16 @@ def show_records():
     frames = [(run.label, metrics.read(run.run_dir)) for run in recorded]
     for (label, df) in frames:
         for finding in health.evaluate(df, settings):
-            st.warning(f"**{md(label)} · {finding.title}** since step {finding.since_step}: {finding.message} "
-                       f"Try: {finding.advice}", icon=":material/health_and_safety:")
+            st.warning(t("logs.finding", run=md(label), title=finding.title, step=finding.since_step, message=finding.message,
+                         advice=finding.advice), icon=":material/health_and_safety:")
     panels = {}
     for _, df in frames:
         for panel, _cols in rlview.panels_for(df):
             panels.setdefault(panel.key, panel)
     if panels:
-        st.subheader("Run records")
-        x = st.radio("X axis", list(metrics.X_AXES), format_func=metrics.X_AXES.get, horizontal=True,
-                     key="logs.rl.x", help="Samples seen or wall time compare runs of different batch sizes.")
+        st.subheader(t("logs.records"))
+        x = st.radio(t("logs.x_axis"), list(metrics.X_AXES), format_func=metrics.X_AXES.get, horizontal=True,
+                     key="logs.rl.x", help=t("logs.records.x.help"))
         grid = st.columns(2)
         for i, panel in enumerate(panels.values()):
             with grid[i % 2]:
@@ -331,12 +328,13 @@ def show_records():
                 step = rlview.clicked_step(event)
                 if step is not None and state.get(f"logs.rl.clicked.{panel.key}") != step:
                     state[f"logs.rl.clicked.{panel.key}"] = step
-                    state["logs.rollouts.wanted"] = step  # open that step in the Rollouts view
-    with st.expander("Health check thresholds", icon=":material/tune:"):
+                    state[rollouts_panel.WANTED_KEY] = step  # open that step in the Rollouts view
+    with st.expander(t("logs.thresholds"), icon=":material/tune:"):
         health_settings_form(settings)
-    stored = [run for run in recorded if metrics.has_rollouts(run.run_dir)]
+    stored = [(run.label, run.run_dir) for run in recorded if metrics.has_rollouts(run.run_dir)]
     if stored:
-        show_rollouts(stored)
+        # its own fragment: choosing a step or a filter redraws only the Rollouts view
+        st.fragment(rollouts_panel.show)(stored)
 
 
 def health_settings_form(current):
@@ -347,149 +345,39 @@ def health_settings_form(current):
             values[name] = cols[i % 3].number_input(
                 name, value=default, min_value=1 if name == "window" else 0.0,
                 step=1 if name == "window" else 0.05, help=health.HealthSettings.HELP[name], key=f"logs.health.{name}")
-        if st.form_submit_button("Save thresholds"):
+        user = auth.session_user(state)
+        may_not = guard.refusal(user, "settings")  # shared thresholds: an admin's to change
+        if may_not:
+            st.caption(md(may_not))
+        if st.form_submit_button(t("logs.thresholds.save"), disabled=bool(may_not)):
             try:
                 health.save_settings(store.home, health.HealthSettings(**values))
             except ValueError as exc:
-                st.error(f"Not saved: {md(exc)}")
+                st.error(t("logs.not_saved", error=md(exc)))
             else:
-                st.success("Saved: the Jobs and Logs pages of every viewer use these thresholds.")
-
-
-def show_rollouts(stored):
-    """Choose a run and a step; see each group's prompt, reference and responses with their parts."""
-    st.subheader("Rollouts")
-    by_label = {run.label: run for run in stored}
-    top = st.columns([2, 5])
-    label = top[0].selectbox("Run", list(by_label), key="logs.rollouts.run") if len(by_label) > 1 else stored[0].label
-    run = by_label[label]
-    steps = list(rollouts.steps(run.run_dir)["step"])
-    if not steps:
-        st.info(f"{md(label)}: no step stored yet.")
-        return
-    wanted = state.pop("logs.rollouts.wanted", None)
-    if wanted is not None:
-        state[STEP_KEY] = min(steps, key=lambda s: abs(s - wanted))  # the nearest stored step
-    if state.get(STEP_KEY) not in steps:
-        state[STEP_KEY] = steps[-1]
-    with top[1]:
-        step = steps[0] if len(steps) == 1 else st.select_slider(
-            "Step", steps, key=STEP_KEY, help="Or click a point of a chart above to open its step.")
-    meta = rollouts.meta(run.run_dir)
-    if meta.get("full_at_step") is not None:
-        st.caption(f"The store reached its size bound at step {meta['full_at_step']}: later responses were not kept.")
-    parts = rollouts.part_names(run.run_dir)
-
-    filters = st.columns([3, 2, 2, 3])
-    frame = rollouts.read(run.run_dir, step)
-    lo, hi = (float(frame["reward"].min()), float(frame["reward"].max())) if len(frame) else (0.0, 0.0)
-    reward_range = None
-    if hi > lo:
-        reward_range = filters[0].slider("Reward range", lo, hi, (lo, hi), key=f"logs.rollouts.range.{step}")
-    truncated = filters[1].selectbox("Truncated", ("all", "only", "none"), key="logs.rollouts.truncated",
-                                     format_func={"all": "All responses", "only": "Only truncated",
-                                                  "none": "Not truncated"}.get)
-    format_failures = filters[2].checkbox("Format failures only", key="logs.rollouts.format",
-                                          help="Responses without the full think/answer format.")
-    text = filters[3].text_input("Search text", key="logs.rollouts.text", placeholder="in prompts, responses, references")
-    groups = rlview.filtered_groups(run.run_dir, step, reward_range=reward_range, truncated=truncated,
-                                    format_failures=format_failures, text=text)
-    st.caption(f"Step {step}: {len(frame)} responses in {frame['group'].nunique() if len(frame) else 0} groups; "
-               f"{sum(len(g.responses) for g in groups)} shown.")
-    for g in groups[:GROUPS_SHOWN]:
-        show_group(g, parts)
-    if len(groups) > GROUPS_SHOWN:
-        st.caption(f"{len(groups) - GROUPS_SHOWN} more groups match: narrow the filters to see them.")
-
-    choices = rlview.prompt_choices(groups or rlview.groups_of(frame))
-    if not choices:
-        return
-    st.markdown("**Follow a prompt across steps**")
-    by_label = {f"{text} (#{pid})": pid for pid, text in choices}  # plain strings: the prompt's id keeps them apart
-    pid = by_label[st.selectbox("Prompt", list(by_label), key="logs.rollouts.follow")]
-    history = rlview.prompt_history(run.run_dir, pid)
-    st.dataframe(history, hide_index=True, width="stretch")
-    later = rollouts.query(run.run_dir, prompt_id=pid)
-    for hstep, rows in list(later.groupby("step"))[-HISTORY_STEPS:]:
-        with st.expander(f"Step {hstep}: best reward {rows['reward'].max():+.3f}", expanded=False):
-            for _, r in rows.iterrows():
-                st.text(f"reward {r['reward']:+.3f} · advantage {rlview.format_value(r['advantage'])}")
-                st.code(r["response"], language=None, wrap_lines=True)
-    others = [r for r in stored if r is not run]
-    if others:
-        other_label = st.selectbox("Compare with run", [r.label for r in others], key="logs.rollouts.compare")
-        other = next(r for r in others if r.label == other_label)
-        mine = rlview.groups_of(rollouts.query(run.run_dir, step, prompt_id=pid))
-        if mine:
-            ostep, theirs = rlview.same_prompt_in(other.run_dir, mine[0].prompt, mine[0].reference, step)
-            left, right = st.columns(2)
-            with left:
-                st.markdown(f"**{md(label)}**, step {step}")
-                for _, r in mine[0].responses.iterrows():
-                    response_card(r, parts)
-            with right:
-                if ostep is None:
-                    st.info(f"{md(other_label)} never sampled this prompt.")
-                else:
-                    st.markdown(f"**{md(other_label)}**, step {ostep}")
-                    for _, r in theirs.iterrows():
-                        response_card(r, rollouts.part_names(other.run_dir))
-
-
-GROUPS_SHOWN = 12
-HISTORY_STEPS = 10
-COLUMNS_PER_ROW = 4
-
-
-def show_group(g, parts):
-    """A prompt, its reference and its responses side by side; every text shown as plain text."""
-    with st.container(border=True):
-        note = " · all rewards equal: no learning signal" if g.rewards_equal else ""
-        st.markdown(f"**Group {g.group}** · {len(g.responses)} responses{note}")
-        left, right = st.columns(2)
-        left.caption("Prompt")
-        left.code(g.prompt, language=None, wrap_lines=True, height=120 if len(g.prompt) > 300 else "content")
-        right.caption("Reference answer")
-        right.code(g.reference or "(none)", language=None, wrap_lines=True,
-                   height=120 if len(g.reference) > 300 else "content")
-        rows = list(g.responses.iterrows())
-        for start in range(0, len(rows), COLUMNS_PER_ROW):
-            cols = st.columns(COLUMNS_PER_ROW)
-            for col, (_, r) in zip(cols, rows[start:start + COLUMNS_PER_ROW]):
-                with col:
-                    response_card(r, parts)
-
-
-def response_card(r, parts):
-    """One response: advantage badge (coloured by sign), reward parts, then its text."""
-    adv = r["advantage"]
-    colour = rlview.advantage_colour(adv)
-    st.markdown(f":{colour}-background[advantage {rlview.format_value(adv)}] · reward {r['reward']:+.3f}")
-    items = [(k, v) for k, v in rlview.response_card(r.to_dict(), parts) if k not in ("reward", "advantage")]
-    st.text(" · ".join(f"{k} {rlview.format_value(v)}" for k, v in items))
-    st.code(r["response"] or "(empty)", language=None, wrap_lines=True,
-            height=240 if len(r["response"]) > 600 else "content")
+                audit.record(user, "settings", None, {"health": values}, home=store.home)
+                st.success(t("logs.saved"))
 
 
 def show_tails():
     for run in runs:
         if run.path is None:
             continue
-        with st.expander(f"Log tail: {md(run.label)}", expanded=len(runs) == 1):
+        with st.expander(t("logs.tail_of", run=md(run.label)), expanded=len(runs) == 1):
             try:
                 lines = logfiles.tail(run.path, state.get(TAIL_KEY, 200))
             except FileNotFoundError:
-                st.caption(f"No log file at {md(run.path)}.")
+                st.caption(t("logs.no_log_file", path=md(run.path)))
             except OSError as exc:
-                st.error(f"Cannot read {md(run.path)}: {md(exc)}")
+                st.error(t("logs.cannot_read", path=md(run.path), error=md(exc)))
             else:
                 st.html(tailview.tail_html(lines))
 
 
 show_runs()
 show_records()
-st.subheader("Log tail")
+st.subheader(t("logs.tail"))
 state.setdefault(TAIL_KEY, 200)
-st.selectbox("Tail lines", TAIL_CHOICES, key=TAIL_KEY, help="How many of each log's last lines to show.")
+st.selectbox(t("logs.tail_lines"), TAIL_CHOICES, key=TAIL_KEY, help=t("logs.tail_lines.help"))
 show_tails()
 urlstate.publish("logs", state, st.query_params, defaults=url_defaults)

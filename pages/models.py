@@ -6,12 +6,13 @@ Model output is user data: it is shown as plain text (never markdown/HTML), reas
 import pandas as pd
 import streamlit as st
 
-from mmcore import catalogue, chat_client, evaluate, modelsview, navigation, preflight
+from mmcore import auth, catalogue, chat_client, evaluate, guard, modelsview, navigation
 from mmcore.export import run_export
 from mmcore.paths import ROOT
+from mmcore.i18n import t
+from mmcore.safetext import md
 from mmcore.store import JobStore
 from trainer import roots as allowed_roots
-from trainer import specs
 
 navigation.ensure_app_navigation()
 
@@ -20,22 +21,23 @@ SECTIONS = ("Catalogue", "Chat", "Compare", "Evaluate", "Export")
 HISTORY_KEY = "models.chat.history"  # {target label: [{"role", "content"}]}
 COMPARE_KEY = "models.compare.result"
 
-st.title("Models")
+st.title(t("models.title"))
 try:
     store = JobStore()
     entries = catalogue.scan(store)
 except Exception as exc:  # an unreadable job store: show the files anyway, unattributed
-    st.warning(f"The job store cannot be read ({exc}); files are listed without their jobs.")
+    st.warning(t("models.store_unreadable", error=exc))
     store, entries = None, catalogue.scan(None)
 targets = modelsview.chat_targets(entries)
-section = st.radio("Section", SECTIONS, horizontal=True, key="models.section", label_visibility="collapsed")
+section = st.radio(t("models.section"), SECTIONS, horizontal=True, key="models.section", label_visibility="collapsed",
+                   format_func=lambda s: t(f"models.section.{s}"))
 
 
 def show_reply(text, streaming=False):
     """A reply as plain text, its `<think>` part folded."""
     thought, answer = chat_client.split_think(text)
     if thought is not None:
-        with st.expander("Thinking…" if streaming and not answer else "Thought", expanded=streaming and not answer):
+        with st.expander(t("models.thinking") if streaming and not answer else t("models.thought"), expanded=streaming and not answer):
             st.text(thought)
     if answer or thought is None:
         st.text(answer)
@@ -44,78 +46,60 @@ def show_reply(text, streaming=False):
 def prompt_file(prefix):
     """The data-file and prompt-count widgets -> (path or None, count, problem or None)."""
     cols = st.columns([3, 1])
-    data_path = cols[0].text_input("RLAIF or SFT file, relative to the repository (reference: the last assistant turn)",
+    data_path = cols[0].text_input(t("models.data_file"),
                                    "dataset/demo/rlaif.jsonl", key=f"{prefix}.data")
-    count = cols[1].number_input("Number of prompts", 1, 1000, 5, key=f"{prefix}.count")
+    count = cols[1].number_input(t("models.prompt_count"), 1, 1000, 5, key=f"{prefix}.count")
     path = allowed_roots.resolved(data_path, ROOT)
     problem = allowed_roots.configured().problem(data_path, "read", base=ROOT)
     if problem is None and not path.is_file():
-        problem = f"No such file: {data_path} (paths are relative to the repository folder)."
+        problem = t("models.no_file", path=data_path)
     return (None if problem else path), int(count), problem
-
-
-def reward_model_field(prefix):
-    """An optional reward-model folder -> (absolute path or None, problem or None)."""
-    folder = st.text_input("Reward model folder (optional)", key=f"{prefix}.reward_model",
-                           placeholder="empty: the rule reward against the reference answer",
-                           help="A transformers reward model (e.g. internlm2-1_8b-reward), scored as the RL "
-                                "trainers score with --reward_model_path; relative to the repository folder.")
-    if not folder.strip():
-        return None, None
-    problem = allowed_roots.configured().problem(folder, "read", base=ROOT)
-    if problem is None:
-        found = preflight.reward_model(specs.spec("grpo"), {"reward_model_path": folder}, ROOT)
-        problem = found[0] if found else None
-    return (None, problem) if problem else (str(allowed_roots.resolved(folder, ROOT)), None)
 
 
 def sampling_settings(prefix, target=None, greedy=False):
     """The sampling widgets shared by Chat and Compare; returns the request settings."""
     cols = st.columns(5)
-    temperature = cols[0].slider("Temperature", 0.0, 2.0, 0.0 if greedy else 0.85, 0.05, key=f"{prefix}.temperature",
-                                 help="0 = greedy: always the most likely token")
+    temperature = cols[0].slider(t("models.temperature"), 0.0, 2.0, 0.0 if greedy else 0.85, 0.05, key=f"{prefix}.temperature",
+                                 help=t("models.temperature.help"))
     top_p = cols[1].slider("Top-p", 0.05, 1.0, 0.85, 0.05, key=f"{prefix}.top_p")
-    max_new = cols[2].number_input("Max new tokens", 1, 8192, 512, key=f"{prefix}.max_new_tokens")
-    seed = cols[3].number_input("Seed", 0, 2**31 - 1, 0, key=f"{prefix}.seed")
+    max_new = cols[2].number_input(t("models.max_new"), 1, 8192, 512, key=f"{prefix}.max_new_tokens")
+    seed = cols[3].number_input(t("models.seed"), 0, 2**31 - 1, 0, key=f"{prefix}.seed")
     default = target is None or modelsview.default_reasoning(target)
     if target is not None and state.get(f"{prefix}.reasoning_for") != target.label:
         state[f"{prefix}.reasoning"] = default  # a newly chosen checkpoint starts with its own default
         state[f"{prefix}.reasoning_for"] = target.label
-    reasoning = cols[4].toggle("Reasoning", value=default, key=f"{prefix}.reasoning",
-                               help="On: the model may think first (<think>…</think>, shown folded). Off: an empty "
-                                    "thought is given, so it answers directly. Rewards score the reasoning format "
-                                    "only when on.")
-    system = st.text_input("System prompt", key=f"{prefix}.system", placeholder="You are a helpful assistant")
+    reasoning = cols[4].toggle(t("models.reasoning"), value=default, key=f"{prefix}.reasoning",
+                               help=t("models.reasoning.help"))
+    system = st.text_input(t("models.system"), key=f"{prefix}.system", placeholder=t("models.system.placeholder"))
     return {"temperature": temperature, "top_p": top_p, "max_new_tokens": int(max_new), "seed": int(seed),
             "reasoning": reasoning, "system": system or None}
 
 
 if section == "Catalogue":
     if not entries:
-        st.info("No weight files yet: runs save them under out/ (and their save folder). Launch one on Train.")
+        st.info(t("models.no_weights"))
     else:
-        st.caption(f"{len(entries)} weight files under out/ and the jobs' save folders, newest first.")
+        st.caption(t("models.catalogue_count", n=len(entries)))
         st.dataframe(modelsview.catalogue_rows(entries), hide_index=True, use_container_width=True, column_config={
             "Job": st.column_config.LinkColumn("Job", display_text=r"/jobs\?job=(\d+)"),
             "Logs": st.column_config.LinkColumn("Logs", display_text=r"/logs\?job=(\d+)"),
             "Step": st.column_config.NumberColumn("Step", format="%d"),
-            "Tokenizer": st.column_config.TextColumn("Tokenizer", help="Fingerprint of the tokenizer it was trained "
-                                                                       "with (from its metadata file)")})
+            "Tokenizer": st.column_config.TextColumn(t("models.tokenizer"), help=t("models.tokenizer.help"))})
 
 elif section == "Chat":
     if not targets:
-        st.info("Nothing to chat with yet: no full weight file (or LoRA with its base) was found.")
+        st.info(t("models.nothing_to_chat"))
         st.stop()
-    label = st.selectbox("Checkpoint", list(targets), key="models.chat.target")
+    label = st.selectbox(t("models.checkpoint"), list(targets), key="models.chat.target")
     target = targets[label]
     settings = sampling_settings("models.chat", target)
     history = state.setdefault(HISTORY_KEY, {}).setdefault(label, [])
-    if st.button("Clear conversation", disabled=not history):
+    if st.button(t("models.clear"), disabled=not history):
         history.clear()
     for message in history:
         with st.chat_message(message["role"]):
             show_reply(message["content"]) if message["role"] == "assistant" else st.text(message["content"])
-    prompt = st.chat_input("Message the model")
+    prompt = st.chat_input(t("models.message"))
     if prompt:
         history.append({"role": "user", "content": prompt})
         with st.chat_message("user"):
@@ -125,7 +109,7 @@ elif section == "Chat":
             try:
                 for event in chat_client.chat({**target.payload(), **settings, "messages": history}):
                     if event["event"] == "loaded" and not event["cached"]:
-                        st.caption(f"Loaded on {event['device']} in {event['load_s']:.1f} s")
+                        st.caption(t("models.loaded", device=event["device"], seconds=f"{event['load_s']:.1f}"))
                     elif event["event"] == "token":
                         text += event["text"]
                         with box.container():
@@ -138,16 +122,17 @@ elif section == "Chat":
                         history.append({"role": "assistant", "content": event["text"]})
             except chat_client.ChatError as exc:
                 history.pop()  # the question stays unanswered: let it be asked again
-                st.error(f"The model could not answer: {exc}")
+                st.error(t("models.no_answer", error=exc))
 
 elif section == "Compare":
     if len(targets) < 2:
-        st.info("Compare needs at least two checkpoints; the catalogue has fewer.")
+        st.info(t("models.compare_needs_two"))
         st.stop()
-    chosen = st.multiselect("Checkpoints (2–4)", list(targets), modelsview.compare_defaults(targets),
+    chosen = st.multiselect(t("models.checkpoints_2_4"), list(targets), modelsview.compare_defaults(targets),
                             key="models.compare.targets", max_selections=4,
-                            help="By default the newest RL checkpoint and the weight it started from.")
-    source = st.radio("Prompts", ("From a data file", "Typed"), horizontal=True, key="models.compare.source")
+                            help=t("models.compare.help"))
+    source = st.radio(t("models.prompts"), ("From a data file", "Typed"), horizontal=True, key="models.compare.source",
+                      format_func=lambda s: t("models.prompts.file") if s == "From a data file" else t("models.prompts.typed"))
     prompts, problem = [], None
     if source == "From a data file":
         path, count, problem = prompt_file("models.compare")
@@ -157,22 +142,19 @@ elif section == "Compare":
             except (ValueError, OSError) as exc:
                 problem = str(exc)
     else:
-        typed = st.text_area("One prompt per line (no reference: answers are not scored)", key="models.compare.typed")
+        typed = st.text_area(t("models.typed"), key="models.compare.typed")
         prompts = modelsview.prompts_from_text(typed)
     settings = sampling_settings("models.compare", greedy=True)
-    reward_model, reward_problem = reward_model_field("models.compare")
-    settings["reward_model_path"] = reward_model
-    problem = problem or reward_problem
     if problem:
         st.error(problem)
     ready = 2 <= len(chosen) <= 4 and prompts and not problem
-    if st.button("Compare", type="primary", disabled=not ready):
-        bar = st.progress(0.0, text="Answering…")
+    if st.button(t("models.compare"), type="primary", disabled=not ready):
+        bar = st.progress(0.0, text=t("models.answering"))
         try:
             rows = modelsview.compare([targets[c] for c in chosen], prompts, settings,
-                                      on_answer=lambda done, total: bar.progress(done / total, f"{done}/{total} answers"))
+                                      on_answer=lambda done, total: bar.progress(done / total, t("models.answers", done=done, total=total)))
         except chat_client.ChatError as exc:
-            st.error(f"The comparison stopped: {exc}")
+            st.error(t("models.compare_stopped", error=exc))
         else:
             state[COMPARE_KEY] = {"labels": list(chosen), "rows": rows}
         bar.empty()
@@ -184,7 +166,7 @@ elif section == "Compare":
             with st.container(border=True):
                 st.text(f"{i}. {row['prompt']}")
                 if row["reference"] is not None:
-                    st.caption("Reference")
+                    st.caption(t("models.reference"))
                     st.text(row["reference"])
                 for col, label in zip(st.columns(len(result["labels"])), result["labels"]):
                     answer = row["answers"][label]
@@ -198,73 +180,74 @@ elif section == "Compare":
 elif section == "Evaluate":
     evals = evaluate.eval_store_for(store) if store is not None else None
     runs = sorted({e.job_id for e in entries if e.job_id is not None and e.chattable}, reverse=True)
-    how = st.radio("Evaluate", ("Checkpoints", "A run's checkpoints"), horizontal=True, key="models.eval.how",
-                   help="A run's checkpoints: its weight file and the step snapshots it kept.")
+    how = st.radio(t("models.evaluate"), ("Checkpoints", "A run's checkpoints"), horizontal=True, key="models.eval.how",
+                   format_func=lambda s: t("models.eval.checkpoints") if s == "Checkpoints" else t("models.eval.run_checkpoints"),
+                   help=t("models.eval.help"))
     if how == "Checkpoints":
-        chosen = [targets[c] for c in st.multiselect("Checkpoints", list(targets), key="models.eval.targets")]
+        chosen = [targets[c] for c in st.multiselect(t("models.eval.checkpoints"), list(targets), key="models.eval.targets")]
     else:
-        run = st.selectbox("Run (job)", runs, key="models.eval.run", format_func=lambda j: f"job {j}")
+        run = st.selectbox(t("models.eval.run"), runs, key="models.eval.run", format_func=lambda j: t("models.job", id=j))
         chosen = [t for t in targets.values() if any(e.job_id == run and e.path == t.weight for e in entries)]
-        st.caption(f"{len(chosen)} checkpoints of job {run}" if run is not None else "No run has checkpoints here.")
+        st.caption(t("models.eval.count", n=len(chosen), id=run) if run is not None else t("models.eval.none"))
     path, count, problem = prompt_file("models.eval")
     settings = sampling_settings("models.eval", greedy=True)
-    reward_model, reward_problem = reward_model_field("models.eval")
-    settings["reward_model_path"] = reward_model
-    problem = problem or reward_problem
     if problem:
         st.error(problem)
-    if st.button("Launch evaluation", type="primary", disabled=bool(problem or not chosen or evals is None)):
+    if st.button(t("models.eval.launch"), type="primary", disabled=bool(problem or not chosen or evals is None)):
         try:
             job_id, eval_id = evaluate.launch(store, chosen, entries, path, {**settings, "max_samples": count})
         except (OSError, ValueError, RuntimeError) as exc:
-            st.error(f"Could not launch the evaluation: {exc}")
+            st.error(t("models.eval.failed", error=exc))
         else:
-            st.success(f"Evaluation {eval_id} runs as job {job_id}.")
-            st.page_link("pages/jobs.py", label="Watch it on Jobs", icon=":material/list:",
+            st.success(t("models.eval.started", eval_id=eval_id, job_id=job_id))
+            st.page_link("pages/jobs.py", label=t("train.watch"), icon=":material/list:",
                          query_params={"job": str(job_id)})
     results = evals.results() if evals is not None else []
     if results:
-        st.subheader("Results")
+        st.subheader(t("models.results"))
         table = modelsview.eval_rows(results)
         st.dataframe(table, hide_index=True, use_container_width=True)
-        metric = st.selectbox("Chart", modelsview.EVAL_METRICS, key="models.eval.metric")
+        metric = st.selectbox(t("models.chart"), modelsview.EVAL_METRICS, key="models.eval.metric")
         chart = modelsview.eval_chart_data(results, metric)
         if chart is not None:
             st.line_chart(pd.DataFrame(chart), x="step", y=metric, color="run")
-        st.subheader("Answers")
+        st.subheader(t("models.answers_heading"))
         cols = st.columns(2)
-        eval_id = cols[0].selectbox("Evaluation", sorted({r["eval_id"] for r in results}, reverse=True),
+        eval_id = cols[0].selectbox(t("models.evaluation"), sorted({r["eval_id"] for r in results}, reverse=True),
                                     key="models.eval.browse")
         weights = {r["label"]: r["weight"] for r in results if r["eval_id"] == eval_id}
-        label = cols[1].selectbox("Checkpoint", list(weights), key="models.eval.browse_weight")
+        label = cols[1].selectbox(t("models.checkpoint"), list(weights), key="models.eval.browse_weight")
         for a in evals.answers(eval_id, weights[label]) if label else []:
             with st.container(border=True):
                 st.text(f"{a['idx'] + 1}. {a['prompt']}")
-                st.caption(f"Reference: {a['reference']}")
+                st.caption(t("models.reference_is", text=a["reference"]))
                 show_reply(a["answer"])
                 st.caption(modelsview.score_text(a))
 
 elif section == "Export":
     if not targets:
-        st.info("Nothing to export yet: no full weight file (or LoRA with its base) was found.")
+        st.info(t("models.nothing_to_export"))
         st.stop()
-    label = st.selectbox("Checkpoint (a LoRA is merged into its base)", list(targets), key="models.export.target")
+    label = st.selectbox(t("models.export.checkpoint"), list(targets), key="models.export.target")
     target = targets[label]
     cols = st.columns([3, 1])
     default_name = label.split("/")[-1].split(" ")[0].removesuffix(".pth")
-    name = cols[0].text_input("Folder name (under out/hf/)", default_name, key="models.export.name")
-    dtype = cols[1].selectbox("Weights dtype", ("float32", "bfloat16", "float16"), key="models.export.dtype",
-                              help="float32 gives exactly the .pth model's outputs; half types are half the size.")
+    name = cols[0].text_input(t("models.export.folder"), default_name, key="models.export.name")
+    dtype = cols[1].selectbox(t("models.export.dtype"), ("float32", "bfloat16", "float16"), key="models.export.dtype",
+                              help=t("models.export.dtype.help"))
     try:
         folder = modelsview.export_folder(name)
     except ValueError as exc:
         st.error(str(exc))
         folder = None
-    if st.button("Export", type="primary", disabled=folder is None):
-        with st.spinner("Exporting…"):
+    may_not = guard.refusal(auth.session_user(st.session_state), "launch")  # writes files: members and admins
+    if may_not:
+        st.caption(md(may_not))
+    if st.button(t("models.export"), type="primary", disabled=folder is None or bool(may_not)):
+        with st.spinner(t("models.exporting")):
             code, output = run_export(target.weight, folder, lora=target.lora, tokenizer_path=target.tokenizer_path,
                                       dtype=dtype)
-        (st.success if code == 0 else st.error)(f"Export {'done' if code == 0 else 'failed'}: {folder}")
+        (st.success if code == 0 else st.error)(t("models.export.done" if code == 0 else "models.export.failed", folder=folder))
         st.code(output, language=None, wrap_lines=True)
         if code == 0:
             st.code("from transformers import AutoModelForCausalLM, AutoTokenizer\n"

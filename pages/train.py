@@ -3,9 +3,10 @@ import sqlite3
 
 import streamlit as st
 
-from mmcore import auth, forms, gpu, guard, launch, navigation, queueui, registry, storeguard
+from mmcore import auth, forms, gpu, guard, i18n, launch, navigation, queueui, registry, storeguard
 from mmcore.safetext import md
 from mmcore.store import JobStore
+from mmcore.i18n import t
 
 navigation.ensure_app_navigation()
 
@@ -15,22 +16,22 @@ gpu_ids = [g.index for g in gpus]
 gpu_names = {g.index: f"GPU {g.index}: {g.name}" for g in gpus}
 labels = forms.type_labels()
 
-st.title("Train")
+st.title(t("train.title"))
 if store_problem := storeguard.problem():
     st.error(md(store_problem))  # launching needs the job store: say so before the form is filled in
 
 if queueui.launch_what() == "pipeline":
     if not store_problem:
-        queueui.pipeline_section(JobStore(), len(gpus))
+        queueui.pipeline_section(JobStore(), len(gpus), auth.session_user(state))
     st.stop()
 
 cloned = forms.take_clone(state, gpu_ids)
 state.setdefault(forms.TYPE_KEY, next(iter(labels)))
-train_type = st.selectbox("Training type", list(labels), format_func=labels.get, key=forms.TYPE_KEY,
+train_type = st.selectbox(t("train.type"), list(labels), format_func=lambda k: t(f"type.{k}"), key=forms.TYPE_KEY,
                           on_change=lambda: state.pop(forms.LAUNCHED_KEY, None),  # it was about the other form
-                          help="Each type shows only its own parameters, filled with its script's defaults.")
+                          help=t("train.type.help"))
 if cloned:
-    st.info(f"Filled from job {cloned[1]}: change what you like, then launch.")
+    st.info(t("train.cloned", id=cloned[1]))
 forms.ensure_form(state, train_type, gpu_ids)
 
 
@@ -40,53 +41,62 @@ def fill(train_type, form):
 
 
 left, right, _ = st.columns([1, 1, 3])
-left.button("Demo preset", on_click=fill, args=(train_type, forms.preset_form(train_type, gpu_ids)),
-            help="A tiny model on the bundled demo data (no reward model for RL): runs on a CPU in minutes.")
-right.button("Reset to defaults", on_click=fill, args=(train_type, forms.initial_form(train_type, gpu_ids)),
-             help="The training script's own defaults.")
+left.button(t("train.demo"), on_click=fill, args=(train_type, forms.preset_form(train_type, gpu_ids)),
+            help=t("train.demo.help"))
+right.button(t("train.reset"), on_click=fill, args=(train_type, forms.initial_form(train_type, gpu_ids)),
+             help=t("train.reset.help"))
 
 # Checked before drawing, so each field can show its own message right under it.
 form = forms.read_form(state, train_type)
 check = forms.check_form(train_type, form, len(gpus))
 
 
+def field_label(name):
+    """A field's label in the viewer's language."""
+    return t(f"param.{name}") if f"param.{name}" in i18n.table("en") else registry.field_label(name, train_type)
+
+
+def section_title(group):
+    short = registry.TYPES[train_type].short
+    return t("group.type_specific", type=short) if group == "type_specific" else t(f"group.{group}")
+
+
 def show_error(name):
     if name in check.errors:
-        st.error(md(f"{registry.field_label(name, train_type)} {check.errors[name]}"), icon=":material/error:")
+        st.error(md(f"{field_label(name)} {check.errors[name]}"), icon=":material/error:")
 
 
 def field(p):
     key = forms.field_key(train_type, p.name)
-    help_text = f"{p.help}. Default: {p.default_text or '(none)'}"
+    help_text = t("train.param.help", help=p.help, default=p.default_text or t("train.none"))
     if p.widget in ("select", "checkbox"):
-        st.selectbox(p.label, forms.select_options(p), key=key, help=help_text)
+        st.selectbox(field_label(p.name), forms.select_options(p), key=key, help=help_text)
     else:
-        st.text_input(p.label, key=key, help=help_text, placeholder=p.default_text)
+        st.text_input(field_label(p.name), key=key, help=help_text, placeholder=p.default_text)
     if p.name == "dtype" and not gpus:
-        st.caption("No NVIDIA GPU here: a CPU job trains in float32 whatever is chosen (bfloat16 and float16 "
-                   "apply on CUDA only; on a CPU they would be emulated and several times slower).")
+        st.caption(t("train.dtype_cpu"))
     show_error(p.name)
 
 
 def device_fields():
     modes = forms.device_modes(gpu_ids)
-    st.radio("Device", modes, format_func=forms.DEVICE_MODE_LABELS.get, horizontal=True,
+    st.radio(t("train.device"), modes, format_func=lambda m: t(f"device.{m}"), horizontal=True,
              key=forms.field_key(train_type, "device_mode"),
-             help="Several GPUs run torchrun with one process per GPU (CUDA_VISIBLE_DEVICES, --nproc_per_node).")
+             help=t("train.device.help"))
     mode = state[forms.field_key(train_type, "device_mode")]
     if not gpus:
-        st.caption("No NVIDIA GPU found: jobs run on the CPU.")
+        st.caption(t("train.no_gpu"))
     elif mode == "single":
-        st.selectbox("GPU", gpu_ids, format_func=gpu_names.get, key=forms.field_key(train_type, "gpu"))
+        st.selectbox(t("train.gpu"), gpu_ids, format_func=gpu_names.get, key=forms.field_key(train_type, "gpu"))
     elif mode == "multi":
-        st.multiselect("GPUs", gpu_ids, format_func=gpu_names.get, key=forms.field_key(train_type, "gpus"))
+        st.multiselect(t("train.gpus"), gpu_ids, format_func=gpu_names.get, key=forms.field_key(train_type, "gpus"))
     for name in forms.DEVICE_FIELDS:
         show_error(name)
 
 
 for group, title, params in forms.sections(train_type):
     with st.container(border=True):
-        st.markdown(f"**{title}**")
+        st.markdown(f"**{section_title(group)}**")
         if group == "devices":
             device_fields()
             continue
@@ -96,13 +106,13 @@ for group, title, params in forms.sections(train_type):
                 field(p)
 
 with st.container(border=True):
-    st.text_input("Job name", key=forms.field_key(train_type, forms.NAME_FIELD))
+    st.text_input(t("train.job_name"), key=forms.field_key(train_type, forms.NAME_FIELD))
     show_error(forms.NAME_FIELD)
     st.markdown("**Command**")
     if check.command is not None:
         st.code(check.command.display, language="bash", wrap_lines=True)
     else:
-        st.warning("Fix the fields marked above to see the command.")
+        st.warning(t("train.fix_fields"))
     for problem in check.problems:
         st.warning(md(problem), icon=":material/warning:")
     for note in check.warnings:
@@ -111,19 +121,19 @@ with st.container(border=True):
     if backend == "slurm" and check.command is not None:
         queueui.slurm_preview(JobStore(), train_type, forms.job_name(form), check.command)
 
-    if st.button("Launch", type="primary"):
+    if st.button(t("train.launch"), type="primary"):
         try:
             job_id = guard.start(JobStore(), forms.job_name(form), check, auth.session_user(state), backend=backend)
         except launch.LaunchRefused as exc:
-            st.error("Launch refused:\n" + "\n".join(f"- {md(reason)}" for reason in exc.reasons))
+            st.error(t("train.refused") + "\n" + "\n".join(f"- {md(reason)}" for reason in exc.reasons))
         except (OSError, ValueError, KeyError, RuntimeError, sqlite3.Error) as exc:  # store or process start failed
-            st.error(f"Could not launch the job: {md(exc)}")
+            st.error(t("train.failed", error=md(exc)))
         else:
             state[forms.LAUNCHED_KEY] = job_id
 
     launched = state.get(forms.LAUNCHED_KEY)
     if launched is not None:
-        st.success(f"Launched job {launched}.")
-        st.page_link("pages/jobs.py", label="Watch it on Jobs", icon=":material/list:",
+        st.success(t("train.launched", id=launched))
+        st.page_link("pages/jobs.py", label=t("train.watch"), icon=":material/list:",
                      query_params={"job": str(launched)})
 

@@ -25,7 +25,7 @@ def row(save_dir, epochs, batch, lr, accum, log, save, seq, data, wandb, **own):
 
 EXPECTED = {
     "pretrain": row("../out", 1, 32, 5e-4, 8, 100, 100, 512, "../dataset/pretrain_hq.jsonl", "Pretrain",
-                    save_weight="pretrain", from_weight="none", **MODEL),
+                    save_weight="pretrain", from_weight="none", pack=0, **MODEL),
     "sft": row("../out", 2, 16, 5e-7, 1, 100, 100, 512, "../dataset/sft_mini_512.jsonl", "Full-SFT",
                save_weight="full_sft", from_weight="pretrain", **MODEL),
     "lora": row("../out/lora", 50, 32, 1e-4, 1, 10, 1, 512, "../dataset/lora_identity.jsonl", "LoRA",

@@ -55,6 +55,8 @@ def test_sections_group_the_types_own_parameters_under_its_name():
                    "temperature", "top_k", "top_p"]
     assert "num_generations" not in own
     assert [title for _, title, _ in forms.sections("pretrain")] == [
+        "Training", "Model", "Data, saving and loading", "Pretrain parameters", "Devices", "Monitoring"]
+    assert [title for _, title, _ in forms.sections("sft")] == [
         "Training", "Model", "Data, saving and loading", "Devices", "Monitoring"]
 
 

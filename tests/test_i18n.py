@@ -80,3 +80,41 @@ def test_sidebar_in_each_language(lang):
         assert f"### {t('app.title')}" in texts(at.sidebar.markdown)
         assert t("app.cpu_only") in texts(at.sidebar.caption)
     assert not {key for lang_, key in i18n.missing if lang_ == lang}
+
+
+def finished_job():
+    import time
+    from mmcore.store import JobStore
+    store = JobStore()
+    job_id = store.create("sft", "job-a", {"epochs": "1"}, ["python", "x.py"], "/tmp", {})
+    store.update(job_id, status="succeeded", started_at=time.time() - 60, ended_at=time.time(), exit_code=0)
+    with open(store.get(job_id).log_path, "w") as f:
+        f.write("".join(f"Epoch:[1/1]({s}/40) loss:{3 - s / 40:.4f} lr:0.0005 epoch_Time:0.0min:\n" for s in range(1, 41)))
+    return job_id
+
+
+def labels(at):
+    """Every widget label and button text on the page."""
+    found = []
+    for kind in ("button", "selectbox", "multiselect", "text_input", "number_input", "radio", "checkbox", "toggle",
+                 "slider", "select_slider", "text_area"):
+        found += [w.label for w in getattr(at, kind) if getattr(w, "label", None)]
+    return found
+
+
+def has_chinese(text):
+    return any("\u4e00" <= ch <= "\u9fff" for ch in text)
+
+
+@pytest.mark.parametrize("page", ["pages/train.py", "pages/jobs.py", "pages/logs.py", "pages/models.py"])
+def test_every_page_in_chinese_has_no_english_left(page):
+    job_id = finished_job()
+    # The test's own thread formats option values too (AppTest calls format_func here): in Chinese as well.
+    with i18n.language("zh"):
+        at = open_page(page, query={"job": str(job_id)}, state={i18n.STATE_KEY: "zh"})
+        assert not at.exception, at.exception
+        assert has_chinese(at.title[0].value)
+        same = {i18n.table("en")[k] for k in i18n.SAME_IN_EVERY_LANGUAGE}
+        english = [label for label in labels(at) if not has_chinese(label) and label not in same]
+    assert not english, f"{page} in Chinese still shows: {english}"
+    assert not {key for lang, key in i18n.missing if lang == "zh"}

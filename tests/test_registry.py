@@ -30,7 +30,7 @@ ROLLOUT_STORE = {"rollout_groups": "-1", "rollout_max_mb": "2048.0",  # ours, af
 
 DESIGN_TABLE = {
     "pretrain": row("train_pretrain.py", "../out", ("save_weight", "pretrain"), "1", "32", "0.0005", "8", "100",
-                    "100", "512", "../dataset/pretrain_hq.jsonl", "none"),
+                    "100", "512", "../dataset/pretrain_hq.jsonl", "none", pack="0"),
     "sft": row("train_full_sft.py", "../out", ("save_weight", "full_sft"), "2", "16", "5e-7", "1", "100", "100",
                "512", "../dataset/sft_mini_512.jsonl", "pretrain"),
     "lora": row("train_lora.py", "../out/lora", ("lora_name", "lora_identity"), "50", "32", "0.0001", "1", "10",
@@ -139,7 +139,8 @@ def test_what_each_type_shows():
         assert "use_wandb" not in names
         assert "train_monitor" in names and "wandb_project" in names and "device" in names
     own = {key: {p.name for p in registry.params_by_group(key)["type_specific"]} for key in KEYS}
-    assert own["pretrain"] == own["sft"] == own["lora"] == own["distill_reason"] == set()
+    assert own["sft"] == own["lora"] == own["distill_reason"] == set()
+    assert own["pretrain"] == {"pack"}  # ours: packing, off by default
     assert own["dpo"] == {"beta"}
     assert "clip_epsilon" in own["ppo"] and "beta" not in own["ppo"]
     assert "num_generations" in own["grpo"] and "num_generations" not in own["spo"]
@@ -182,7 +183,7 @@ def test_check_reuses_the_scripts_rules():
 def test_params_by_group_lists_every_group_in_order():
     groups = registry.params_by_group("pretrain")
     assert list(groups) == list(registry.GROUPS)
-    assert groups["type_specific"] == []
+    assert [p.name for p in groups["type_specific"]] == ["pack"]
     assert [p.name for p in groups["monitoring"]] == ["train_monitor", "wandb_project", "run_dir"]
     assert sum(len(v) for v in groups.values()) == len(registry.TYPES["pretrain"].params)
 

@@ -65,7 +65,8 @@ def test_rollout_groups_weighted_parts_add_up():
 
 
 def test_step_timer_counts_the_rest_as_update():
-    timer = rm.StepTimer()
+    from trainer.records import StepTimer
+    timer = StepTimer()
     with timer("generate"):
         pass
     with timer("score"):

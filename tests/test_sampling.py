@@ -170,3 +170,17 @@ def test_shared_prefix_forward_equals_plain_forward():
         assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
     with pytest.raises(ValueError):
         model(ids[:5], attention_mask=mask[:5], shared_prefix=(p, n))  # not whole groups
+
+
+def test_compiled_decode_step_and_autocast_run_on_cpu(model):
+    """The GPU options on their CPU equivalents: the decode step through torch.compile (dynamo with
+    the eager backend) gives the greedy tokens of the plain loop; under bf16 autocast the loop runs
+    and every sampled token gets a finite, non-positive log-probability."""
+    ids, mask = prompts()
+    plain = sample(model, ids, mask, 6, eos_id=EOS, pad_id=PAD, greedy=True)
+    compiled = sample(model, ids, mask, 6, eos_id=EOS, pad_id=PAD, greedy=True, compile="eager")
+    assert torch.equal(plain.tokens, compiled.tokens)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out = sample(model, ids, mask, 6, eos_id=EOS, pad_id=PAD, num_samples=2, temperature=0.8, top_k=5,
+                     return_logps=True, check_every=4)
+    assert out.tokens.shape == (6, 6) and torch.isfinite(out.logps).all() and (out.logps <= 0).all()

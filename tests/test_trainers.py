@@ -4,6 +4,7 @@ Each run is a real subprocess in a temporary copy of the repository layout (see 
 must exit 0, write its weight and resume files, and print progress lines that mmcore.logparse reads.
 """
 import math
+import os
 
 import pytest
 import torch
@@ -57,6 +58,28 @@ def test_pretrain_learns_a_small_repeated_corpus(repo):
     state = torch.load(repo / "checkpoints" / "pretrain_64_resume.pth", weights_only=False)
     assert (state["epoch"], state["step"], state["world_size"]) == (0, 100, 1)
     assert {"model", "optimizer", "scheduler", "rng"} <= state.keys()
+    # the structured records, in the command line's default folder: every logged step, the same loss
+    from mmcore import metrics
+    records_dir = metrics.records_dir(os.environ["MINIMIND_DASHBOARD_HOME"]) / "pretrain-pretrain_64"
+    stream = metrics.read(records_dir)
+    assert list(stream["global_step"]) == list(range(1, 101))
+    assert stream["loss"].tolist() == pytest.approx(frame["loss"].tolist(), abs=1e-6)
+    assert list(stream["samples"]) == [4 * s for s in range(1, 101)] and (stream["tokens"].diff().dropna() > 0).all()
+    assert {"lr", "time/step_s", "tokens_per_s", "elapsed_s"} <= set(stream.columns)
+
+
+def test_pretrain_packed_rows_learn(repo):
+    """--pack 1: the demo texts packed into full 64-token rows; every row is full, the loss falls."""
+    data = head_jsonl(DEMO / "pretrain.jsonl", repo / "data" / "pretrain_pack.jsonl", 16, repeat=10)
+    proc = run_trainer(repo, "train_pretrain.py", tiny_args(
+        data_path=data, pack=1, max_seq_len=64, batch_size=4, accumulation_steps=1, learning_rate=5e-3, log_interval=1,
+        save_interval=1000, save_weight="packed"))
+    assert proc.returncode == 0, proc_output(proc)
+    frame = progress_frame(proc.stdout)
+    assert len(frame) >= 5
+    first, last = frame["loss"].iloc[0], frame["loss"].iloc[-3:].mean()
+    assert first > 8 and last < 0.8 * first, f"loss went from {first} to {last}\n{proc.stdout}"
+    assert (repo / "out" / "packed_64.pth").is_file()
 
 
 def test_full_sft(repo):

@@ -130,7 +130,9 @@ def _definitions():
     defs["pretrain"] = _common(
         "pretrain", "Pretrain", save_weight="pretrain", epochs=1, batch_size=32, learning_rate=5e-4,
         accumulation_steps=8, log_interval=100, save_interval=100, max_seq_len=512,
-        data_path="../dataset/pretrain_hq.jsonl", from_weight="none")
+        data_path="../dataset/pretrain_hq.jsonl", from_weight="none") + [
+        Arg("pack", int, 0, "Pack documents into full max_seq_len rows, attention within each document "
+            "(0 = no: one document per row, as upstream; 1 = yes)", choices=(0, 1))]
     defs["sft"] = _common(
         "sft", "Full-SFT", save_weight="full_sft", epochs=2, batch_size=16, learning_rate=5e-7,
         accumulation_steps=1, log_interval=100, save_interval=100, max_seq_len=512,
@@ -192,7 +194,7 @@ def _definitions():
     ]) + [
         Arg("from_student_weight", str, "full_sft", "Student base weight (prefix in weight_dir); none = random init"),
         Arg("from_teacher_weight", str, "full_sft", "Teacher weight (prefix in weight_dir)"),
-        Arg("alpha", float, 0.5, "Weight of the distillation (KL) loss; 1 - alpha weighs the CE loss", min=0, max=1),
+        Arg("alpha", float, 0.5, "Weight of the CE loss; 1 - alpha weighs the distillation (KL) loss", min=0, max=1),
         Arg("temperature", float, 1.5, "Softmax temperature of the distillation loss", gt_zero=True),
     ]
     return defs

@@ -29,6 +29,7 @@ from trainer import specs, weight_meta
 from trainer import trainer_utils as tu
 from trainer.args import parse_args
 from trainer.checkpoint import load_resume, resume_path, save_resume, save_weights, set_rng_states
+from trainer.records import Recorder, RunRecords, default_run_dir
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -74,6 +75,7 @@ class Run:
     info: tu.DistInfo
     stop: "StopSignal"
     spec: specs.TypeSpec = field(init=False)
+    records: object = field(default=None, init=False)  # trainer.records.Recorder, set when `train` starts
 
     def __post_init__(self):
         self.spec = specs.spec(self.train_type)
@@ -94,7 +96,14 @@ class Run:
 
 
 def get_lr(current_step, total_steps, lr):
-    """Upstream MiniMind's cosine schedule: from 1.0*lr down to 0.1*lr over `total_steps`."""
+    """Upstream MiniMind's learning rate of the supervised trainers: lr/10 + lr/2 * (1 + cos(pi * t / T)),
+    i.e. 1.1*lr at the start, 0.6*lr half-way and 0.1*lr at the end (upstream's trainer_utils.get_lr)."""
+    return lr / 10 + 0.5 * lr * (1 + math.cos(math.pi * current_step / total_steps))
+
+
+def annealed_lr(current_step, total_steps, lr):
+    """The RL trainers' learning rate: cosine annealing from lr down to lr/10, the curve of upstream's
+    `CosineAnnealingLR(T_max, eta_min=lr/10)` (here evaluated per micro-step, like `get_lr`)."""
     return lr * (0.1 + 0.45 * (1 + math.cos(math.pi * current_step / total_steps)))
 
 
@@ -257,14 +266,15 @@ def _optimizer_step(parts, scaler, grad_clip):
         part.optimizer.zero_grad(set_to_none=True)
 
 
-def train(run, parts, dataset, collate_fn, step_fn, *, run_name, progress_line=supervised_line, save_fn=None,
-          extras=None, after_update=None, after_resume=None):
+def train(run, parts, dataset, collate_fn, step_fn, *, run_name, progress_line=supervised_line, schedule=get_lr,
+          save_fn=None, extras=None, after_update=None, after_resume=None):
     """Train `parts` (list of `Part`) on `dataset` for `args.epochs` epochs.
 
     - `step_fn(batch) -> (loss, metrics)`: one micro-batch (already on the device): `loss` is the
       scalar to minimise (MoE aux loss included where the type counts it); `metrics` an ordered dict
       of floats or 0-d tensors, for the progress line and the tracker.
     - `progress_line(Progress) -> str`; default: the supervised upstream format (`supervised_line`).
+    - `schedule(step, total_steps, peak_lr) -> lr`: `get_lr` (supervised) or `annealed_lr` (RL).
     - `save_fn()` writes the weight files (rank 0 only); default: each part's half-precision weights
       to `run.weight_paths()`. The resume state goes to `run.resume_path()` with each part and
       `extras` (name -> object with state_dict/load_state_dict, e.g. SPO's value tracker).
@@ -272,7 +282,7 @@ def train(run, parts, dataset, collate_fn, step_fn, *, run_name, progress_line=s
     - `after_update(step)` runs after each optimizer step (PPO refreshes its old actor there);
       `after_resume()` after a resume state was loaded into the parts.
 
-    As upstream: the learning rate follows the cosine schedule per micro-step; gradients of
+    As upstream: the learning rate follows `schedule` per micro-step; gradients of
     `args.accumulation_steps` micro-steps are summed (each loss divided by their number), clipped
     to `args.grad_clip` and applied; a progress line every `args.log_interval` steps and at each epoch's
     last step; saves every `args.save_interval` steps and at each epoch's end. Unlike upstream, an
@@ -304,6 +314,8 @@ def train(run, parts, dataset, collate_fn, step_fn, *, run_name, progress_line=s
         return
     autocast = tu.autocast_context(info.device, args.dtype)
     wandb_id = tracker_run_id(tracker)
+    run.records = recorder = open_records(run, resume)
+    extras = {**extras, "records": recorder}  # its sample and token counts travel in the resume state
 
     def save(epoch, boundary_step):
         if tu.is_main_process():
@@ -329,7 +341,8 @@ def train(run, parts, dataset, collate_fn, step_fn, *, run_name, progress_line=s
         start_time = time.time()
         boundary = skip  # the last step whose gradients were applied
         for step, batch in enumerate(loader, start=skip + 1):
-            lrs = [get_lr(epoch * iters + step, args.epochs * iters, part.learning_rate) for part in parts]
+            recorder.begin(epoch * iters + step, batch)
+            lrs = [schedule(epoch * iters + step, args.epochs * iters, part.learning_rate) for part in parts]
             for part, lr in zip(parts, lrs):
                 for group in part.optimizer.param_groups:
                     group["lr"] = lr
@@ -346,6 +359,7 @@ def train(run, parts, dataset, collate_fn, step_fn, *, run_name, progress_line=s
                 boundary = step
                 if after_update is not None:
                     after_update(step)
+            recorder.end(epoch, is_boundary)
 
             if step % args.log_interval == 0 or step == iters:
                 spent = time.time() - start_time
@@ -353,9 +367,12 @@ def train(run, parts, dataset, collate_fn, step_fn, *, run_name, progress_line=s
                 loss_value = loss.item()
                 metrics = {name: float(value) for name, value in metrics.items()}
                 tu.log(progress_line(Progress(epoch, args.epochs, step, iters, loss_value, metrics, lrs, eta_min)))
+                # The same names in the run's metrics stream and the tracker.
+                named = {"loss": loss_value, **metrics, "lr": lrs[0],
+                         **{f"{p.name}_lr": lr for p, lr in zip(parts[1:], lrs[1:])}, **recorder.timings()}
+                recorder.log(epoch, step, named)
                 if tracker is not None:
-                    tracker.log({"loss": loss_value, **metrics, "lr": lrs[0],
-                                 **{f"{p.name}_lr": lr for p, lr in zip(parts[1:], lrs[1:])}, "epoch_Time": eta_min})
+                    tracker.log({**named, "epoch_Time": eta_min})
             if step % args.save_interval == 0 or step == iters:
                 save(epoch, boundary)
             if run.stop.should_stop():
@@ -365,5 +382,21 @@ def train(run, parts, dataset, collate_fn, step_fn, *, run_name, progress_line=s
                 tu.log(stopped_message(epoch, args.epochs, step, iters, ckpt, resume_step=boundary))
                 raise SystemExit(tu.SIGTERM_EXIT)
         start_step = 0
+    recorder.close()
     if info.distributed:
         dist.barrier()
+
+
+def open_records(run, resume):
+    """The run's records (`trainer.records`) in --run_dir, or the default folder of a command-line run:
+    metrics for every type, the rollout store for RL. Rank 0 writes; a resumed run drops the records
+    after its resume state's step and counts on."""
+    args = run.args
+    run_dir = args.run_dir or default_run_dir(args, run.train_type)
+    resume_step = (resume.get("scheduler") or {}).get("global_step") if resume else None
+    records = RunRecords(
+        run_dir, run.train_type, resume_step=resume_step, rollouts=run.spec.rl, keep_groups=getattr(args, "rollout_groups", -1),
+        max_mb=getattr(args, "rollout_max_mb", 2048.0), enabled=tu.is_main_process(),
+        meta={"group_size": getattr(args, "num_generations", 1) if run.train_type == "grpo" else 1,
+              "reasoning": getattr(args, "reasoning", None), "reward_model_path": getattr(args, "reward_model_path", None)})
+    return Recorder(records, run.info.world_size, (resume or {}).get("records"))

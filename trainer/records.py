@@ -23,6 +23,7 @@ import os
 import re
 import sqlite3
 import time
+from contextlib import contextmanager
 
 METRICS_FILE = "metrics.jsonl"
 ROLLOUTS_FILE = "rollouts.sqlite"
@@ -265,3 +266,99 @@ class RunRecords:
         for part in (self.metrics, self.rollouts):
             if part is not None:
                 part.close()
+
+
+class StepTimer:
+    """Seconds spent per phase of one step: `with timer("generate"): ...`. `finish(step_s)` returns the
+    `time/...` metrics, counting what the phases did not cover as `update` (log-probs, loss, backward,
+    optimizer), and starts the next step. On CUDA the phases end with a host transfer (decoding,
+    `.item()`), so wall-clock phases are what the GPU spent too."""
+
+    def __init__(self):
+        self.phases = {}
+
+    @contextmanager
+    def __call__(self, phase):
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.phases[phase] = self.phases.get(phase, 0.0) + time.perf_counter() - start
+
+    def finish(self, step_s):
+        out = {f"time/{name}_s": value for name, value in self.phases.items()}
+        out["time/update_s"] = max(step_s - sum(self.phases.values()), 0.0)
+        out["time/step_s"] = step_s
+        self.phases = {}
+        return out
+
+
+class Recorder:
+    """The training loop's side of the records: it counts samples and tokens, times each step, writes
+    one metrics record per logged step and commits each step's rollouts (one transaction).
+
+    A step function reaches it as `run.records`: `timer("generate")` around a phase, `add_tokens(n)`
+    for tokens the batch does not show (generated ones), `wants_rollouts()` / `add_rollouts(groups)`.
+    Its `state_dict` (the counts at the last optimizer step) travels in the resume state, so a resumed
+    run counts on. Token counts may be tensors (summed on the device, read only when logged).
+    """
+
+    def __init__(self, records, world_size=1, state=None):
+        self.records, self.world_size = records, world_size
+        state = state or {}
+        self.samples, self.tokens = int(state.get("samples", 0)), state.get("tokens", 0)
+        self.at_boundary = (self.samples, self.tokens)
+        self.timer = StepTimer()
+        self.global_step, self.started, self.step_tokens, self.pending = 0, 0.0, 0, None
+        self.last_times = {}
+
+    # -- used by step functions
+    def wants_rollouts(self):
+        return self.records.wants_rollouts(self.global_step)
+
+    def add_rollouts(self, groups):
+        self.pending = groups
+
+    def add_tokens(self, count):
+        self.step_tokens = self.step_tokens + count
+
+    # -- used by the loop
+    def begin(self, global_step, batch):
+        """Start a step: its global step, and the samples and tokens (attention masks) of its batch."""
+        self.global_step, self.pending, self.started = global_step, None, time.perf_counter()
+        first = next(iter(batch.values()), [])
+        self.samples += len(first) * self.world_size
+        self.step_tokens = 0
+        for key, value in batch.items():
+            if key.endswith("attention_mask"):
+                self.step_tokens = self.step_tokens + value.sum()
+
+    def end(self, epoch, optimizer_stepped):
+        """After the step's update: commit its rollouts, count its tokens and time it."""
+        if self.pending is not None:
+            self.records.add_rollouts(self.global_step, epoch, self.pending)
+            self.pending = None
+        step_s = time.perf_counter() - self.started
+        self.tokens = self.tokens + self.step_tokens * self.world_size
+        self.last_times = self.timer.finish(step_s)
+        self.last_times["tokens_per_s"] = float(self.step_tokens) * self.world_size / max(step_s, 1e-9)
+        if optimizer_stepped:
+            self.at_boundary = (self.samples, self.tokens)
+
+    def timings(self):
+        """The last step's `time/...` seconds and tokens per second."""
+        return dict(self.last_times)
+
+    def log(self, epoch, step, metrics):
+        """Write the record of a logged step (`metrics` by stable name)."""
+        self.records.log(self.global_step, epoch, step, metrics, self.samples, int(self.tokens))
+
+    def state_dict(self):
+        return {"samples": int(self.at_boundary[0]), "tokens": int(self.at_boundary[1])}
+
+    def load_state_dict(self, state):
+        self.samples, self.tokens = int(state.get("samples", 0)), int(state.get("tokens", 0))
+        self.at_boundary = (self.samples, self.tokens)
+
+    def close(self):
+        self.records.close()

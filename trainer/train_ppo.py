@@ -20,6 +20,7 @@ from dataset.lm_dataset import pad_collate  # noqa: E402
 from trainer import loop  # noqa: E402
 from trainer import trainer_utils as tu  # noqa: E402
 from trainer.rl import losses, rewards, setup  # noqa: E402
+from trainer.rl import metrics as rl_metrics  # noqa: E402
 from trainer.rl.rollout import completion_logps, rollout, sampling_options  # noqa: E402
 
 
@@ -58,26 +59,36 @@ def main():
 
     # 3. One step: one response per prompt, scored whole against the critic's value
     def step_fn(batch):
-        ro = rollout(actor, tokenizer, batch["prompt"], batch["answer"], args.max_seq_len, args.max_gen_len,
-                     args.device, **sampling_options(args))
-        reward, _ = rewards.score(reward_fns, ro.prompts, ro.responses, ro.references)
+        with run.records.timer("generate"):
+            ro = rollout(actor, tokenizer, batch["prompt"], batch["answer"], args.max_seq_len, args.max_gen_len,
+                         args.device, **sampling_options(args))
+        with run.records.timer("score"):
+            reward, parts = rewards.score(reward_fns, ro.prompts, ro.responses, ro.references)
         reward = reward.to(args.device)
         values = losses.last_token_values(critic_part.model(ro.input_ids, ro.attention_mask), ro.attention_mask)
-        logps, aux_loss = completion_logps(actor_part.model, ro.input_ids, ro.attention_mask, ro.num_completion)
+        # The MoE auxiliary loss is not added to RL losses, as upstream.
+        logps, _ = completion_logps(actor_part.model, ro.input_ids, ro.attention_mask, ro.num_completion)
         old_logps = ro.sample_logps if old_is_current[0] else setup.reference_logps(old_actor, ro, logps)
         ref_logps = setup.reference_logps(reference, ro, logps)
         mask = ro.completion_mask.to(logps.dtype)
         out = losses.ppo_losses((logps * mask).sum(dim=1), (old_logps * mask).sum(dim=1),
                                 (ref_logps * mask).sum(dim=1), values.float(), reward, args.clip_epsilon,
                                 args.vf_coef, args.kl_coef)
-        return out["loss"] + aux_loss, {
+        values = values.detach().float()
+        return out["loss"], {
             "actor_loss": out["policy_loss"].item(), "critic_loss": out["value_loss"].item(),
             "reward": reward.mean().item(), "kl": out["kl"].item(), "kl_ref": out["kl_ref"].item(),
-            "avg_response_len": ro.response_lengths().mean().item()}
+            "avg_response_len": ro.response_lengths().mean().item(),
+            "clip_frac": rl_metrics.ppo_clip_frac((logps * mask).sum(dim=1), (old_logps * mask).sum(dim=1),
+                                                  args.clip_epsilon),
+            **rl_metrics.record(run, ro, reward_fns=reward_fns, rewards=reward, parts=parts,
+                                advantages=reward - values, logps=logps, ref_logps=ref_logps,
+                                eos_id=tokenizer.eos_token_id, extras={"value": values})}
 
     # 4. Train
     loop.train(run, [actor_part, critic_part], dataset, pad_collate(tokenizer.pad_token_id), step_fn,
-               progress_line=loop.template_line(PROGRESS), after_resume=refresh_old_actor, after_update=after_update,
+               progress_line=loop.template_line(PROGRESS), schedule=loop.annealed_lr,
+               after_resume=refresh_old_actor, after_update=after_update,
                run_name=f"MiniMind-PPO-Epoch-{args.epochs}-BS-{args.batch_size}-LR-{args.learning_rate}")
 
 

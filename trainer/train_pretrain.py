@@ -10,18 +10,21 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from dataset.lm_dataset import PretrainDataset, pad_collate  # noqa: E402
+from dataset.lm_dataset import PackedPretrainDataset, PretrainDataset, pad_collate  # noqa: E402
 from trainer import loop  # noqa: E402
 from trainer import trainer_utils as tu  # noqa: E402
 
 
 def lm_loss(model, batch):
-    """Next-token cross entropy over the non-pad tokens, plus the MoE auxiliary loss (0 when dense).
+    """Next-token cross entropy over the tokens whose label counts, plus the MoE auxiliary loss (0
+    when dense).
 
     Batches are right-padded and attention is causal, so real tokens never see the padding: no
-    attention mask is needed, and the model keeps its fast causal attention path.
+    attention mask is needed, and the model keeps its fast causal attention path. The head and the
+    loss run only where a label counts (`loss_only`), not over padding or masked-out prompts. Packed
+    rows (`--pack 1`) carry `document_ids`: attention stays within each document.
     """
-    out = model(batch["input_ids"], labels=batch["labels"])
+    out = model(batch["input_ids"], labels=batch["labels"], document_ids=batch.get("document_ids"), loss_only=True)
     return out.loss + out.aux_loss, {}
 
 
@@ -32,6 +35,8 @@ def train_next_token(train_type, dataset_class, run_label):
     args = run.args
     # 2. Model and data
     model, tokenizer = tu.load_model(args, args.from_weight)
+    if getattr(args, "pack", 0):  # documents packed into full max_seq_len rows
+        dataset_class = PackedPretrainDataset
     dataset = tu.load_dataset(dataset_class, args, tokenizer)
     # 3. Train the whole model on the next-token loss
     part = run.part("model", model, args.learning_rate)

@@ -11,39 +11,14 @@ tokens. Names follow TRL's GRPO metrics where there is one:
 - `entropy`: mean -log p of the sampled tokens (the Monte-Carlo estimate of the policy's entropy);
 - `advantage/mean|std`; `rm/clip_frac`: share of reward-model scores at the clip bound;
 - `clip_frac` (PPO): share of responses whose probability ratio left [1 - eps, 1 + eps];
-- `time/generate_s`, `time/score_s`, `time/update_s`, `time/step_s`, `tokens_per_s` (see `StepTimer`).
+- timings come from the loop (`trainer.records.StepTimer`): `time/generate_s`, `time/score_s`, ...
 """
-import time
-from contextlib import contextmanager
-
 import torch
 
 from trainer.records import PART_PREFIX
+from trainer.rl.rewards import REWARD_SCALE, format_reward, rule_reward
 
-
-class StepTimer:
-    """Seconds spent per phase of one step: `with timer("generate"): ...`. `finish(step_s)` returns the
-    `time/...` metrics, counting what the phases did not cover as `update` (log-probs, loss, backward,
-    optimizer), and starts the next step. On CUDA the phases end with a host transfer (decoding,
-    `.item()`), so wall-clock phases are what the GPU spent too."""
-
-    def __init__(self):
-        self.phases = {}
-
-    @contextmanager
-    def __call__(self, phase):
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.phases[phase] = self.phases.get(phase, 0.0) + time.perf_counter() - start
-
-    def finish(self, step_s):
-        out = {f"time/{name}_s": value for name, value in self.phases.items()}
-        out["time/update_s"] = max(step_s - sum(self.phases.values()), 0.0)
-        out["time/step_s"] = step_s
-        self.phases = {}
-        return out
+FULL_FORMAT = 1.5  # format_reward of a complete think/answer response with each tag once
 
 
 def truncated(completion_ids, eos_id):
@@ -133,3 +108,30 @@ def rollout_groups(*, prompts, references, responses, rewards, parts, weights, a
             "parts": {name: values[i] for name, values in part_values.items()},
             "extras": {name: values[i] for name, values in extra_values.items()}})
     return groups
+
+
+def record(run, ro, *, reward_fns, rewards, parts, advantages, logps, ref_logps, eos_id, group_size=1,
+           extras=None):
+    """What an RL step function hands on besides its loss: returns the step's metrics (see the module
+    docstring), counts the rollout's tokens and, when the store keeps this step, gives `run.records`
+    its rows (per response: weighted parts, advantage, length, truncation, KL to the reference,
+    accuracy, format_ok with reasoning, and `extras`: name -> [B] values or one float per step)."""
+    reasoning = run.args.reasoning
+    is_truncated = truncated(ro.input_ids[:, -ro.num_completion:], eos_id)
+    accuracy = torch.tensor([rule_reward(r, ref, reasoning) for r, ref in zip(ro.responses, ro.references)])
+    names = [f.name for f in reward_fns]
+    out = step_metrics(rewards=rewards, parts=parts, advantages=advantages, mask=ro.completion_mask, logps=logps,
+                       is_truncated=is_truncated, accuracy=accuracy, group_size=group_size,
+                       reward_model_part="reward_model" if "reward_model" in names else None,
+                       reward_scale=REWARD_SCALE)
+    run.records.add_tokens(ro.attention_mask.sum())
+    if run.records.wants_rollouts():
+        per_response = {"kl": sequence_kl(logps, ref_logps, ro.completion_mask), "accuracy": accuracy}
+        if reasoning:
+            per_response["format_ok"] = [float(format_reward(r) >= FULL_FORMAT) for r in ro.responses]
+        run.records.add_rollouts(rollout_groups(
+            prompts=ro.prompts, references=ro.references, responses=ro.responses, rewards=rewards, parts=parts,
+            weights={f.name: f.weight for f in reward_fns}, advantages=advantages,
+            lengths=ro.completion_mask.sum(dim=1), is_truncated=is_truncated, group_size=group_size,
+            extras={**per_response, **(extras or {})}))
+    return out
