@@ -6,11 +6,12 @@ Model output is user data: it is shown as plain text (never markdown/HTML), reas
 import pandas as pd
 import streamlit as st
 
-from mmcore import catalogue, chat_client, evaluate, modelsview, navigation
+from mmcore import auth, catalogue, chat_client, evaluate, guard, modelsview, navigation
 from mmcore.export import run_export
 from mmcore.paths import ROOT
-from mmcore.store import JobStore
 from mmcore.i18n import t
+from mmcore.safetext import md
+from mmcore.store import JobStore
 from trainer import roots as allowed_roots
 
 navigation.ensure_app_navigation()
@@ -236,7 +237,10 @@ elif section == "Export":
     except ValueError as exc:
         st.error(str(exc))
         folder = None
-    if st.button(t("models.export"), type="primary", disabled=folder is None):
+    may_not = guard.refusal(auth.session_user(st.session_state), "launch")  # writes files: members and admins
+    if may_not:
+        st.caption(md(may_not))
+    if st.button(t("models.export"), type="primary", disabled=folder is None or bool(may_not)):
         with st.spinner(t("models.exporting")):
             code, output = run_export(target.weight, folder, lora=target.lora, tokenizer_path=target.tokenizer_path,
                                       dtype=dtype)

@@ -121,3 +121,25 @@ def test_delete_leaves_the_selector_and_panel_in_agreement(server, chromium):
         assert not browser.exceptions(page)
         assert page.get_by_role("button", name="Yes, delete").count() == 1
         assert f"job {heading.group(1)}" in browser.main_text(page).lower()
+
+
+def test_language_switch_is_remembered_by_the_browser(server, chromium):
+    """简体中文 from the sidebar switch: the page and its navigation change at once, and a new tab of
+    the same browser opens in Chinese (the choice is kept in a cookie)."""
+    context = chromium.new_context(viewport={"width": 1400, "height": 900}, locale="en-US")
+    page = context.new_page()
+    with browser.screenshot_on_failure(page, "live-language"):
+        browser.open_app(page, server.url)
+        browser.go_to(page, "Jobs")
+        browser.choose(page, "Language", "简体中文")
+        page.wait_for_function("""() => [...document.querySelectorAll('h1')].some(h => h.innerText.includes('任务'))""",
+                               timeout=30_000)
+        assert page.locator('a[data-testid="stSidebarNavLink"]', has_text="日志").count() == 1
+        assert not browser.exceptions(page)
+        browser.screenshot(page, "live-jobs-zh")
+        page.wait_for_function("() => document.cookie.includes('minimind_language=zh')", timeout=10_000)
+        again = context.new_page()
+        browser.open_app(again, server.url)
+        again.wait_for_function("""() => [...document.querySelectorAll('h1')].some(h => h.innerText.includes('训练'))""",
+                                timeout=30_000)
+    context.close()
