@@ -70,28 +70,32 @@ class ChatMixin:
 
     def _init_chat(self):
         tok = self.tokenizer
-        # `<|im_start|>assistant\n` opens every assistant turn; `<|im_end|>` closes it.
+        # `<|im_start|>assistant\n` opens every assistant turn; `<|im_end|>\n` closes it (the chat
+        # template puts a newline after every `<|im_end|>`).
         self.assistant_start = tok(f"{tok.bos_token}assistant\n", add_special_tokens=False)["input_ids"]
-        self.end_id = tok.eos_token_id
+        self.assistant_end = tok(f"{tok.eos_token}\n", add_special_tokens=False)["input_ids"]
 
     def encode_chat(self, messages):
-        """Token ids and labels of a conversation; the loss covers assistant content and its <|im_end|>."""
+        """Token ids and labels of a conversation; the loss covers assistant content and the
+        `<|im_end|>\n` that closes it."""
         messages = [{"role": m["role"], "content": m["content"]} for m in messages]
         text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=False)
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"][:self.max_length]
         return torch.tensor(ids, dtype=torch.long), torch.tensor(self.assistant_labels(ids), dtype=torch.long)
 
     def assistant_labels(self, ids):
-        """`ids` where a token belongs to an assistant reply (up to and including its end token), else -100."""
+        """`ids` where a token belongs to an assistant reply, up to and including the `<|im_end|>\n`
+        that ends it (as upstream's loss mask), else -100."""
         labels = [IGNORE_INDEX] * len(ids)
         start, n = self.assistant_start, len(self.assistant_start)
+        end, m = self.assistant_end, len(self.assistant_end)
         i = 0
         while i < len(ids):
             if ids[i:i + n] == start:
                 j = i + n
-                while j < len(ids) and ids[j] != self.end_id:
+                while j < len(ids) and ids[j:j + m] != end:
                     j += 1
-                stop = min(j + 1, len(ids))  # include <|im_end|>, unless truncation cut it off
+                stop = min(j + m, len(ids))  # include `<|im_end|>\n`, as far as truncation left it
                 labels[i + n:stop] = ids[i + n:stop]
                 i = stop
             else:
@@ -100,21 +104,25 @@ class ChatMixin:
 
 
 class PretrainDataset(JsonlDataset):
-    """Plain text: `bos + text + eos`, truncated to `max_length`; the loss counts on every token."""
+    """Plain text, truncated to `max_length`; the loss counts on every token. Upstream's pretraining
+    data already carries `<|im_start|>...<|im_end|>` and upstream adds nothing; here bos and eos are
+    added only where the text lacks them, so both kinds of data train alike."""
     kind = "pretrain"
 
     def __getitem__(self, index):
-        text = self.record(index)["text"]
+        text = str(self.record(index)["text"])
         tok = self.tokenizer
         ids = tok(text, add_special_tokens=False, truncation=True, max_length=self.max_length)["input_ids"]
-        ids = ([tok.bos_token_id] + ids + [tok.eos_token_id])[:self.max_length]
+        bos = [] if text.startswith(tok.bos_token) else [tok.bos_token_id]
+        eos = [] if text.rstrip().endswith(tok.eos_token) else [tok.eos_token_id]
+        ids = (bos + ids + eos)[:self.max_length]
         input_ids = torch.tensor(ids, dtype=torch.long)
         return {"input_ids": input_ids, "labels": input_ids.clone()}
 
 
 class SFTDataset(ChatMixin, JsonlDataset):
     """Conversations through the chat template (optional system turn, any number of turns);
-    the loss counts only on assistant content and its <|im_end|>."""
+    the loss counts only on assistant content and the `<|im_end|>\n` that closes it."""
     kind = "sft"
 
     def __init__(self, path, tokenizer, max_length):

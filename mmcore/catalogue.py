@@ -73,18 +73,32 @@ def parse_name(file_name):
             int(match["step"]) if match["step"] else None)
 
 
+def _job_values(job):
+    """The option values a job ran with: its params, typed, over its type's defaults (a job whose folder
+    is outside today's roots still wrote its files where it said)."""
+    from trainer.args import ARGS
+    values = specs.SPECS[job.train_type].defaults()
+    for arg in ARGS[job.train_type]:
+        raw = (job.params or {}).get(arg.name)
+        if raw in (None, ""):
+            continue
+        try:
+            values[arg.name] = str(raw).lower() in ("1", "true") if arg.type is bool else arg.type(raw)
+        except (TypeError, ValueError):
+            pass  # a value the job could not have run with: its default stands
+    return values
+
+
 def _job_outputs(store):
     """{resolved weight path: [jobs, newest first]} of every job in the store, and the save folders."""
-    from mmcore import command
     outputs, folders = {}, set()
     for job in store.list(limit=None) if store is not None else []:
         try:
-            values = command.check(job.train_type, job.params).effective()
-            spec = specs.SPECS[job.train_type]
+            values = _job_values(job)
             save_dir = Path(job.cwd or ROOT / "trainer", values["save_dir"]).resolve()
-            names = spec.weight_files(values)
+            names = specs.SPECS[job.train_type].weight_files(values)
         except (KeyError, TypeError, ValueError, OSError):
-            continue  # a job of an unknown type or with unreadable params: its files stay unattributed
+            continue  # a job of another kind (e.g. an evaluation): it writes no weights
         folders.add(save_dir)
         for name in names:
             outputs.setdefault(str(save_dir / name), []).append(job)

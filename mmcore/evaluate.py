@@ -41,7 +41,8 @@ def launch(store, targets, entries, data_path, settings, user=None):
     eval_id = evals.create(data_path, settings, weight_specs(targets, entries))
     argv = [sys.executable, "-m", "model.evaluate", "--eval_id", str(eval_id), "--db", evals.path]
     name = f"eval {eval_id}: " + ", ".join(Path(t.lora or t.weight).name for t in targets)
-    params = {"eval_id": str(eval_id), "data_path": str(data_path), **{k: str(v) for k, v in settings.items()}}
+    params = {"eval_id": str(eval_id), "data_path": str(data_path),
+              **{k: str(v) for k, v in settings.items() if v is not None}}
     try:
         job_id = jobqueue.enqueue(store, JOB_TYPE, name[:120], params, SimpleNamespace(argv=argv, cwd=str(ROOT), env={}),
                                   user=user)

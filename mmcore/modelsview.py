@@ -159,7 +159,8 @@ EVAL_METRICS = ("accuracy", "mean_reward", "format_rate", "mean_length")
 def score_text(scores):
     """"reward 2.50 · format 1.50 · rule 1.00 · 12 tokens" from an answer's scores (missing parts left out)."""
     parts = [f"{name} {scores[key]:.2f}" for name, key in (("reward", "reward"), ("format", "format"),
-                                                            ("rule", "rule")) if scores.get(key) is not None]
+                                                            ("rule", "rule"), ("reward model", "reward_model"))
+             if scores.get(key) is not None]
     if scores.get("length") is not None:
         parts.append(f"{scores['length']} tokens")
     return " · ".join(parts)

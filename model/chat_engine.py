@@ -141,11 +141,12 @@ def release_memory():
 
 def score_reply(prompt, reply, reference, reasoning, reward_model=None):
     """The training rewards of `reply`: the total the RL trainers compute (format reward with reasoning,
-    plus the rule reward against `reference`, or the reward model's score), and its parts."""
+    plus the rule reward against `reference`, or the reward model's score), and each part by name
+    ("format", "rule" or "reward_model"; None for a part that does not apply)."""
     from trainer.rl.rewards import reward_functions, score
     total, parts = score(reward_functions(reasoning, reward_model), [prompt], [reply], [reference])
-    return {"total": float(total[0]), "format": float(parts["format"][0]) if "format" in parts else None,
-            "rule": float(parts["rule"][0]) if "rule" in parts else None}
+    return {"total": float(total[0]), "format": None, "rule": None, "reward_model": None,
+            **{name: float(values[0]) for name, values in parts.items()}}
 
 
 def build_prompt(tokenizer, messages, system=None, reasoning=True):

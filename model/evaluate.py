@@ -24,7 +24,7 @@ from model.chat_engine import build_prompt, score_reply, stream_reply  # noqa: E
 from model.weights import WeightFileError, load_model, load_tokenizer  # noqa: E402
 
 
-def evaluate_weight(store, eval_id, spec, prompts, settings, device, index, total):
+def evaluate_weight(store, eval_id, spec, prompts, settings, device, index, total, reward_model=None):
     """Answer and score every prompt with one checkpoint; store the answers and its summary."""
     start = time.time()
     model = load_model(spec["weight"], lora=spec.get("lora"), device=device)
@@ -37,7 +37,7 @@ def evaluate_weight(store, eval_id, spec, prompts, settings, device, index, tota
                                                   float(settings.get("temperature", 0.0)),
                                                   float(settings.get("top_p", 1.0)), int(settings.get("seed", 0)))]
         answer = tokenizer.decode(ids, skip_special_tokens=True)
-        rewards = score_reply(prompt, answer, p["reference"], reasoning)
+        rewards = score_reply(prompt, answer, p["reference"], reasoning, reward_model)
         scored.append({"rewards": rewards, "length": len(ids)})
         store.add_answer(eval_id, spec["weight"], i, p["messages"][-1]["content"], p["reference"], answer, rewards,
                          len(ids))
@@ -75,10 +75,15 @@ def main(argv=None):
         return 2
     print(f"Evaluating {len(row['weights'])} checkpoint(s) on {len(prompts)} prompts of {row['data_path']} "
           f"(device {args.device}, settings {settings})", flush=True)
+    reward_model = None
+    if settings.get("reward_model_path"):
+        from model.chat_engine import ModelPool
+        reward_model = ModelPool().reward_model(settings["reward_model_path"])
     failed = 0
     for index, spec in enumerate(row["weights"], 1):
         try:
-            evaluate_weight(store, args.eval_id, spec, prompts, settings, args.device, index, len(row["weights"]))
+            evaluate_weight(store, args.eval_id, spec, prompts, settings, args.device, index, len(row["weights"]),
+                            reward_model)
         except (WeightFileError, OSError) as exc:
             failed += 1
             print(f"error: {spec['label']}: {exc}", file=sys.stderr, flush=True)

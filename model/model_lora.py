@@ -80,11 +80,11 @@ def lora_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
 
 
 def save_lora(model: nn.Module, path: str) -> None:
-    """Write the adapter weights (half precision, on CPU, like upstream) to `path` atomically."""
+    """Write the adapter weights (float32, on CPU, like upstream) to `path` atomically."""
     state = lora_state_dict(model)
     if not state:
         raise ValueError("save_lora: the model has no LoRA adapters (call apply_lora first)")
-    state = {k: v.detach().cpu().half() for k, v in state.items()}
+    state = {k: v.detach().cpu().float() for k, v in state.items()}
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = f"{path}.tmp{os.getpid()}"
     try:

@@ -64,8 +64,11 @@ def sampling_settings(prefix, target=None, greedy=False):
     top_p = cols[1].slider("Top-p", 0.05, 1.0, 0.85, 0.05, key=f"{prefix}.top_p")
     max_new = cols[2].number_input(t("models.max_new"), 1, 8192, 512, key=f"{prefix}.max_new_tokens")
     seed = cols[3].number_input(t("models.seed"), 0, 2**31 - 1, 0, key=f"{prefix}.seed")
-    reasoning = cols[4].toggle(t("models.reasoning"), value=target is None or modelsview.default_reasoning(target),
-                               key=f"{prefix}.reasoning",
+    default = target is None or modelsview.default_reasoning(target)
+    if target is not None and state.get(f"{prefix}.reasoning_for") != target.label:
+        state[f"{prefix}.reasoning"] = default  # a newly chosen checkpoint starts with its own default
+        state[f"{prefix}.reasoning_for"] = target.label
+    reasoning = cols[4].toggle(t("models.reasoning"), value=default, key=f"{prefix}.reasoning",
                                help=t("models.reasoning.help"))
     system = st.text_input(t("models.system"), key=f"{prefix}.system", placeholder=t("models.system.placeholder"))
     return {"temperature": temperature, "top_p": top_p, "max_new_tokens": int(max_new), "seed": int(seed),

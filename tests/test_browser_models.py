@@ -33,6 +33,9 @@ def dashboard(tmp_path_factory, demo_models):
     shutil.copytree(demo_models / "out", app_dir / "out")
     home = tmp / "home"
     server = browser.StreamlitServer(app_dir, home=home, log_path=tmp / "streamlit.log")
+    from trainer import roots
+    saved = os.environ.get(roots.WRITE_ENV)
+    os.environ[roots.WRITE_ENV] = str(app_dir / "out")  # the server's catalogue walks only the app's out/
     try:
         with server, sync_playwright() as playwright:
             chromium = browser.launch_browser(playwright)
@@ -44,6 +47,10 @@ def dashboard(tmp_path_factory, demo_models):
             finally:
                 chromium.close()
     finally:
+        if saved is None:
+            os.environ.pop(roots.WRITE_ENV, None)
+        else:
+            os.environ[roots.WRITE_ENV] = saved
         info = chat_client.status(home)
         if info:
             os.kill(info["pid"], signal.SIGTERM)

@@ -124,3 +124,23 @@ def test_split_think_folds_the_reasoning():
     assert chat_client.split_think("<think>\nadd 2 and 3\n</think>\n<answer>5</answer>") == ("add 2 and 3", "5")
     assert chat_client.split_think("<think>still thinking") == ("still thinking", "")
     assert chat_client.split_think("plain answer") == (None, "plain answer")
+
+
+def test_worker_scores_replies_with_a_reward_model(worker, tmp_path):
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForSequenceClassification
+
+    from model.chat_engine import ModelPool, build_prompt, score_reply
+    reward_dir = tmp_path / "rm"
+    torch.manual_seed(0)
+    LlamaForSequenceClassification(LlamaConfig(
+        vocab_size=6400, hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=2, max_position_embeddings=256, num_labels=1, pad_token_id=0)).save_pretrained(reward_dir)
+    AutoTokenizer.from_pretrained(os.path.join(os.path.dirname(__file__), "..", "model")).save_pretrained(reward_dir)
+    weight = save_random_weights(tmp_path, "grpo", seed=9)
+    done = ask(worker, weight, reference="3", reasoning=True, reward_model_path=str(reward_dir))[-1]
+    rewards = done["rewards"]
+    assert rewards["rule"] is None and rewards["reward_model"] != 0
+    assert rewards["total"] == pytest.approx(rewards["format"] + rewards["reward_model"])
+    prompt = build_prompt(load_tokenizer(), MESSAGES, SYSTEM, True)
+    expected = score_reply(prompt, done["text"], "3", True, ModelPool().reward_model(str(reward_dir)))
+    assert rewards == pytest.approx(expected)

@@ -94,6 +94,17 @@ def test_pretrain_item(tok, tmp_path):
     assert len(ds[1]["input_ids"]) == 16 and ds[1]["input_ids"][0] == tok.bos_token_id
 
 
+def test_pretrain_text_that_carries_the_markers_gets_none_added(tok, tmp_path):
+    # Upstream's pretraining data is already wrapped; bos and eos are added only where missing.
+    marked = "<|im_start|>3+5=8。<|im_end|>"
+    path = write_jsonl(tmp_path / "p.jsonl", [{"text": marked}, {"text": "<|im_start|>3+5=8。"}])
+    ds = PretrainDataset(path, tok, max_length=32)
+    ids = ds[0]["input_ids"].tolist()
+    assert ids == tok(marked, add_special_tokens=False)["input_ids"]
+    assert ids.count(tok.bos_token_id) == 1 and ids.count(tok.eos_token_id) == 1
+    assert ds[1]["input_ids"].tolist() == tok(marked, add_special_tokens=False)["input_ids"]  # eos added only
+
+
 def test_sft_loss_mask_covers_exactly_assistant_content_and_end(tok, tmp_path):
     messages = conv(("system", "你是MiniMind。"), ("user", "3+5=?"), ("assistant", "3+5=8"),
                     ("user", "Who are you?"), ("assistant", "<think>\nme\n</think>\n<answer>\nMiniMind\n</answer>"))
@@ -101,7 +112,8 @@ def test_sft_loss_mask_covers_exactly_assistant_content_and_end(tok, tmp_path):
     item = ds[0]
     ids, labels = item["input_ids"].tolist(), item["labels"].tolist()
     assert tok.decode(ids) == tok.apply_chat_template(messages, tokenize=False)
-    # Collect the labelled runs: each must be one assistant reply followed by <|im_end|>.
+    # Collect the labelled runs: each must be one assistant reply followed by <|im_end|> and the newline
+    # after it, as upstream's loss mask.
     runs, current = [], []
     for i, label in zip(ids, labels):
         if label != -100:
@@ -112,8 +124,11 @@ def test_sft_loss_mask_covers_exactly_assistant_content_and_end(tok, tmp_path):
             current = []
     if current:
         runs.append(current)
-    assert [tok.decode(r) for r in runs] == ["3+5=8<|im_end|>",
-                                             "<think>\nme\n</think>\n<answer>\nMiniMind\n</answer><|im_end|>"]
+    assert [tok.decode(r) for r in runs] == ["3+5=8<|im_end|>\n",
+                                             "<think>\nme\n</think>\n<answer>\nMiniMind\n</answer><|im_end|>\n"]
+    newline = tok("\n", add_special_tokens=False)["input_ids"]
+    end = ids.index(tok.eos_token_id, ids.index(tok("3+5=8", add_special_tokens=False)["input_ids"][-1]))
+    assert labels[end:end + 2] == [tok.eos_token_id] + newline and labels[end + 2] == -100  # next turn unlabelled
 
 
 def test_sft_truncation_keeps_labels_aligned(tok, tmp_path):
@@ -130,7 +145,7 @@ def test_dpo_item_labels_only_assistant(tok, tmp_path):
     item = DPODataset(write_jsonl(tmp_path / "d.jsonl", [row]), tok, max_length=64)[0]
     for side, reply in (("chosen", "8"), ("rejected", "9 I think")):
         ids, labels = item[f"{side}_input_ids"], item[f"{side}_labels"]
-        assert tok.decode(ids[labels != -100]) == reply + "<|im_end|>"
+        assert tok.decode(ids[labels != -100]) == reply + "<|im_end|>\n"
     batch = pad_collate(0)([item, item])
     assert batch["chosen_attention_mask"].shape == batch["chosen_input_ids"].shape
     assert batch["rejected_attention_mask"].sum() == 2 * len(item["rejected_input_ids"])

@@ -14,10 +14,15 @@ from trainer import trainer_utils as tu
 
 
 def test_cosine_schedule_matches_upstream():
-    assert loop.get_lr(0, 100, 1e-3) == pytest.approx(1e-3)
-    assert loop.get_lr(50, 100, 1e-3) == pytest.approx(0.55e-3)
+    # Upstream's supervised schedule: lr/10 + lr/2 * (1 + cos(pi t / T)): 1.1 lr, 0.6 lr, 0.1 lr.
+    assert loop.get_lr(0, 100, 1e-3) == pytest.approx(1.1e-3)
+    assert loop.get_lr(50, 100, 1e-3) == pytest.approx(0.6e-3)
     assert loop.get_lr(100, 100, 1e-3) == pytest.approx(1e-4)
-    assert loop.get_lr(30, 100, 2.0) == pytest.approx(2.0 * (0.1 + 0.45 * (1 + math.cos(math.pi * 0.3))))
+    assert loop.get_lr(30, 100, 2.0) == pytest.approx(0.2 + 1.0 * (1 + math.cos(math.pi * 0.3)))
+    # The RL trainers' cosine annealing from lr to lr/10 (upstream's CosineAnnealingLR, eta_min = lr/10).
+    assert loop.annealed_lr(0, 100, 1e-3) == pytest.approx(1e-3)
+    assert loop.annealed_lr(50, 100, 1e-3) == pytest.approx(0.55e-3)
+    assert loop.annealed_lr(100, 100, 1e-3) == pytest.approx(1e-4)
 
 
 def test_file_names_follow_minimind_conventions(tmp_path):

@@ -13,6 +13,14 @@ from mmcore import chat_client, modelsview
 pytestmark = pytest.mark.timeout(900)
 
 
+@pytest.fixture(autouse=True)
+def only_default_write_roots(monkeypatch):
+    """The catalogue walks the write roots: keep it to the repository's (the tests' temp folder is one
+    too, see conftest); the demo runs' weights are found through their jobs' save folders."""
+    from trainer import roots
+    monkeypatch.setenv(roots.WRITE_ENV, os.pathsep.join(map(str, roots.default_roots().write)))
+
+
 @pytest.fixture(scope="module", autouse=True)
 def stop_worker():
     yield
@@ -81,10 +89,13 @@ def test_compare_scores_answers_with_the_training_rewards(demo_models):
 def test_score_reply_matches_hand_checked_answers():
     from model.chat_engine import score_reply
     good = "<think>\n6 minus 3\n</think>\n<answer>\n3\n</answer>"
-    assert score_reply("", good, "3", reasoning=True) == {"total": 2.5, "format": 1.5, "rule": 1.0}
+    assert score_reply("", good, "3", reasoning=True) == {"total": 2.5, "format": 1.5, "rule": 1.0,
+                                                               "reward_model": None}
     wrong = "<think>\nhmm\n</think>\n<answer>\n4\n</answer>"
-    assert score_reply("", wrong, "3", reasoning=True) == {"total": 1.5, "format": 1.5, "rule": 0.0}
-    assert score_reply("", "3", "3", reasoning=False) == {"total": 1.0, "format": None, "rule": 1.0}
+    assert score_reply("", wrong, "3", reasoning=True) == {"total": 1.5, "format": 1.5, "rule": 0.0,
+                                                                "reward_model": None}
+    assert score_reply("", "3", "3", reasoning=False) == {"total": 1.0, "format": None, "rule": 1.0,
+                                                                     "reward_model": None}
     assert score_reply("", "the answer is 3", "<answer>3</answer>", reasoning=True)["total"] == 0.0
 
 

@@ -139,12 +139,29 @@ def test_token_logps_gathers_targets():
 
 # --- GRPO ---------------------------------------------------------------------------------------------
 
-def test_group_advantages():
+def test_group_advantages_normalise_per_group_then_over_the_batch():
+    # Upstream: (r - group mean) / (group std + 1e-4), unbiased std, clamped to +-10, then
+    # (a - batch mean) / (batch std + 1e-8). The second group is flat: its advantages stay 0.
     rewards = torch.tensor([1.0, 3.0, 2.0, 2.0])
     adv, std = losses.group_advantages(rewards, group_size=2)
     s = math.sqrt(2.0)  # unbiased std of (1, 3)
-    assert adv.tolist() == pytest.approx([-1 / (s + 1e-4), 1 / (s + 1e-4), 0.0, 0.0])
+    a = 1 / (s + 1e-4)  # first step: (-a, a, 0, 0), mean 0
+    batch_std = math.sqrt(2 * a * a / 3)  # unbiased std of (-a, a, 0, 0)
+    assert adv.tolist() == pytest.approx([-a / batch_std, a / batch_std, 0.0, 0.0], rel=1e-6)
     assert std.tolist() == pytest.approx([s, s, 0.0, 0.0])
+
+
+def test_group_advantages_clamp_before_the_batch_step():
+    # One success among 150 samples: z = (1 - 1/150) / (std + 1e-4) is above 10 and is clamped first.
+    rewards = torch.zeros(150)
+    rewards[0] = 1.0
+    z = (1 - 1 / 150) / (rewards.std().item() + 1e-4)
+    assert z > 10
+    first = torch.full((150,), (0 - 1 / 150) / (rewards.std().item() + 1e-4))
+    first[0] = 10.0
+    expected = (first - first.mean()) / (first.std() + 1e-8)
+    adv, _ = losses.group_advantages(rewards, group_size=150)
+    assert torch.allclose(adv, expected, rtol=1e-5)
 
 
 def test_masked_mean_over_all_tokens_and_per_row():
@@ -183,7 +200,7 @@ def test_grpo_loss_value_and_gradient():
 # --- SPO ----------------------------------------------------------------------------------------------
 
 def test_value_tracker_first_update_and_baseline():
-    tracker = losses.ValueTracker()
+    tracker = losses.ValueTracker(-3.0, 3.0)
     assert tracker.alpha == pytest.approx(1.0) and tracker.beta == pytest.approx(1.0)  # 0.5 / (1 - 0.5)
     assert tracker.baseline() == pytest.approx(0.5)
     assert tracker.baseline_reward() == pytest.approx(0.0)
@@ -196,8 +213,27 @@ def test_value_tracker_first_update_and_baseline():
     assert tracker.baseline() == pytest.approx(1.65 / 2.8)
 
 
+@pytest.mark.parametrize("reasoning, with_model, low, high", [
+    (1, True, -3.0, 4.5),   # format (0..1.5) + reward model (-3..3): upstream's (r + 3) / 6 passes 1 here
+    (1, False, 0.0, 2.5),   # format + rule (0..1)
+    (0, True, -3.0, 3.0),
+    (0, False, 0.0, 1.0),
+])
+def test_spo_normalises_over_the_real_reward_range(reasoning, with_model, low, high):
+    functions = rewards.reward_functions(reasoning, FixedScores({}) if with_model else None)
+    assert rewards.reward_range(functions) == (low, high)
+    tracker = losses.ValueTracker(*rewards.reward_range(functions))
+    assert tracker.normalise(torch.tensor([low, high])).tolist() == [0.0, 1.0]
+    assert tracker.baseline_reward() == pytest.approx((low + high) / 2)
+    # A policy that always earns the top reward: the baseline reaches it, and the advantage goes to 0.
+    for _ in range(300):
+        tracker.update(tracker.normalise(torch.tensor([high])).mean(), mean_logp=-1.0)
+    assert tracker.baseline_reward() == pytest.approx(high, abs=1e-3)
+    assert losses.spo_advantages(torch.tensor([high]), tracker.baseline_reward()).abs().item() < 1e-3
+
+
 def test_value_tracker_rho_from_logprob_change_and_clipping():
-    tracker = losses.ValueTracker()
+    tracker = losses.ValueTracker(-3.0, 3.0)
     tracker.update(0.5, mean_logp=-2.0)
     # moved 0.03 = half of D_half: 2^-0.5
     assert tracker.rho(-2.03) == pytest.approx(2 ** -0.5)
@@ -211,7 +247,7 @@ def test_value_tracker_rho_from_logprob_change_and_clipping():
     assert tracker.alpha == pytest.approx(rho * alpha)
     assert tracker.beta == pytest.approx(rho * beta + 1)
     state = tracker.state_dict()
-    other = losses.ValueTracker()
+    other = losses.ValueTracker(-3.0, 3.0)
     other.load_state_dict(state)
     assert other.baseline() == pytest.approx(tracker.baseline()) and other.old_mean_logp == pytest.approx(-2.03)
 

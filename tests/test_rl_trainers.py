@@ -178,8 +178,9 @@ def test_spo_with_get_score_reward_model(repo, get_score_reward_model, monkeypat
     frame = check_run(repo, proc, "spo_gs_64.pth", "spo_gs_64_resume.pth", 2, SPO_COLUMNS)
     # Scores of about 5 are clipped to 3 (a random model earns no format reward).
     assert list(frame["Reward"]) == pytest.approx([3.0, 3.0]), proc.stdout
-    # The prior baseline, then one update with normalised reward 1 and rho 0.9: (0.9 + 1) / (0.9 * 2 + 1).
-    assert list(frame["Baseline"]) == pytest.approx([0.5, 1.9 / 2.8], abs=1e-4), proc.stdout
+    # Rewards are normalised over [-3, 4.5] (format up to 1.5 + a score clipped to +-3): 3 -> 6 / 7.5 = 0.8.
+    # The prior baseline, then one update with rho 0.9: (0.9 + 0.8) / (0.9 * 2 + 1).
+    assert list(frame["Baseline"]) == pytest.approx([0.5, 1.7 / 2.8], abs=1e-4), proc.stdout
 
 
 def test_ppo_saves_actor_and_critic_and_resumes(repo):
@@ -196,6 +197,17 @@ def test_ppo_saves_actor_and_critic_and_resumes(repo):
     assert proc.returncode == 0, proc_output(proc)
     frame = progress_frame(proc.stdout)
     assert list(frame["epoch"]) == [2, 2] and list(frame["step"]) == [1, 2], proc.stdout
+
+
+def test_grpo_moe_adds_no_aux_loss_and_needs_no_reference_without_kl(repo):
+    """As upstream, RL losses leave out the MoE auxiliary loss: a random MoE policy earns no reward, so
+    every advantage is 0 and, with beta 0 (no reference model built), the loss is exactly 0."""
+    save_random_weights(repo / "base", "reason", use_moe=True)
+    proc = run_trainer(repo, "train_grpo.py", rl_args(repo, use_moe=1, beta=0, num_generations=2,
+                                                      save_weight="grpo_moe"))
+    frame = check_run(repo, proc, "grpo_moe_64_moe.pth", "grpo_moe_64_moe_resume.pth", 2, GRPO_COLUMNS)
+    assert (frame["Reward"] == 0).all(), proc.stdout
+    assert (frame["Actor Loss"] == 0).all() and (frame["KL"] == 0).all(), proc.stdout
 
 
 def test_missing_reward_model_fails_before_training(repo):

@@ -8,8 +8,9 @@ from trainer import specs
 from trainer import trainer_utils as tu
 from trainer.checkpoint import save_weights
 from trainer.train_distill_reason import TAG_WEIGHT, make_reason_loss_fn, tag_positions
-from trainer.train_distillation import distillation_loss
-from trainer.train_dpo import dpo_loss, sequence_log_probs
+from trainer.train_distillation import distillation_loss, make_distill_loss_fn
+from trainer.train_dpo import dpo_loss, make_dpo_loss_fn, sequence_log_probs
+from trainer.train_pretrain import lm_loss
 
 TINY = dict(hidden_size=64, num_hidden_layers=2, use_moe=False)
 
@@ -82,13 +83,29 @@ def test_script_main_reports_a_data_error_in_one_line(capsys):
 
 # -- the supervised scripts' losses ------------------------------------------------------------------------
 
-def test_sequence_log_probs_counts_only_labelled_tokens():
+def test_sequence_log_probs_average_the_labelled_tokens():
     logits = torch.randn(2, 5, 7)
     labels = torch.tensor([[-100, -100, 3, 4, -100], [-100, 1, 2, 3, 4]])
     logps = torch.log_softmax(logits, -1)
-    expected0 = logps[0, 1, 3] + logps[0, 2, 4]  # position t predicts label t+1
-    expected1 = logps[1, 0, 1] + logps[1, 1, 2] + logps[1, 2, 3] + logps[1, 3, 4]
+    expected0 = (logps[0, 1, 3] + logps[0, 2, 4]) / 2  # position t predicts label t+1
+    expected1 = (logps[1, 0, 1] + logps[1, 1, 2] + logps[1, 2, 3] + logps[1, 3, 4]) / 4
     assert torch.allclose(sequence_log_probs(logits, labels), torch.stack([expected0, expected1]))
+
+
+def test_dpo_loss_and_gradient_on_replies_of_different_length():
+    # Uniform logits over 4 tokens: every token has log p = log(1/4), a reply's mean log-prob too.
+    # Chosen: 2 labelled tokens; rejected: 4. Upstream averages, so both rows count alike.
+    labels = torch.tensor([[-100, 1, 2, -100, -100, -100], [-100, 1, 2, 3, 0, -100]])
+    logits = torch.zeros(2, 6, 4, requires_grad=True)
+    logps = sequence_log_probs(logits, labels)
+    assert logps.tolist() == pytest.approx([math.log(0.25)] * 2)
+    loss, _, _ = dpo_loss(logps[:1], logps[1:], logps[:1].detach(), logps[1:].detach(), beta=0.1)
+    assert loss.item() == pytest.approx(math.log(2))
+    loss.backward()
+    # d loss / d (chosen mean) = -beta * sigmoid(0) = -0.05; d mean / d logit[label] = (1 - 1/4) / tokens.
+    assert logits.grad[0, 0, 1].item() == pytest.approx(-0.05 * 0.75 / 2)
+    assert logits.grad[1, 0, 1].item() == pytest.approx(0.05 * 0.75 / 4)
+    assert logits.grad[0, 3:].abs().sum() == 0  # unlabelled positions get nothing
 
 
 def test_dpo_loss_is_the_sigmoid_formula():
@@ -108,6 +125,59 @@ def test_distillation_loss_zero_for_identical_logits_and_scaled_by_t2():
     kl = torch.nn.functional.kl_div(torch.log_softmax(student / 2, -1), torch.softmax(teacher / 2, -1),
                                     reduction="batchmean")
     assert distillation_loss(student, teacher, 2.0).item() == pytest.approx(4 * kl.item(), rel=1e-5)
+
+
+def test_distillation_alpha_weighs_the_cross_entropy():
+    # Upstream: loss = alpha * CE + (1 - alpha) * KL; at alpha 0.9 the CE dominates.
+    torch.manual_seed(0)
+    student, _ = tu.init_model(tu.model_config(**TINY), "none", ".", "cpu", tokenizer=False)
+    teacher, _ = tu.init_model(tu.model_config(**TINY), "none", ".", "cpu", tokenizer=False)
+    batch = {"input_ids": torch.tensor([[1, 40, 41, 42, 2]]), "labels": torch.tensor([[-100, -100, 41, 42, 2]])}
+    loss, metrics = make_distill_loss_fn(teacher, 0.9, 1.5)(student, batch)
+    assert metrics["distill"].item() > 0 and abs(metrics["ce"].item() - metrics["distill"].item()) > 0.1
+    assert loss.item() == pytest.approx(0.9 * metrics["ce"].item() + 0.1 * metrics["distill"].item(), rel=1e-5)
+    only_ce, metrics = make_distill_loss_fn(teacher, 1.0, 1.5)(student, batch)
+    assert only_ce.item() == pytest.approx(metrics["ce"].item()) and metrics["distill"].item() == 0
+
+
+MOE = dict(hidden_size=64, num_hidden_layers=2, use_moe=True)
+
+
+def _moe_model(seed=0):
+    torch.manual_seed(seed)
+    return tu.init_model(tu.model_config(**MOE), "none", ".", "cpu", tokenizer=False)[0]
+
+
+def test_moe_aux_loss_weight_per_type():
+    """As upstream: weight 1 in pretrain/SFT/LoRA and reasoning distillation, alpha in distillation,
+    0 in DPO (and in PPO/GRPO/SPO: see test_rl_trainers)."""
+    model = _moe_model()
+    ids = torch.tensor([[1, 40, 30, 294, 32, 41, 2]])
+    labels = torch.tensor([[-100, -100, 30, 294, 32, 41, 2]])
+    batch = {"input_ids": ids, "labels": labels}
+    out = model(ids, labels=labels)
+    aux = out.aux_loss.item()
+    assert aux > 1e-3
+    assert lm_loss(model, batch)[0].item() == pytest.approx(out.loss.item() + aux, rel=1e-5)
+    reason, _ = make_reason_loss_fn([[30, 294, 32]])(model, batch)
+    reason_without, _ = make_reason_loss_fn([[30, 294, 32]])(_without_aux(model), batch)
+    assert reason.item() - reason_without.item() == pytest.approx(aux, rel=1e-4)
+    distill, _ = make_distill_loss_fn(_moe_model(1), 0.9, 1.5)(model, batch)
+    distill_without, _ = make_distill_loss_fn(_moe_model(1), 0.9, 1.5)(_without_aux(model), batch)
+    assert distill.item() - distill_without.item() == pytest.approx(0.9 * aux, rel=1e-4)
+    pair = {"chosen_input_ids": ids, "chosen_labels": labels, "rejected_input_ids": ids[:, :5],
+            "rejected_labels": labels[:, :5]}
+    dpo, _ = make_dpo_loss_fn(_moe_model(), 0.1, 0)(model, pair)
+    assert dpo.item() == pytest.approx(math.log(2), rel=1e-5)  # policy == reference, and no aux term
+
+
+def _without_aux(model):
+    """Calls `model`, but reports a zero auxiliary loss (same logits)."""
+    def call(*args, **kwargs):
+        out = model(*args, **kwargs)
+        out.aux_loss = out.aux_loss * 0
+        return out
+    return call
 
 
 def test_reason_tag_positions_match_whole_tags_only():

@@ -194,7 +194,7 @@ def _definitions():
     ]) + [
         Arg("from_student_weight", str, "full_sft", "Student base weight (prefix in weight_dir); none = random init"),
         Arg("from_teacher_weight", str, "full_sft", "Teacher weight (prefix in weight_dir)"),
-        Arg("alpha", float, 0.5, "Weight of the distillation (KL) loss; 1 - alpha weighs the CE loss", min=0, max=1),
+        Arg("alpha", float, 0.5, "Weight of the CE loss; 1 - alpha weighs the distillation (KL) loss", min=0, max=1),
         Arg("temperature", float, 1.5, "Softmax temperature of the distillation loss", gt_zero=True),
     ]
     return defs

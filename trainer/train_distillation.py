@@ -4,9 +4,10 @@
         --from_student_weight full_sft --from_teacher_weight full_sft
     cd trainer && torchrun --nproc_per_node 2 train_distillation.py
 
-Options: `trainer/args.py` (type "distillation"). Loss = (1 - alpha) * CE(student, data)
-+ alpha * T^2 * KL(teacher_T || student_T) over the assistant tokens, with both distributions softened by
-the temperature T (Hinton et al.). `--use_moe` applies to both models (it selects the `_moe` weight files).
+Options: `trainer/args.py` (type "distillation"). As upstream, loss = alpha * (CE(student, data) + MoE aux)
++ (1 - alpha) * T^2 * KL(teacher_T || student_T) over the assistant tokens, with both distributions softened
+by the temperature T (Hinton et al.): `--alpha` weighs the cross-entropy. `--use_moe` applies to both
+models (it selects the `_moe` weight files).
 The student is saved as `{save_dir}/{save_weight}_{student_hidden_size}[_moe].pth`.
 """
 import os
@@ -30,7 +31,8 @@ def distillation_loss(student_logits, teacher_logits, temperature):
 
 
 def make_distill_loss_fn(teacher, alpha, temperature):
-    """The loss of one batch; logs `ce` and `distill` next to the total loss."""
+    """The loss of one batch, alpha * (CE + MoE aux) + (1 - alpha) * distill; logs `ce` (without the aux
+    loss) and `distill` next to the total loss."""
     def loss_fn(model, batch):
         ids, labels = batch["input_ids"], batch["labels"][:, 1:]
         out = model(ids)
@@ -40,11 +42,11 @@ def make_distill_loss_fn(teacher, alpha, temperature):
         mask = labels != -100
         ce = F.cross_entropy(student_logits.reshape(-1, student_logits.size(-1)).float(), labels.reshape(-1),
                              ignore_index=-100)
-        if alpha > 0:
+        if alpha < 1:
             distill = distillation_loss(student_logits[mask], teacher_logits[mask], temperature)
         else:  # no teacher term: skip the softmax over the vocabulary
             distill = ce.new_zeros(())
-        loss = (1 - alpha) * ce + alpha * distill + out.aux_loss
+        loss = alpha * (ce + out.aux_loss) + (1 - alpha) * distill
         return loss, {"ce": ce.detach(), "distill": distill.detach()}
     return loss_fn
 

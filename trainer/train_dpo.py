@@ -4,8 +4,9 @@
     cd trainer && torchrun --nproc_per_node 2 train_dpo.py
 
 Options: `trainer/args.py` (type "dpo"). The sigmoid DPO loss of Rafailov et al. (TRL's default
-`loss_type="sigmoid"`) against a frozen copy of the starting policy, with sequence log-probabilities
-summed over the assistant tokens, as upstream MiniMind does.
+`loss_type="sigmoid"`) against a frozen copy of the starting policy. As upstream MiniMind, a reply's
+log-probability is the mean of its assistant tokens' log-probabilities (so long and short replies
+weigh alike at the small learning rate tuned for it), and the MoE auxiliary loss is not added.
 """
 import os
 import sys
@@ -21,12 +22,13 @@ from trainer import trainer_utils as tu  # noqa: E402
 
 
 def sequence_log_probs(logits, labels):
-    """Sum of log p(label) over the positions whose (next-token) label is not -100, one value per row."""
+    """Mean of log p(label) over the positions whose (next-token) label is not -100, one value per row
+    (upstream's length-normalised sequence log-probability; a row without labels gives 0)."""
     logits, labels = logits[:, :-1, :], labels[:, 1:]
-    mask = labels != -100
+    mask = (labels != -100).float()
     token_logps = torch.gather(F.log_softmax(logits.float(), dim=-1), 2,
                                labels.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-    return (token_logps * mask).sum(dim=1)
+    return (token_logps * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1)
 
 
 def dpo_loss(policy_chosen, policy_rejected, ref_chosen, ref_rejected, beta):
@@ -63,7 +65,7 @@ def make_dpo_loss_fn(ref_model, beta, pad_id):
         loss, chosen_r, rejected_r = dpo_loss(policy_logps[:n], policy_logps[n:], ref_logps[:n], ref_logps[n:], beta)
         metrics = {"chosen_reward": chosen_r.mean(), "rejected_reward": rejected_r.mean(),
                    "accuracy": (chosen_r > rejected_r).float().mean()}
-        return loss + out.aux_loss, metrics
+        return loss, metrics  # no MoE auxiliary loss, as upstream
     return loss_fn
 
 

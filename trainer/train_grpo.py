@@ -5,10 +5,11 @@
 
 Options: `trainer/args.py` (type "grpo"). Starts from `{weight_dir}/reason_{h}.pth` with --reasoning 1,
 else `full_sft_{h}.pth`. For each prompt, `num_generations` responses are sampled (--temperature,
---top_k, --top_p: upstream's effective 0.8, 50, 1.0);
-each response's reward is normalised within its group, (r - mean) / (std + 1e-4), and the policy is
-pushed towards the better ones with a per-token loss plus a k3 KL penalty (`beta`) against the frozen
-starting model (not built when beta is 0), as in TRL's GRPOTrainer with one update per batch.
+--top_k, --top_p: upstream's effective 0.8, 50, 1.0); each response's reward is normalised within its
+group, (r - mean) / (std + 1e-4), clamped to +-10 and normalised again over the batch, as upstream; the
+policy is pushed towards the better ones with a per-token loss plus a k3 KL penalty (`beta`) against
+the frozen starting model (not built when beta is 0), as in TRL's GRPOTrainer with one update per
+batch. The MoE auxiliary loss is not added.
 """
 import os
 import sys
@@ -45,10 +46,10 @@ def main():
             reward, parts = rewards.score(reward_fns, ro.prompts, ro.responses, ro.references)
         reward = reward.to(args.device)
         advantages, group_std = losses.group_advantages(reward, n)
-        logps, aux_loss = rollout_logps(part.model, ro)
+        # The MoE auxiliary loss is not added to RL losses, as upstream.
+        logps, _ = rollout_logps(part.model, ro)
         ref_logps = setup.reference_logps(reference, ro, logps)
         loss, kl = losses.grpo_loss(logps, ref_logps, advantages, ro.completion_mask, args.beta)
-        loss = loss + aux_loss
         return loss, {"actor_loss": loss.item(), "reward": reward.mean().item(),
                       "avg_response_len": ro.response_lengths().mean().item(),
                       "reward_std": group_std.mean().item(), "kl": kl.item(),
@@ -57,7 +58,8 @@ def main():
                                           eos_id=tokenizer.eos_token_id, group_size=n)}
 
     # 4. Train
-    loop.train(run, [part], dataset, pad_collate(tokenizer.pad_token_id), step_fn, progress_line=loop.template_line(PROGRESS),
+    loop.train(run, [part], dataset, pad_collate(tokenizer.pad_token_id), step_fn,
+               progress_line=loop.template_line(PROGRESS), schedule=loop.annealed_lr,
                run_name=f"MiniMind-GRPO-Epoch-{args.epochs}-BS-{args.batch_size}-LR-{args.learning_rate}")
 
 

@@ -66,7 +66,8 @@ def main():
             reward, parts = rewards.score(reward_fns, ro.prompts, ro.responses, ro.references)
         reward = reward.to(args.device)
         values = losses.last_token_values(critic_part.model(ro.input_ids, ro.attention_mask), ro.attention_mask)
-        logps, aux_loss = completion_logps(actor_part.model, ro.input_ids, ro.attention_mask, ro.num_completion)
+        # The MoE auxiliary loss is not added to RL losses, as upstream.
+        logps, _ = completion_logps(actor_part.model, ro.input_ids, ro.attention_mask, ro.num_completion)
         old_logps = ro.sample_logps if old_is_current[0] else setup.reference_logps(old_actor, ro, logps)
         ref_logps = setup.reference_logps(reference, ro, logps)
         mask = ro.completion_mask.to(logps.dtype)
@@ -74,7 +75,7 @@ def main():
                                 (ref_logps * mask).sum(dim=1), values.float(), reward, args.clip_epsilon,
                                 args.vf_coef, args.kl_coef)
         values = values.detach().float()
-        return out["loss"] + aux_loss, {
+        return out["loss"], {
             "actor_loss": out["policy_loss"].item(), "critic_loss": out["value_loss"].item(),
             "reward": reward.mean().item(), "kl": out["kl"].item(), "kl_ref": out["kl_ref"].item(),
             "avg_response_len": ro.response_lengths().mean().item(),
@@ -86,7 +87,8 @@ def main():
 
     # 4. Train
     loop.train(run, [actor_part, critic_part], dataset, pad_collate(tokenizer.pad_token_id), step_fn,
-               progress_line=loop.template_line(PROGRESS), after_resume=refresh_old_actor, after_update=after_update,
+               progress_line=loop.template_line(PROGRESS), schedule=loop.annealed_lr,
+               after_resume=refresh_old_actor, after_update=after_update,
                run_name=f"MiniMind-PPO-Epoch-{args.epochs}-BS-{args.batch_size}-LR-{args.learning_rate}")
 
 

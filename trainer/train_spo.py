@@ -6,7 +6,9 @@
 Options: `trainer/args.py` (type "spo"). Starts from `{weight_dir}/reason_{h}.pth` with --reasoning 1,
 else `full_sft_{h}.pth`. One response per prompt; instead of a group, an adaptive value tracker gives
 the baseline: a Beta-distribution estimate of the normalised reward whose memory (rho) shrinks when
-the policy moves fast. advantage = reward - baseline (on the reward scale), clamped to +-5;
+the policy moves fast. Rewards are normalised over the range the configuration's rewards can take
+(upstream maps them with (r + 3) / 6, which format rewards push past 1; see docs/UPSTREAM.md).
+advantage = reward - baseline (on the reward scale), clamped to +-5;
 loss = -logp * A + beta * KL (k3, against the frozen starting model, not built when beta is 0).
 """
 import os
@@ -35,7 +37,7 @@ def main():
     # 2. Policy, frozen reference (only with a KL penalty), rewards, prompts, the adaptive baseline
     policy, tokenizer, reference, reward_fns, dataset = setup.load_policy_run(run)
     part = run.part("policy", policy, args.learning_rate)
-    value_tracker = losses.ValueTracker()
+    value_tracker = losses.ValueTracker(*rewards.reward_range(reward_fns))
 
     # 3. One step: one response per prompt, advantage against the tracked baseline
     def step_fn(batch):
@@ -47,10 +49,10 @@ def main():
         reward = reward.to(args.device)
         baseline, baseline_reward = value_tracker.baseline(), value_tracker.baseline_reward()
         advantages = losses.spo_advantages(reward, baseline_reward)
-        logps, aux_loss = rollout_logps(part.model, ro)
+        # The MoE auxiliary loss is not added to RL losses, as upstream.
+        logps, _ = rollout_logps(part.model, ro)
         ref_logps = setup.reference_logps(reference, ro, logps)
         loss, kl = losses.spo_loss(logps, ref_logps, advantages, ro.completion_mask, args.beta)
-        loss = loss + aux_loss
         # Every process folds in the same (global) batch statistics, so the trackers stay identical.
         mean_normalised = setup.global_mean(value_tracker.normalise(reward).mean().item(), run.info)
         mean_logp = setup.global_mean(losses.masked_mean(logps.detach(), ro.completion_mask).item(), run.info)
@@ -63,7 +65,8 @@ def main():
                                           extras={"baseline_reward": baseline_reward, "rho": rho})}
 
     # 4. Train
-    loop.train(run, [part], dataset, pad_collate(tokenizer.pad_token_id), step_fn, progress_line=loop.template_line(PROGRESS),
+    loop.train(run, [part], dataset, pad_collate(tokenizer.pad_token_id), step_fn,
+               progress_line=loop.template_line(PROGRESS), schedule=loop.annealed_lr,
                extras={"value_tracker": value_tracker},
                run_name=f"MiniMind-SPO-Epoch-{args.epochs}-BS-{args.batch_size}-LR-{args.learning_rate}")
 

@@ -6,7 +6,6 @@ frozen reference (`ref_logps`), the completion mask [B, R] and per-response rewa
 import torch
 import torch.nn.functional as F
 
-from trainer.rl.rewards import REWARD_SCALE
 
 
 def masked_mean(values, mask, dim=None):
@@ -28,13 +27,20 @@ def k3_kl(logps, ref_logps):
 # GRPO
 
 
-def group_advantages(rewards, group_size, eps=1e-4):
-    """GRPO advantages: each reward normalised within its group of `group_size` samples of one prompt,
-    (r - mean) / (std + eps), std unbiased as in TRL's GRPOTrainer. Returns (advantages, group std)."""
+def group_advantages(rewards, group_size, eps=1e-4, limit=10.0, batch_eps=1e-8):
+    """GRPO advantages, as upstream MiniMind: each reward normalised within its group of `group_size`
+    samples of one prompt, (r - mean) / (std + eps) with the unbiased std, clamped to +-`limit`, then
+    normalised again over the whole batch, (a - mean) / (std + batch_eps).
+
+    Returns (advantages, group std). A batch with a single response has no batch std: its advantage is 0.
+    """
     grouped = rewards.view(-1, group_size)
     mean = grouped.mean(dim=1).repeat_interleave(group_size)
     std = grouped.std(dim=1).repeat_interleave(group_size)
-    return (rewards - mean) / (std + eps), std
+    advantages = ((rewards - mean) / (std + eps)).clamp(-limit, limit)
+    if advantages.numel() < 2:
+        return torch.zeros_like(advantages), std
+    return (advantages - advantages.mean()) / (advantages.std() + batch_eps), std
 
 
 def grpo_loss(logps, ref_logps, advantages, mask, beta):
@@ -54,13 +60,18 @@ def grpo_loss(logps, ref_logps, advantages, mask, beta):
 class ValueTracker:
     """SPO's adaptive baseline: a Beta(alpha, beta) belief about the normalised reward in [0, 1].
 
-    Each update decays the old evidence by rho and adds the batch's mean normalised reward. rho comes
-    from how far the policy moved (the change in mean token log-prob, d): rho = 2^(-d / d_half), clipped
-    to [rho_min, rho_max]; a policy that moves fast forgets old rewards fast.
+    Rewards are normalised over the range the run's rewards can really take, [low, high]
+    (`rewards.reward_range`: e.g. [-3, 4.5] with format rewards and a reward model), so the baseline
+    can reach the top reward. Each update decays the old evidence by rho and adds the batch's mean
+    normalised reward. rho comes from how far the policy moved (the change in mean token log-prob, d):
+    rho = 2^(-d / d_half), clipped to [rho_min, rho_max]; a policy that moves fast forgets old rewards fast.
     """
 
-    def __init__(self, d_half=0.06, rho_min=0.5, rho_max=0.96, rho_first=0.9, scale=REWARD_SCALE):
-        self.d_half, self.rho_min, self.rho_max, self.rho_first, self.scale = d_half, rho_min, rho_max, rho_first, scale
+    def __init__(self, low, high, d_half=0.06, rho_min=0.5, rho_max=0.96, rho_first=0.9):
+        if not high > low:
+            raise ValueError(f"the reward range needs high > low, got [{low}, {high}]")
+        self.low, self.high = float(low), float(high)
+        self.d_half, self.rho_min, self.rho_max, self.rho_first = d_half, rho_min, rho_max, rho_first
         prior = 1.0 / (1.0 - rho_min)  # the evidence a stream of updates at the slowest decay settles to
         self.alpha = 0.5 * prior
         self.beta = 0.5 * prior
@@ -71,12 +82,12 @@ class ValueTracker:
         return self.alpha / (self.alpha + self.beta)
 
     def baseline_reward(self):
-        """The baseline mapped back to the reward scale ([-scale, scale])."""
-        return self.baseline() * 2 * self.scale - self.scale
+        """The baseline mapped back to the reward scale ([low, high])."""
+        return self.low + self.baseline() * (self.high - self.low)
 
     def normalise(self, rewards):
-        """Rewards mapped from [-scale, scale] to [0, 1] (clamped so alpha and beta stay positive)."""
-        return ((rewards + self.scale) / (2 * self.scale)).clamp(0.0, 1.0)
+        """Rewards mapped from [low, high] to [0, 1] (clamped, so alpha and beta stay positive)."""
+        return ((rewards - self.low) / (self.high - self.low)).clamp(0.0, 1.0)
 
     def rho(self, mean_logp):
         """Decay for a policy whose mean token log-prob is now `mean_logp`."""

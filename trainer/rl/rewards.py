@@ -16,8 +16,10 @@ from typing import Callable
 
 import torch
 
-#: Reward-model scores are clipped to [-REWARD_SCALE, REWARD_SCALE]; SPO maps rewards to [0, 1] with it.
+#: Reward-model scores are clipped to [-REWARD_SCALE, REWARD_SCALE].
 REWARD_SCALE = 3.0
+#: The most `format_reward` gives: 0.5 for the full pattern plus 0.25 for each of the four tags.
+FORMAT_MAX = 1.5
 
 # A complete reasoning response: think block, then answer block (one blank line between is tolerated).
 _FORMAT_PATTERNS = (
@@ -33,15 +35,24 @@ _CHATML_TURN = re.compile(r"<\|im_start\|>(system|user|assistant)\s+(.*?)<\|im_e
 class RewardFunction:
     """One named part of the reward: `fn(prompts, responses, references) -> list of floats`, one score
     per response of the (aligned) lists, counted `weight` times. Scoring a whole batch in one call lets
-    a reward model score it in batches."""
+    a reward model score it in batches. `low` and `high` bound what `fn` can return (SPO normalises
+    rewards over the total's range)."""
     name: str
     weight: float
     fn: Callable[[list, list, list], list]
+    low: float = 0.0
+    high: float = 1.0
 
 
 def per_response(fn):
     """A batch `fn` for `RewardFunction` from `fn(prompt, response, reference) -> float`."""
     return lambda prompts, responses, references: [fn(p, r, ref) for p, r, ref in zip(prompts, responses, references)]
+
+
+def reward_range(functions):
+    """(lowest, highest) weighted total that `functions` can give, e.g. (-3, 4.5) for format + reward model."""
+    ends = [(f.weight * f.low, f.weight * f.high) for f in functions]
+    return sum(min(e) for e in ends), sum(max(e) for e in ends)
 
 
 def score(functions, prompts, responses, references):
@@ -66,14 +77,17 @@ def reward_functions(reasoning, reward_model=None):
     reward model, the rule reward against the reference. All weights are 1."""
     functions = []
     if reasoning:
-        functions.append(RewardFunction("format", 1.0, per_response(lambda p, response, ref: format_reward(response))))
+        functions.append(RewardFunction("format", 1.0, per_response(lambda p, response, ref: format_reward(response)),
+                                        low=0.0, high=FORMAT_MAX))
     if reward_model is not None:
         functions.append(RewardFunction(
             "reward_model", 1.0,
-            lambda prompts, responses, references: reward_model_scores(reward_model, prompts, responses, reasoning)))
+            lambda prompts, responses, references: reward_model_scores(reward_model, prompts, responses, reasoning),
+            low=-REWARD_SCALE, high=REWARD_SCALE))
     else:
         functions.append(RewardFunction(
-            "rule", 1.0, per_response(lambda p, response, reference: rule_reward(response, reference, reasoning))))
+            "rule", 1.0, per_response(lambda p, response, reference: rule_reward(response, reference, reasoning)),
+            low=0.0, high=1.0))
     return functions
 
 
