@@ -271,6 +271,13 @@ def dataframe_cells(page, index=0):
     }""", index)
 
 
+def wait_for_dataframe_cell(page, text, timeout=30.0):
+    """Wait until a cell of some st.dataframe shows `text` (the grid fills its hidden table a few
+    frames after the canvas is drawn)."""
+    page.wait_for_function("""(text) => [...document.querySelectorAll('[data-testid="stDataFrame"] td')]
+                              .some(td => td.innerText.includes(text))""", arg=text, timeout=timeout * 1000)
+
+
 def fill(page, label, value, timeout=30.0):
     """Type `value` into the text input labelled `label`, leave the field (which commits it), and
     wait for the rerun."""

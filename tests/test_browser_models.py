@@ -65,8 +65,7 @@ def test_chat_with_the_grpo_model_and_compare_it_with_its_base(dashboard):
     app_dir, home, page = dashboard
     with browser.screenshot_on_failure(page, "models"):
         browser.go_to(page, "Models", timeout=60)
-        page.wait_for_function("""() => [...document.querySelectorAll('[data-testid="stDataFrame"] td')]
-                                  .some(td => td.innerText.includes('out/grpo_64.pth'))""", timeout=30_000)
+        browser.wait_for_dataframe_cell(page, "out/grpo_64.pth")
         files = {c for row in browser.dataframe_cells(page) for c in row}
         assert "out/grpo_64.pth" in files and "out/reason_64.pth" in files, files
 
@@ -106,6 +105,5 @@ def test_chat_with_the_grpo_model_and_compare_it_with_its_base(dashboard):
         text = browser.main_text(page)
         assert text.count("reward ") >= 4  # 2 prompts x 2 checkpoints, each scored
         assert "6-3=?" in text  # the demo file's first prompt
-        summary = browser.dataframe_cells(page)
-        assert any("out/grpo_64.pth" in c for row in summary for c in row)
+        browser.wait_for_dataframe_cell(page, "out/grpo_64.pth")
         browser.screenshot(page, "models-compare")

@@ -70,7 +70,7 @@ def test_export_reloads_in_a_fresh_process_with_the_same_logits_and_tokens(tmp_p
     assert export_main([str(moe), str(moe_dir)]) == 0
     for folder in (dense_dir, moe_dir):
         names = set(os.listdir(folder))
-        assert {"config.json", "model.safetensors", "model_minimind.py", "tokenizer.json", "tokenizer_config.json",
+        assert {"config.json", "model.safetensors", "model_minimind.py", "packing.py", "shared_prefix.py", "tokenizer.json", "tokenizer_config.json",
                 "generation_config.json"} <= names
         config = json.loads((folder / "config.json").read_text())
         assert config["auto_map"]["AutoModelForCausalLM"] == "model_minimind.MiniMindForCausalLM"
