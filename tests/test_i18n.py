@@ -118,3 +118,53 @@ def test_every_page_in_chinese_has_no_english_left(page):
         english = [label for label in labels(at) if not has_chinese(label) and label not in same]
     assert not english, f"{page} in Chinese still shows: {english}"
     assert not {key for lang, key in i18n.missing if lang == "zh"}
+
+
+def test_every_parameter_has_its_help_in_each_language_and_the_english_is_the_scripts():
+    from mmcore import forms, registry
+    for train_type, spec in registry.TYPES.items():
+        for p in spec.params:
+            if p.name == "device":
+                continue  # chosen by the device mode, not a field
+            with i18n.language("en"):
+                assert forms.param_help(train_type, p) == p.help, (train_type, p.name)
+            with i18n.language("zh"):
+                assert has_chinese(forms.param_help(train_type, p)), (train_type, p.name)
+    assert not i18n.missing
+
+
+FIELD_MESSAGES = [  # as trainer/args.py, trainer/roots.py, mmcore/command.py and mmcore/forms.py write them
+    "must be at least 1", "must be at most 0.5", "must be greater than 0", "must be one of 0, 1", "must be 1 or 0",
+    "must be a whole number, got 'x'", "must be a number, got 'abc'", "must be a finite number, got 'inf'",
+    "must not start with '-'", "must be a single line", "must be GPU ids 0, 1, ..., got 'a'",
+    "must not list a GPU twice", "must be cpu or cuda:N (N = GPU index), got 'tpu'", "is required",
+    "must be at most 64 characters",
+    "must be a plain name: letters, digits, '.', '_' and '-', starting with a letter or digit (no folders)",
+    "'/etc' is outside the folders a job may read from (/data, /tmp)",
+    "'/etc' is outside the folders a job may write to (/out)",
+    "the job would write ../out/x.pth, which resolves to /etc/x.pth: outside the folders a job may write to (a symlink?)",
+    "no GPU was found on this machine: choose CPU", "choose a GPU", "choose at least one GPU",
+]
+
+
+def test_field_messages_read_the_same_in_english_and_are_translated():
+    for message in FIELD_MESSAGES:
+        with i18n.language("en"):
+            assert i18n.field_error(message) == message
+        with i18n.language("zh"):
+            assert has_chinese(i18n.field_error(message)), message
+    assert i18n.field_error("something new") == "something new"  # unknown: shown as it is
+
+
+def test_the_checks_messages_are_ones_the_table_knows():
+    """The real checks' wording, not a copy of it: a changed sentence in trainer/args.py fails here."""
+    from mmcore import command, registry
+    from trainer import roots
+    samples = [registry.param("sft", "epochs").check(0), registry.param("grpo", "top_p").check(2.0),
+               registry.param("sft", "learning_rate").check(0.0), registry.param("sft", "use_moe").check(3),
+               roots.name_problem("a/b"), roots.name_problem("x" * 500)]
+    checked = command.check("sft", {"epochs": "abc", "batch_size": "1.5", "save_weight": "-x", "device": "tpu"})
+    samples += list(checked.errors.values())
+    for message in samples:
+        with i18n.language("zh"):
+            assert has_chinese(i18n.field_error(message)), message
