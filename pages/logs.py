@@ -343,8 +343,8 @@ def health_settings_form(current):
         values = {}
         for i, (name, default) in enumerate(vars(current).items()):
             values[name] = cols[i % 3].number_input(
-                name, value=default, min_value=1 if name == "window" else 0.0,
-                step=1 if name == "window" else 0.05, help=health.HealthSettings.HELP[name], key=f"logs.health.{name}")
+                t(f"health.label.{name}"), value=default, min_value=1 if name == "window" else 0.0,
+                step=1 if name == "window" else 0.05, help=t(f"health.setting.{name}"), key=f"logs.health.{name}")
         user = auth.session_user(state)
         may_not = guard.refusal(user, "settings")  # shared thresholds: an admin's to change
         if may_not:
