@@ -24,7 +24,7 @@ COOKIE_MAX_AGE_S = 400 * 24 * 3600  # browsers cap cookie lifetimes at 400 days
 
 # Keys whose text is the same in every language: names and symbols (checked by a test).
 SAME_IN_EVERY_LANGUAGE = frozenset({"app.gpus", "device.cpu", "param.alpha", "param.beta", "train.gpu", "type.dpo",
-                                    "type.grpo", "type.lora", "type.ppo", "type.spo"})
+                                    "type.grpo", "type.lora", "type.ppo", "type.spo", "rl.panel.kl"})
 
 _forced = ContextVar("minimind_language", default=None)
 # (language, key) pairs asked for but missing from that language's table; a test keeps it empty.

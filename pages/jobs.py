@@ -49,7 +49,7 @@ st.title(t("jobs.title"))
 filters = st.columns([2, 2, 1])
 status_filter = filters[0].multiselect(t("jobs.status"), STATUSES, key="jobs.status_filter", placeholder=t("jobs.all_statuses"),
                                        format_func=lambda s: t(f"status.{s}"))
-type_filter = filters[1].multiselect(t("jobs.type"), list(types), format_func=lambda k: types[k].label,
+type_filter = filters[1].multiselect(t("jobs.type"), list(types), format_func=lambda k: t(f"type.{k}"),
                                      key="jobs.type_filter", placeholder=t("jobs.all_types"))
 limit = filters[2].selectbox(t("jobs.show"), LIMITS, index=1,
                              format_func=lambda n: t("jobs.show_all") if n is None else t("jobs.show_latest", n=n),
