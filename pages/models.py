@@ -120,6 +120,17 @@ def sampling_settings(prefix, target=None, greedy=False):
             "reasoning": reasoning, "system": system or None}
 
 
+def scoring_settings(prefix, problem):
+    """Compare's and Evaluate's settings: greedy sampling by default and the optional reward model ->
+    (settings, the first problem of the section's inputs, shown, or None)."""
+    settings = sampling_settings(prefix, greedy=True)
+    settings["reward_model_path"], reward_problem = reward_model_field(prefix)
+    problem = problem or reward_problem
+    if problem:
+        st.error(problem)
+    return settings, problem
+
+
 if section == "Catalogue":
     if not entries:
         st.info(t("models.no_weights"))
@@ -191,11 +202,7 @@ elif section == "Compare":
     else:
         typed = st.text_area(t("models.typed"), key="models.compare.typed")
         prompts = modelsview.prompts_from_text(typed)
-    settings = sampling_settings("models.compare", greedy=True)
-    settings["reward_model_path"], reward_problem = reward_model_field("models.compare")
-    problem = problem or reward_problem
-    if problem:
-        st.error(problem)
+    settings, problem = scoring_settings("models.compare", problem)
     may_not = show_refusal("compare")
     ready = 2 <= len(chosen) <= 4 and prompts and not problem and not may_not
     if st.button(t("models.compare"), type="primary", disabled=not ready):
@@ -242,11 +249,7 @@ elif section == "Evaluate":
         chosen = [t for t in targets.values() if any(e.job_id == run and e.path == t.weight for e in entries)]
         st.caption(t("models.eval.count", n=len(chosen), id=run) if run is not None else t("models.eval.none"))
     path, count, problem = prompt_file("models.eval")
-    settings = sampling_settings("models.eval", greedy=True)
-    settings["reward_model_path"], reward_problem = reward_model_field("models.eval")
-    problem = problem or reward_problem
-    if problem:
-        st.error(problem)
+    settings, problem = scoring_settings("models.eval", problem)
     may_not = show_refusal("evaluate")
     if st.button(t("models.eval.launch"), type="primary", disabled=bool(problem or not chosen or evals is None or may_not)):
         try:

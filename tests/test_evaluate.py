@@ -1,10 +1,10 @@
 """Evaluation: a real job (supervisor + model/evaluate.py) answers the demo prompts with the demo checkpoints,
 stores every answer with the training rewards (or the reward model chosen on the page) and each
 checkpoint's summary in SQLite, and the Models page shows the results and the answers."""
-import os
 
 import pytest
 
+from _models_helpers import only_default_write_roots  # noqa: F401  (fixture)
 from _pages_helpers import open_page, wait_for
 from _reward_models import classifier_reward_model  # noqa: F401  (fixture)
 from _trainer_helpers import DEMO
@@ -12,15 +12,7 @@ from mmcore import catalogue, evaluate, modelsview
 from mmcore.evalstore import summarise
 from mmcore.store import JobStore
 
-pytestmark = pytest.mark.timeout(900)
-
-
-@pytest.fixture(autouse=True)
-def only_default_write_roots(monkeypatch):
-    """The catalogue walks the write roots: keep it to the repository's (the tests' temp folder is one
-    too, see conftest); the demo runs' weights are found through their jobs' save folders."""
-    from trainer import roots
-    monkeypatch.setenv(roots.WRITE_ENV, os.pathsep.join(map(str, roots.default_roots().write)))
+pytestmark = [pytest.mark.timeout(900), pytest.mark.usefixtures("only_default_write_roots")]
 
 
 def test_summarise_hand_checked_scores():

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from _pages_helpers import wait_for
+from _runner_helpers import home_with_roles, wait_for
 from _trainer_helpers import DEMO
 from mmcore import audit, evaluate, modelguard, modelsview, roles
 from mmcore.paths import ROOT
@@ -20,12 +20,7 @@ SETTINGS = {"temperature": 0.0, "top_p": 1.0, "max_new_tokens": 4, "seed": 0, "r
 @pytest.fixture
 def home(tmp_path, monkeypatch):
     """A dashboard home whose roles file makes vera a viewer and mia a member."""
-    home = tmp_path / "home"
-    home.mkdir()
-    (home / "roles.toml").write_text('[users]\nvera = "viewer"\nmia = "member"\n')
-    monkeypatch.setenv("MINIMIND_DASHBOARD_HOME", str(home))
-    monkeypatch.delenv(roles.ROLES_ENV, raising=False)
-    return home
+    return home_with_roles(tmp_path, monkeypatch, vera="viewer", mia="member")
 
 
 @pytest.fixture

@@ -8,21 +8,14 @@ import signal
 
 import pytest
 
+from _models_helpers import only_default_write_roots  # noqa: F401  (fixture)
 from _pages_helpers import open_page, texts, wait_for
 from _reward_models import get_score_reward_model  # noqa: F401  (fixture)
 from _trainer_helpers import DEMO
 from mmcore import audit, chat_client, evaluate, i18n, modelsview, roles
 from mmcore.store import JobStore
 
-pytestmark = pytest.mark.timeout(900)
-
-
-@pytest.fixture(autouse=True)
-def only_default_write_roots(monkeypatch):
-    """The catalogue walks the write roots: keep it to the repository's (the tests' temp folder is one
-    too, see conftest); the demo runs' weights are found through their jobs' save folders."""
-    from trainer import roots
-    monkeypatch.setenv(roots.WRITE_ENV, os.pathsep.join(map(str, roots.default_roots().write)))
+pytestmark = [pytest.mark.timeout(900), pytest.mark.usefixtures("only_default_write_roots")]
 
 
 def stop_chat_worker():
