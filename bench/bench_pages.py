@@ -106,7 +106,8 @@ def fill_store(home, n_jobs, big_records, seed=0):
     """Create the jobs and their logs in `home`; return {"pretrain": id, "grpo": id} of the big ones."""
     os.environ["MINIMIND_DASHBOARD_HOME"] = str(home)
     from mmcore import command, forms, progress, registry
-    from mmcore.store import JobStore, process_start_time
+    from mmcore.liveness import process_start_time
+    from mmcore.store import JobStore
 
     rng = random.Random(seed)
     store = JobStore()

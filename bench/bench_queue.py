@@ -23,7 +23,8 @@ from types import SimpleNamespace
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mmcore import gpu, jobqueue, presets, queueconf, queuelock, queueplan, scheduler  # noqa: E402
-from mmcore.store import JobStore, process_start_time  # noqa: E402
+from mmcore.liveness import process_start_time  # noqa: E402
+from mmcore.store import JobStore  # noqa: E402
 
 
 def start_latency(rounds):

@@ -242,7 +242,7 @@ class RLParts:
     def __init__(self, algo, model_name, device, reward_model_path="none"):
         import torch
         from trainer import trainer_utils as tu
-        from bench import rl_baseline
+        from trainer.rl.setup import Critic
         cfg = RL_MODELS[model_name]
         self.args = argparse.Namespace(**RL_CONFIG, device=device, algo=algo)
         if algo != "grpo":
@@ -256,7 +256,7 @@ class RLParts:
         self.trained = [(self.policy, torch.optim.AdamW(self.policy.parameters(), lr=1e-7))]
         self.critic = None
         if algo == "ppo":
-            self.critic = rl_baseline.Critic(self._copy(tu, config, device, state, frozen=False)).to(device)
+            self.critic = Critic(self._copy(tu, config, device, state, frozen=False)).to(device)
             self.trained.append((self.critic, torch.optim.AdamW(self.critic.parameters(), lr=1e-7)))
         self.reward_model = None
         if reward_model_path != "none":
@@ -309,51 +309,45 @@ def _current_rollout(timer, parts, batch, n=1):
     return ro, reward
 
 
-def _current_update(timer, parts, loss):
+def _current_policy_and_reference(timer, parts, ro):
     import torch
-    with timer.part("backward"):
-        loss.backward()
-    with timer.part("optimizer"):
-        for module, optimizer in parts.trained:
-            torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+    from trainer.rl import rollout as rl_rollout
+    with timer.part("policy_forward"):
+        logps, aux = rl_rollout.rollout_logps(parts.policy, ro)
+    with timer.part("reference"), torch.no_grad():
+        ref_logps, _ = rl_rollout.rollout_logps(parts.reference, ro)
+    return logps, aux, ref_logps
 
 
 def _current_grpo(timer, parts, batch):
-    import torch
-    from trainer.rl import losses, rollout as rl_rollout
+    from bench.rl_baseline import optimizer_step
+    from trainer.rl import losses
     n = parts.args.num_generations
     ro, rewards = _current_rollout(timer, parts, batch, n)
     advantages, _ = losses.group_advantages(rewards, n)
-    with timer.part("policy_forward"):
-        logps, aux = rl_rollout.rollout_logps(parts.policy, ro)
-    with timer.part("reference"), torch.no_grad():
-        ref_logps, _ = rl_rollout.rollout_logps(parts.reference, ro)
+    logps, aux, ref_logps = _current_policy_and_reference(timer, parts, ro)
     with timer.part("loss"):
         loss, _ = losses.grpo_loss(logps, ref_logps, advantages, ro.completion_mask, parts.args.beta)
-    _current_update(timer, parts, loss + aux)
+    optimizer_step(timer, parts, loss + aux)
 
 
 def _current_spo(timer, parts, batch):
-    import torch
-    from trainer.rl import losses, rollout as rl_rollout
+    from bench.rl_baseline import optimizer_step
+    from trainer.rl import losses
     ro, rewards = _current_rollout(timer, parts, batch)
     advantages = losses.spo_advantages(rewards, 0.0)
-    with timer.part("policy_forward"):
-        logps, aux = rl_rollout.rollout_logps(parts.policy, ro)
-    with timer.part("reference"), torch.no_grad():
-        ref_logps, _ = rl_rollout.rollout_logps(parts.reference, ro)
+    logps, aux, ref_logps = _current_policy_and_reference(timer, parts, ro)
     with timer.part("loss"):
         loss, _ = losses.spo_loss(logps, ref_logps, advantages, ro.completion_mask, parts.args.beta)
         losses.masked_mean(logps.detach(), ro.completion_mask).item()
-    _current_update(timer, parts, loss + aux)
+    optimizer_step(timer, parts, loss + aux)
 
 
 def _current_ppo(timer, parts, batch):
     """As train_ppo.py: the old actor's pass is skipped on the steps right after its refresh (every
     update_old_actor_freq steps), where the rollout's own log-probs are the old actor's."""
     import torch
+    from bench.rl_baseline import optimizer_step
     from trainer.rl import losses, rollout as rl_rollout
     a = parts.args
     parts.ppo_steps = getattr(parts, "ppo_steps", -1) + 1
@@ -373,7 +367,7 @@ def _current_ppo(timer, parts, batch):
     with timer.part("loss"):
         out = losses.ppo_losses((logps * mask).sum(dim=1), (old_logps * mask).sum(dim=1), (ref_logps * mask).sum(dim=1),
                             values.float(), rewards, a.clip_epsilon, a.vf_coef, a.kl_coef)
-    _current_update(timer, parts, out["loss"] + aux)
+    optimizer_step(timer, parts, out["loss"] + aux)
 
 
 def bench_rl(args, algo):

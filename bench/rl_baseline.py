@@ -9,13 +9,16 @@ beside the current trainers' split in the same process.
 The maths (advantages, losses) is copied too, so later changes to the trainers cannot change what
 this baseline measures.
 """
-import re
 import time
 from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+
+from trainer.rl.losses import last_token_values
+from trainer.rl.rewards import blend_scores, clip_score, extract_answer, format_reward, prompt_messages, rule_reward
+from trainer.rl.rollout import completion_mask, trim_completions
+from trainer.rl.setup import Critic
 
 # ---------------------------------------------------------------------------------------------------
 # Timing
@@ -46,45 +49,17 @@ class StepTimer:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Rewards (rule and format rewards; a reward model scores one response per call)
-
-_FORMAT_PATTERNS = (
-    re.compile(r"^<think>\n.*?\n</think>\n<answer>\n.*?\n</answer>$", re.S),
-    re.compile(r"^<think>\n.*?\n</think>\n\n<answer>\n.*?\n</answer>$", re.S),
-)
-_TAGS = ("<think>", "</think>", "<answer>", "</answer>")
-_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
-_CHATML_TURN = re.compile(r"<\|im_start\|>(system|user|assistant)\s+(.*?)<\|im_end\|>", re.S)
-
-
-def format_reward(response):
-    full = 0.5 if any(p.match(response) for p in _FORMAT_PATTERNS) else 0.0
-    return full + 0.25 * sum(response.count(tag) == 1 for tag in _TAGS)
-
-
-def extract_answer(text, reasoning):
-    if not reasoning:
-        return text.strip()
-    match = _ANSWER.search(text)
-    return match.group(1).strip() if match else None
-
-
-def rule_reward(response, reference, reasoning):
-    answer = extract_answer(response, reasoning)
-    if answer is None:
-        return 0.0
-    ref_answer = extract_answer(reference, True) if _ANSWER.search(reference) else reference.strip()
-    return 1.0 if " ".join(answer.split()) == " ".join(ref_answer.split()) else 0.0
+# Rewards: the trainers' reward functions, but a reward model scores one response per call
 
 
 def reward_model_score(reward_model, prompt, response, reasoning):
-    messages = [{"role": r, "content": c.strip()} for r, c in _CHATML_TURN.findall(prompt)]
-    clip = lambda s: max(min(float(s), 3.0), -3.0)  # noqa: E731
-    score = clip(reward_model.score(messages + [{"role": "assistant", "content": response}]))
+    messages = prompt_messages(prompt)
+    score = clip_score(reward_model.score(messages + [{"role": "assistant", "content": response}]))
     if reasoning:
         answer = extract_answer(response, True)
         if answer is not None:
-            score = 0.4 * score + 0.6 * clip(reward_model.score(messages + [{"role": "assistant", "content": answer}]))
+            score = blend_scores(score, clip_score(reward_model.score(messages + [{"role": "assistant",
+                                                                                    "content": answer}])))
     return score
 
 
@@ -124,21 +99,6 @@ def sample(model, prompt_ids, prompt_mask, max_new_tokens, pad_id, eos_id, num_r
                          use_cache=True)
     model.train(was_training)
     return out[:, prompt_ids.size(1):]
-
-
-def completion_mask(completion_ids, eos_id):
-    is_eos = completion_ids == eos_id
-    length = completion_ids.size(1)
-    first_eos = torch.where(is_eos.any(dim=1), is_eos.int().argmax(dim=1),
-                            torch.full_like(is_eos[:, 0], length - 1, dtype=torch.long))
-    positions = torch.arange(length, device=completion_ids.device).unsqueeze(0)
-    return (positions <= first_eos.unsqueeze(1)).int()
-
-
-def trim_completions(completion_ids, mask):
-    used = mask.any(dim=0).nonzero()
-    end = int(used[-1]) + 1 if len(used) else 1
-    return completion_ids[:, :end], mask[:, :end]
 
 
 def completion_logps(model, input_ids, attention_mask, num_completion):
@@ -182,27 +142,12 @@ def masked_mean_per_sequence(values, mask):
     return ((values * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1)).mean()
 
 
-class Critic(nn.Module):
-    def __init__(self, causal_lm):
-        super().__init__()
-        self.model = causal_lm.model
-        self.value_head = nn.Linear(causal_lm.config.hidden_size, 1)
-
-    def forward(self, input_ids, attention_mask=None):
-        return self.value_head(self.model(input_ids=input_ids, attention_mask=attention_mask)[0]).squeeze(-1)
-
-
-def last_token_values(values, attention_mask):
-    positions = torch.arange(attention_mask.size(1), device=attention_mask.device)
-    last = (attention_mask.long() * positions).argmax(dim=1)
-    return values[torch.arange(values.size(0), device=values.device), last]
-
-
 # ---------------------------------------------------------------------------------------------------
 # Steps: each takes the parts (see bench_train.RLParts) and a batch, returns the metrics
 
 
-def _optimizer_step(timer, parts, loss):
+def optimizer_step(timer, parts, loss):
+    """Backward, clip and step every trained part (the same in the baseline and the current steps)."""
     with timer.part("backward"):
         loss.backward()
     with timer.part("optimizer"):
@@ -210,6 +155,14 @@ def _optimizer_step(timer, parts, loss):
             torch.nn.utils.clip_grad_norm_(module.parameters(), 1.0)
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
+
+
+def _policy_and_reference(timer, parts, ids, attn, mask):
+    with timer.part("policy_forward"):
+        logps, aux = completion_logps(parts.policy, ids, attn, mask.size(1))
+    with timer.part("reference"), torch.no_grad():
+        ref_logps, _ = completion_logps(parts.reference, ids, attn, mask.size(1))
+    return logps, aux, ref_logps
 
 
 def grpo_step(timer, parts, batch):
@@ -220,15 +173,12 @@ def grpo_step(timer, parts, batch):
         rewards = compute_rewards(prompts, responses, refs, a.reasoning, parts.reward_model).to(a.device)
         grouped = rewards.view(-1, n)
         adv = (rewards - grouped.mean(1).repeat_interleave(n)) / (grouped.std(1).repeat_interleave(n) + 1e-4)
-    with timer.part("policy_forward"):
-        logps, aux = completion_logps(parts.policy, ids, attn, mask.size(1))
-    with timer.part("reference"), torch.no_grad():
-        ref_logps, _ = completion_logps(parts.reference, ids, attn, mask.size(1))
+    logps, aux, ref_logps = _policy_and_reference(timer, parts, ids, attn, mask)
     with timer.part("loss"):
         kl = k3_kl(logps, ref_logps)
         per_token = -(torch.exp(logps - logps.detach()) * adv.unsqueeze(1) - a.beta * kl)
         loss = masked_mean_per_sequence(per_token, mask) + aux
-    _optimizer_step(timer, parts, loss)
+    optimizer_step(timer, parts, loss)
     return {"reward": rewards.mean().item(), "tokens": int(mask.sum())}
 
 
@@ -239,16 +189,13 @@ def spo_step(timer, parts, batch):
     with timer.part("score"):
         rewards = compute_rewards(prompts, responses, refs, a.reasoning, parts.reward_model).to(a.device)
         adv = (rewards - 0.0).clamp(-5, 5)  # a fixed baseline: its value does not change the cost
-    with timer.part("policy_forward"):
-        logps, aux = completion_logps(parts.policy, ids, attn, mask.size(1))
-    with timer.part("reference"), torch.no_grad():
-        ref_logps, _ = completion_logps(parts.reference, ids, attn, mask.size(1))
+    logps, aux, ref_logps = _policy_and_reference(timer, parts, ids, attn, mask)
     with timer.part("loss"):
         kl = k3_kl(logps, ref_logps)
         loss = masked_mean_per_sequence(-logps * adv.unsqueeze(1) + a.beta * kl, mask) + aux
         mask_f = mask.to(logps.dtype)
         float(((logps.detach() * mask_f).sum() / mask_f.sum()).item())  # the value tracker's input
-    _optimizer_step(timer, parts, loss)
+    optimizer_step(timer, parts, loss)
     return {"reward": rewards.mean().item(), "tokens": int(mask.sum())}
 
 
@@ -273,7 +220,7 @@ def ppo_step(timer, parts, batch):
         ratio = torch.exp(logp - old)
         policy_loss = -torch.min(ratio * adv, ratio.clamp(1 - a.clip_epsilon, 1 + a.clip_epsilon) * adv).mean()
         loss = policy_loss + a.vf_coef * F.mse_loss(values.float(), rewards) + a.kl_coef * (logp - ref).mean() + aux
-    _optimizer_step(timer, parts, loss)
+    optimizer_step(timer, parts, loss)
     return {"reward": rewards.mean().item(), "tokens": int(mask.sum())}
 
 

@@ -12,7 +12,7 @@ import time
 from contextlib import closing
 from pathlib import Path
 
-from mmcore.store import default_home
+from mmcore.paths import default_home
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS evals (

@@ -11,7 +11,7 @@ import time
 import zlib
 
 from mmcore import registry
-from mmcore.store import ACTIVE_STATUSES
+from mmcore.jobrow import ACTIVE_STATUSES
 
 #: Column order of the jobs table.
 COLUMNS = ("id", "type", "name", "status", "progress", "step", "metric", "eta", "started", "duration", "submitted_by")

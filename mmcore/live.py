@@ -21,7 +21,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from mmcore.store import ACTIVE_STATUSES
+from mmcore.jobrow import ACTIVE_STATUSES
 
 CHECK_S = 1.0  # at most one look at the markers per second for the whole server
 RECONCILE_S = 5.0  # how often the watch notices jobs whose supervisor died (a few process probes)

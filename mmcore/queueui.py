@@ -63,7 +63,7 @@ def backend_choice(store, key):
 
 def slurm_preview(store, train_type, name, command):
     """The batch script a Slurm launch submits (for the command preview)."""
-    from mmcore.store import Job
+    from mmcore.jobrow import Job
 
     job = Job(id=0, train_type=train_type, name=name or "", status="queued", params={}, argv=command.argv,
               cwd=command.cwd, env=command.env, log_path=str(store.logs_dir / "job-<id>.log"), created_at=0.0)

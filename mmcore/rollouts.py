@@ -79,22 +79,11 @@ def query(run_dir, step=None, *, reward_min=None, reward_max=None, truncated=Non
     """
     with connect(run_dir) as conn:
         values = _value_columns(conn)
-        where, params = [], []
-        if step is not None:
-            where.append("r.step = ?")
-            params.append(int(step))
-        if prompt_id is not None:
-            where.append("r.prompt_id = ?")
-            params.append(int(prompt_id))
-        if reward_min is not None:
-            where.append("r.reward >= ?")
-            params.append(float(reward_min))
-        if reward_max is not None:
-            where.append("r.reward <= ?")
-            params.append(float(reward_max))
-        if truncated is not None:
-            where.append("r.truncated = ?")
-            params.append(1 if truncated else 0)
+        conditions = [("r.step = ?", step, int), ("r.prompt_id = ?", prompt_id, int),
+                      ("r.reward >= ?", reward_min, float), ("r.reward <= ?", reward_max, float),
+                      ("r.truncated = ?", truncated, lambda flag: 1 if flag else 0)]
+        where = [sql for sql, value, _ in conditions if value is not None]
+        params = [cast(value) for _, value, cast in conditions if value is not None]
         if format_failures:
             if "format_ok" not in values:
                 return _frame([], list(_BASE) + values)  # no format is checked in this run: no failures

@@ -16,7 +16,7 @@ from trainer.records import RECORDS_SUBDIR  # noqa: E402
 def current(home=None):
     """The roots in force for the dashboard whose home is `home` (default: `store.default_home()`)."""
     if home is None:
-        from mmcore.store import default_home  # here: the store need not be loaded to check a form
+        from mmcore.paths import default_home  # here: the store need not be loaded to check a form
         home = default_home()
     return trainer_roots.configured(Path(home) / RECORDS_SUBDIR)
 

@@ -33,7 +33,8 @@ from mmcore.metrics import job_run_dir, with_run_dir
 from mmcore import ownership, proctree, roots
 from mmcore.paths import ROOT
 from mmcore.paths import default_home
-from mmcore.store import JobStore, process_matches, process_start_time
+from mmcore.liveness import process_matches, process_start_time
+from mmcore.store import JobStore
 from trainer.specs import SPECS
 
 # Between SIGTERM and SIGKILL: long enough for every process to write its resume state on a busy machine.

@@ -7,7 +7,8 @@ import streamlit as st
 from mmcore import (actions, audit, auth, forms, guard, gpu, health, jobtable, launch, livepage, logfiles, metrics, navigation,
                     progress, queueui, registry, resumes, storeguard, tailview)
 from mmcore.safetext import md, md_lines
-from mmcore.store import STATUSES, JobStore
+from mmcore.jobrow import STATUSES
+from mmcore.store import JobStore
 from mmcore.watch import RunWatch
 from mmcore.i18n import t
 

@@ -56,7 +56,8 @@ def dashboard(tmp_path_factory):
 def stop_jobs(home):
     """Stop whatever the test left running: jobs run in sessions of their own, outside the server's group."""
     from mmcore import runner
-    from mmcore.store import ACTIVE_STATUSES, JobStore
+    from mmcore.jobrow import ACTIVE_STATUSES
+    from mmcore.store import JobStore
 
     store = JobStore(home)
     for job in store.list(status=ACTIVE_STATUSES, limit=None):

@@ -59,7 +59,8 @@ def site(tmp_path_factory):
                 finally:
                     chromium.close()
                     from mmcore import runner
-                    from mmcore.store import ACTIVE_STATUSES, JobStore
+                    from mmcore.jobrow import ACTIVE_STATUSES
+                    from mmcore.store import JobStore
                     store = JobStore(home / "jobs.db")
                     for job in store.list(status=list(ACTIVE_STATUSES), limit=None):
                         runner.stop(store, job.id, grace=5, wait=True)

@@ -5,7 +5,7 @@ import pytest
 
 from mmcore import jobtable, progress
 from mmcore.gpu import GpuInfo
-from mmcore.store import Job
+from mmcore.jobrow import Job
 
 T0 = 1_767_000_000.0  # a fixed unix time
 

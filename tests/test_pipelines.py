@@ -5,7 +5,8 @@ import os
 import pytest
 
 from mmcore import pipelines, presets, scheduler
-from mmcore.store import JobStore, process_start_time
+from mmcore.liveness import process_start_time
+from mmcore.store import JobStore
 
 
 @pytest.fixture

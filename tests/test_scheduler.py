@@ -8,7 +8,8 @@ import pytest
 
 from mmcore import backends, gpu, jobqueue, presets, queueconf, resources, scheduler
 from mmcore.paths import TRAINER_DIR
-from mmcore.store import JobStore, process_start_time
+from mmcore.liveness import process_start_time
+from mmcore.store import JobStore
 
 _names = itertools.count()
 GIB = 1 << 30

@@ -9,8 +9,8 @@ import time
 import psutil
 import pytest
 
-from mmcore import store as store_mod
-from mmcore.store import JobStore, MIGRATIONS, SCHEMA_VERSION
+from mmcore.jobrow import MIGRATIONS, SCHEMA_VERSION
+from mmcore.store import JobStore
 
 ARGV = [sys.executable, "-c", "print('hi')"]
 
