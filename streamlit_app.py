@@ -74,11 +74,16 @@ with st.sidebar:
         components.html(i18n.remember_script(st.session_state.pop(REMEMBER_KEY)), height=0)
     livepage.start_run()
     livepage.ticker()  # reruns this tab when what it shows has changed
+    # GPUs and job counts, drawn here first so that a page that stops early still shows them, and
+    # drawn again after a page that runs to its end (so a job it just launched is counted).
+    status_slot = st.empty()
+    st.caption(t("app.running_as", user=f"{md(access.user)} ({access.role})"))
+    if auth.mode() == "oidc":
+        st.button(t("app.sign_out"), on_click=st.logout, key="app.sign_out")
 
 
-def status_panel():
+def status_panel(gpus):
     """GPUs and job counts (the ticker reruns the tab when a job starts or ends)."""
-    gpus = gpu.list_gpus()
     st.markdown(f"**{t('app.gpus')}**")
     if gpus:
         for g in gpus:
@@ -97,11 +102,10 @@ def status_panel():
         st.markdown(t("app.job_counts", running=counts["running"], queued=counts["queued"]))
 
 
+gpus = gpu.list_gpus()  # once a run: both drawings show the same GPUs
+with status_slot.container():
+    status_panel(gpus)
 page.run()
 
-# Drawn after the page, so a job the page just launched or stopped is already counted.
-with st.sidebar:
-    status_panel()
-    st.caption(t("app.running_as", user=f"{md(access.user)} ({access.role})"))
-    if auth.mode() == "oidc":
-        st.button(t("app.sign_out"), on_click=st.logout, key="app.sign_out")
+with status_slot.container():
+    status_panel(gpus)

@@ -1,7 +1,8 @@
 """The Train page's form as plain functions: form state, defaults, presets and clones.
 
 A form is a dict of strings (and, for the GPU choice, ints) keyed by parameter name, plus three
-device fields and the job name:
+device fields and the job name (in session state, number fields hold numbers for their number
+inputs: `store_form` and `read_form` convert):
 
 - every parameter of the type but ``device`` (``train_monitor`` included), as text;
 - ``device_mode``: ``cpu``, ``single`` (one GPU, ``gpu``) or ``multi`` (several GPUs, ``gpus``);
@@ -16,6 +17,7 @@ The page keeps a form in `st.session_state` under keys that include the training
 (`field_key`), so switching type shows that type's own fields, filled with its defaults.
 """
 import datetime
+import math
 
 from mmcore import command, launch, registry
 from mmcore.presets import demo_preset
@@ -73,6 +75,50 @@ def select_options(p):
     if p.choices is not None:
         return [registry.format_value(c) for c in p.choices]
     return ["0", "1"]  # an on/off flag
+
+
+def number_step(p):
+    """The +/- step of a number field: 1 for whole numbers; for a float, a tenth of its default's
+    order of magnitude (0.0005 -> 1e-05, 0.8 -> 0.01), so a click nudges the value instead of
+    jumping past it."""
+    if p.type is int:
+        return 1
+    scale = abs(p.default) if isinstance(p.default, (int, float)) and p.default else 1.0
+    return float(f"1e{math.floor(math.log10(scale)) - 1}")
+
+
+def number_bounds(p):
+    """(lowest, highest) a number field accepts, of the parameter's type; None where unbounded.
+    A value that must be greater than 0 gets 0 as the lowest (the check then names the rule)."""
+    low = p.min if p.min is not None else (0 if p.gt_zero else None)
+    cast = p.type
+    return (None if low is None else cast(low)), (None if p.max is None else cast(p.max))
+
+
+def number_value(p, text):
+    """A number field's widget value for a form string: a number of the parameter's type, or None
+    (an empty field, which means the script's own default) for text that is empty or no number."""
+    text = (text if isinstance(text, str) else _form_text(text)).strip()
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    if not math.isfinite(value):
+        return None
+    if p.type is int:
+        return int(value) if value.is_integer() else None
+    return value
+
+
+def number_text(value):
+    """A number field's widget value as a form string ("" when the field is empty). Floats are cut to
+    12 significant digits, so a value stepped in the browser (0.8 - 0.01 = 0.7900000000000001) reads
+    as typed."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        value = float(f"{value:.12g}")
+    return registry.format_value(value)
 
 
 def device_modes(gpu_ids):
@@ -156,11 +202,20 @@ def form_keys(train_type):
     return [p.name for p in form_params(train_type)] + list(DEVICE_FIELDS) + [NAME_FIELD]
 
 
+def _number_params(train_type):
+    return {p.name: p for p in form_params(train_type) if p.widget == "number"}
+
+
 def store_form(state, train_type, form):
-    """Write a form into session state (only before the widgets are drawn, or from a callback)."""
+    """Write a form into session state (only before the widgets are drawn, or from a callback).
+
+    Number fields hold numbers there (their widgets are number inputs); the form keeps strings.
+    """
+    numbers = _number_params(train_type)
     for name in form_keys(train_type):
         if name in form:
-            state[field_key(train_type, name)] = form[name]
+            value = form[name]
+            state[field_key(train_type, name)] = number_value(numbers[name], value) if name in numbers else value
 
 
 def ensure_form(state, train_type, gpu_ids=(), now=None):
@@ -170,10 +225,8 @@ def ensure_form(state, train_type, gpu_ids=(), now=None):
     comes back with its defaults.
     """
     fresh = initial_form(train_type, gpu_ids, now)
-    for name in form_keys(train_type):
-        key = field_key(train_type, name)
-        if key not in state:
-            state[key] = fresh[name]
+    store_form(state, train_type, {name: fresh[name] for name in form_keys(train_type)
+                                   if field_key(train_type, name) not in state})
     # Select widgets fail on values outside their options (a cloned job from another machine).
     for p in form_params(train_type):
         if p.widget in ("select", "checkbox") and state[field_key(train_type, p.name)] not in select_options(p):
@@ -188,8 +241,12 @@ def ensure_form(state, train_type, gpu_ids=(), now=None):
 
 
 def read_form(state, train_type):
-    """The form of a type as session state holds it."""
-    return {name: state.get(field_key(train_type, name)) for name in form_keys(train_type)}
+    """The form of a type as session state holds it (number fields back as strings)."""
+    numbers = _number_params(train_type)
+    form = {name: state.get(field_key(train_type, name)) for name in form_keys(train_type)}
+    for name in numbers:
+        form[name] = number_text(form[name]) if not isinstance(form[name], str) else form[name]
+    return form
 
 
 def take_clone(state, gpu_ids=(), now=None):

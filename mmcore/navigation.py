@@ -13,6 +13,11 @@ Streamlit upgrade renames or stops reading that flag; tests/test_browser_e2e.py 
 URL on a fresh server.
 """
 
+from pathlib import Path
+
+from mmcore.paths import ROOT
+
+ENTRY = (ROOT / "streamlit_app.py").resolve()  # the app's entry script
 ENTRY_KEY = "app.entry_ran"  # session-state flag: streamlit_app.py has run in this session
 
 
@@ -24,12 +29,21 @@ def mark_entry(session_state):
 def ensure_app_navigation():
     """Rerun through streamlit_app.py when Streamlit served this page on its own (legacy mode).
 
-    Only a session the entry never ran in is rerun, so no widget action of a running session is
-    dropped. Call it first thing in every page.
+    A run is in legacy mode when the app's entry is the main script but has not run in this session:
+    Streamlit ran the page straight from the pages/ folder. The class-wide flag alone cannot tell:
+    when several open tabs reconnect at once to a restarted server, the first one clears it while the
+    others' runs have already started in legacy mode. Only a session the entry never ran in is
+    rerun, so no widget action of a running session is dropped; a page run on its own as the main
+    script (AppTest) is left alone. Call it first thing in every page.
     """
     import streamlit as st
     from streamlit.runtime.pages_manager import PagesManager
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-    if PagesManager.uses_pages_directory and not st.session_state.get(ENTRY_KEY):
-        PagesManager.uses_pages_directory = False
-        st.rerun()
+    if st.session_state.get(ENTRY_KEY):
+        return
+    ctx = get_script_run_ctx()
+    if ctx is None or Path(ctx.main_script_path).resolve() != ENTRY:
+        return
+    PagesManager.uses_pages_directory = False
+    st.rerun()

@@ -71,6 +71,10 @@ def field(p):
     help_text = t("train.param.help", help=p.help, default=p.default_text or t("train.none"))
     if p.widget in ("select", "checkbox"):
         st.selectbox(field_label(p.name), forms.select_options(p), key=key, help=help_text)
+    elif p.widget == "number":
+        low, high = forms.number_bounds(p)
+        st.number_input(field_label(p.name), min_value=low, max_value=high, value=None, step=forms.number_step(p),
+                        format=None if p.type is int else "%g", key=key, help=help_text, placeholder=p.default_text)
     else:
         st.text_input(field_label(p.name), key=key, help=help_text, placeholder=p.default_text)
     if p.name == "dtype" and not gpus:

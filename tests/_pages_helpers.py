@@ -38,7 +38,7 @@ def texts(elements):
 def widget_keys(at, prefix):
     """Keys of every input widget on the page that start with `prefix`."""
     found = set()
-    for kind in ("text_input", "selectbox", "multiselect", "radio"):
+    for kind in ("text_input", "number_input", "selectbox", "multiselect", "radio"):
         for w in getattr(at, kind):
             if w.key and w.key.startswith(prefix):
                 found.add(w.key)

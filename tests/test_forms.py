@@ -152,8 +152,10 @@ def test_form_from_params_keeps_only_gpus_that_exist():
 def test_session_state_helpers():
     state = {}
     forms.ensure_form(state, "spo", now=NOW)
-    assert state[forms.field_key("spo", "beta")] == "0.02"
-    state[forms.field_key("spo", "beta")] = "0.5"
+    assert state[forms.field_key("spo", "beta")] == 0.02  # number fields hold numbers for their widgets
+    assert state[forms.field_key("spo", "epochs")] == 1 and type(state[forms.field_key("spo", "epochs")]) is int
+    assert state[forms.field_key("spo", "save_weight")] == "spo"
+    state[forms.field_key("spo", "beta")] = 0.5
     state[forms.field_key("spo", "reasoning")] = "7"  # not an option: back to the default
     forms.ensure_form(state, "spo")
     form = forms.read_form(state, "spo")
@@ -161,13 +163,34 @@ def test_session_state_helpers():
     assert not any(k.startswith("train.grpo.") for k in state)
 
 
+def test_number_fields_convert_between_form_text_and_widget_numbers():
+    epochs, lr = registry.param("sft", "epochs"), registry.param("sft", "learning_rate")
+    assert forms.number_value(epochs, "3") == 3 and type(forms.number_value(epochs, "3.0")) is int
+    assert forms.number_value(epochs, "2.5") is None  # not a whole number: an empty field
+    assert forms.number_value(lr, "5e-4") == 0.0005 and forms.number_value(lr, 1e-7) == 1e-7
+    for bad in ("", "abc", "nan", "inf", None):
+        assert forms.number_value(lr, bad) is None
+    assert forms.number_text(None) == ""
+    assert forms.number_text(0.8 - 0.01) == "0.79"  # a value stepped in the browser reads as typed
+    assert forms.number_text(8e-08) == "8e-8" and forms.number_text(3) == "3"
+    assert forms.number_bounds(epochs) == (1, 10000) and forms.number_bounds(lr) == (0.0, 1.0)
+    assert forms.number_step(epochs) == 1 and forms.number_step(lr) == 1e-8  # sft: 5e-7
+    # Round trip through session state: every default of every type comes back as the same text.
+    for key in registry.TYPES:
+        state = {}
+        forms.ensure_form(state, key, now=NOW)
+        assert forms.read_form(state, key) == {k: v for k, v in forms.initial_form(key, now=NOW).items()
+                                              if k in forms.form_keys(key)}, key
+
+
 def test_take_clone_selects_the_type_and_fills_its_form():
     state = {forms.CLONE_KEY: {"train_type": "ppo", "params": {"kl_coef": "0.07", "device": "cpu"},
                                "job_id": 4, "name": "ppo-a"}}
     assert forms.take_clone(state, now=NOW) == ("ppo", 4)
     assert state[forms.TYPE_KEY] == "ppo"
-    assert state[forms.field_key("ppo", "kl_coef")] == "0.07"
-    assert state[forms.field_key("ppo", "clip_epsilon")] == "0.1"
+    assert state[forms.field_key("ppo", "kl_coef")] == 0.07
+    assert state[forms.field_key("ppo", "clip_epsilon")] == 0.1
+    assert forms.read_form(state, "ppo")["kl_coef"] == "0.07"
     assert state[forms.field_key("ppo", "job_name")] == "ppo-a-copy"
     assert forms.CLONE_KEY not in state
     assert forms.take_clone(state) is None

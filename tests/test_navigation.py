@@ -4,6 +4,7 @@ These fail loudly when a Streamlit upgrade renames or stops reading the private 
 clears; then bookmarked page URLs on a fresh server need a new look (tests/test_browser_e2e.py).
 """
 import ast
+import dataclasses
 import inspect
 
 import streamlit
@@ -38,3 +39,14 @@ def test_every_page_leaves_the_legacy_mode_first():
                 (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call))]
         first = ast.unparse(body[0])
         assert first == "navigation.ensure_app_navigation()", f"{page.name} starts with {first!r}"
+
+
+def test_a_legacy_run_is_told_by_the_entry_being_the_main_script_that_has_not_run():
+    """ensure_app_navigation tells a legacy run by the run's main script (the entry) in a session
+    the entry never ran in: the script run context must still name its main script."""
+    from streamlit.runtime.scriptrunner_utils.script_run_context import ScriptRunContext
+
+    from mmcore import navigation
+
+    assert "main_script_path" in {f.name for f in dataclasses.fields(ScriptRunContext)}, WHY
+    assert navigation.ENTRY == (ROOT / "streamlit_app.py").resolve() and navigation.ENTRY.is_file()

@@ -148,8 +148,8 @@ def test_clone_to_train_opens_train_prefilled(store):
     assert not at.exception
     assert at.title[0].value == "Train"
     assert at.selectbox(key="train.type").value == "dpo"
-    assert at.text_input(key="train.dpo.beta").value == "0.25"
-    assert at.text_input(key="train.dpo.epochs").value == "3"
+    assert at.number_input(key="train.dpo.beta").value == 0.25
+    assert at.number_input(key="train.dpo.epochs").value == 3
     assert at.text_input(key="train.dpo.job_name").value == "dpo-a-copy"
     assert "--beta 0.25" in at.code[0].value
     assert any("Filled from job" in t for t in texts(at.info))

@@ -2,6 +2,7 @@
 import pytest
 
 from _pages_helpers import open_page, texts, wait_for, widget_keys
+from mmcore import forms, registry
 from mmcore.store import JobStore
 from mmcore.paths import TRAINER_DIR
 
@@ -35,7 +36,11 @@ def train_page(train_type=None):
 
 
 def value(at, train_type, name):
+    """A field's value as the form's text (a number field's number written as the form writes it)."""
     key = f"train.{train_type}.{name}"
+    for w in at.number_input:
+        if w.key == key:
+            return forms.number_text(w.value)
     for kind in ("text_input", "selectbox"):
         for w in getattr(at, kind):
             if w.key == key:
@@ -117,12 +122,29 @@ def test_ppo_regression():
 
 def test_switching_type_refills_the_defaults():
     at = train_page("grpo")
-    at.text_input(key="train.grpo.beta").set_value("0.5").run()
+    at.number_input(key="train.grpo.beta").set_value(0.5).run()
     assert "--beta 0.5" in preview(at)
     at.selectbox(key="train.type").set_value("spo").run()
     at.selectbox(key="train.type").set_value("grpo").run()
     assert value(at, "grpo", "beta") == "0.02"
     assert SEED_GRPO in preview(at)
+
+
+@pytest.mark.parametrize("train_type", ["pretrain", "ppo", "distillation"])
+def test_number_parameters_are_number_inputs_with_the_scripts_defaults_and_bounds(train_type):
+    at = train_page(train_type)
+    numbers = {w.key: w for w in at.number_input}
+    params = [p for p in registry.get_type(train_type).params if p.type in (int, float) and p.choices is None]
+    assert params and set(numbers) == {f"train.{train_type}.{p.name}" for p in params}
+    for p in params:
+        w = numbers[f"train.{train_type}.{p.name}"]
+        assert type(w.value) is p.type and w.value == p.default, p.name  # trainer/args.py's default
+        low, high = forms.number_bounds(p)
+        assert (w.min, w.max) == (low, high), p.name
+        assert low == (p.min if p.min is not None else 0), p.name  # the script's lower bound
+    numbers[f"train.{train_type}.epochs"].set_value(3).run()
+    assert "--epochs 3" in preview(at)
+    assert value(at, train_type, "epochs") == "3"
 
 
 def test_cpu_only_without_gpus():
@@ -133,20 +155,18 @@ def test_cpu_only_without_gpus():
 
 def test_bad_values_show_messages_and_never_crash():
     at = train_page("grpo")
-    at.text_input(key="train.grpo.learning_rate").set_value("abc").run()
-    at.text_input(key="train.grpo.num_generations").set_value("1").run()
+    at.number_input(key="train.grpo.learning_rate").set_value(0.0).run()
     at.text_input(key="train.grpo.reward_model_path").set_value("-rm").run()
     assert not at.exception
     errors = " | ".join(texts(at.error))
-    assert "Learning rate must be a number, got 'abc'" in errors
-    assert "Generations per prompt must be at least 2" in errors
+    assert "Learning rate must be greater than 0" in errors
     assert "must not start with '-'" in errors
     assert not at.code  # no command while values are invalid
     assert any("Fix the fields" in w for w in texts(at.warning))
     launch = [b for b in at.button if b.label == "Launch"][0]
     launch.click().run()
     refused = [e for e in texts(at.error) if e.startswith("Launch refused")]
-    assert refused and "Learning rate: must be a number" in refused[0]
+    assert refused and "Learning rate: must be greater than 0" in refused[0]
     assert JobStore().count() == 0
 
 
@@ -204,8 +224,8 @@ def test_launching_a_demo_pretrain_job_runs_it(tmp_path, repo_resume_state_kept)
     data.write_text("".join(demo.read_text(encoding="utf-8").splitlines(keepends=True)[:64]), encoding="utf-8")
     at.text_input(key="train.pretrain.data_path").set_value(str(data)).run()
     at.text_input(key="train.pretrain.save_dir").set_value(str(tmp_path / "out")).run()
-    at.text_input(key="train.pretrain.epochs").set_value("1").run()
-    at.text_input(key="train.pretrain.log_interval").set_value("1").run()
+    at.number_input(key="train.pretrain.epochs").set_value(1).run()
+    at.number_input(key="train.pretrain.log_interval").set_value(1).run()
     assert not at.warning, texts(at.warning)
     [b for b in at.button if b.label == "Launch"][0].click().run()
     assert not at.exception
