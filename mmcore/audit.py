@@ -1,7 +1,7 @@
 """Audit trail: who did what to which job, and when, in `<dashboard home>/audit.db`.
 
 Every launch, stop, resume, delete, clone and settings change made through the pages, the Python API
-or `python -m mmcore` adds one row: unix time, the acting identity, the action, the job id (if any)
+or `python -m mmcore`, and every chat, compare, evaluation and export of the Models page, adds one row: unix time, the acting identity, the action, the job id (if any)
 and a short JSON detail. Rows are only ever added. The trail is a file of its own, so it survives a
 job store that had to be restored from a backup, and a deleted job keeps its history.
 """
@@ -15,7 +15,8 @@ from pathlib import Path
 from mmcore.paths import default_home
 
 DB_NAME = "audit.db"
-ACTIONS = ("launch", "stop", "resume", "delete", "clone", "settings", "restore")
+ACTIONS = ("launch", "stop", "resume", "delete", "clone", "settings", "restore", "chat", "compare", "evaluate",
+           "export")
 BUSY_TIMEOUT_S = 30.0
 
 _SCHEMA = """

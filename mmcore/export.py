@@ -9,6 +9,9 @@ import sys
 
 from mmcore.paths import ROOT
 
+#: The dtypes model.safetensors may be written in; the first is the default.
+DTYPE_NAMES = ("float32", "float16", "bfloat16")
+
 
 def export_argv(weight, out_dir, hidden_size=None, num_hidden_layers=None, use_moe=None, lora=None,
                 tokenizer_path=None, dtype=None):
@@ -21,30 +24,42 @@ def export_argv(weight, out_dir, hidden_size=None, num_hidden_layers=None, use_m
     return argv
 
 
-def run_export(weight, out_dir, timeout=600, **options):
-    """Run the export to completion; returns (exit status, its output text)."""
-    proc = subprocess.run(export_argv(weight, out_dir, **options), cwd=ROOT, capture_output=True, text=True,
+def run_export(weight, out_dir, timeout=600, capture=True, **options):
+    """Run the export to completion; returns (exit status, its output text). With `capture` False the
+    child's output (progress, or the reason for a refusal) goes straight to this process's terminal."""
+    proc = subprocess.run(export_argv(weight, out_dir, **options), cwd=ROOT, capture_output=capture, text=True,
                           timeout=timeout)
-    return proc.returncode, (proc.stdout + proc.stderr).strip()
+    return proc.returncode, ((proc.stdout or "") + (proc.stderr or "")).strip()
+
+
+def add_export_options(parser):
+    """The export's arguments, the same for `python -m mmcore export` and `python -m model.export_hf`."""
+    parser.add_argument("weight", help="MiniMind weight file (.pth state dict)")
+    parser.add_argument("out_dir", help="folder to create (must not exist, or be empty)")
+    parser.add_argument("--hidden_size", type=int, help="hidden size (default: what the file says)")
+    parser.add_argument("--num_hidden_layers", type=int, help="layers (default: what the file says)")
+    parser.add_argument("--use_moe", type=int, choices=(0, 1), help="MoE model (default: what the file says)")
+    parser.add_argument("--lora", help="LoRA file to merge into the weights")
+    parser.add_argument("--tokenizer_path", help="tokenizer folder (default: the bundled model/)")
+    parser.add_argument("--dtype", choices=DTYPE_NAMES, default=DTYPE_NAMES[0],
+                        help="dtype of model.safetensors (default float32: exactly the .pth model's logits)")
 
 
 def add_export(sub):
-    """`python -m mmcore export WEIGHT.pth OUT_DIR [...]`."""
+    """`python -m mmcore export WEIGHT.pth OUT_DIR [...] [--user U]`: a member's or admin's action, audited."""
     p = sub.add_parser("export", help="export a .pth weight file to a transformers folder (config, safetensors, "
                                       "tokenizer, modeling code)")
-    p.add_argument("weight", help="MiniMind weight file (.pth state dict)")
-    p.add_argument("out_dir", help="folder to create (must not exist, or be empty)")
-    p.add_argument("--hidden_size", type=int, help="hidden size (default: what the file says)")
-    p.add_argument("--num_hidden_layers", type=int, help="layers (default: what the file says)")
-    p.add_argument("--use_moe", type=int, choices=(0, 1), help="MoE model (default: what the file says)")
-    p.add_argument("--lora", help="LoRA file to merge into the weights")
-    p.add_argument("--tokenizer_path", help="tokenizer folder (default: the bundled model/)")
-    p.add_argument("--dtype", choices=("float32", "float16", "bfloat16"),
-                   help="dtype of model.safetensors (default float32)")
+    add_export_options(p)
+    p.add_argument("--user", default=None, help="acting user (default: the OS user); viewers may not export")
 
     def run(args):
-        # The child's own output (progress, or the reason for a refusal) goes straight to the terminal.
-        argv = export_argv(args.weight, args.out_dir, args.hidden_size, args.num_hidden_layers, args.use_moe,
-                           args.lora, args.tokenizer_path, args.dtype)
-        return subprocess.run(argv, cwd=ROOT).returncode
+        from mmcore import api, modelguard, roles
+        user = args.user or roles.os_user()
+        options = {k: getattr(args, k) for k in ("hidden_size", "num_hidden_layers", "use_moe", "lora",
+                                                 "tokenizer_path", "dtype")}
+        try:
+            code, _ = modelguard.export(user, args.weight, args.out_dir, capture=False, timeout=None, **options)
+        except roles.Forbidden as exc:
+            raise api.Refused(str(exc)) from None
+        return code
     p.set_defaults(handler=run)

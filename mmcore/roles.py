@@ -1,7 +1,8 @@
 """Who may do what: three roles read from a small TOML file.
 
 - viewer: sees every job, log and chart;
-- member: also launches jobs, and stops, deletes or resumes the jobs it owns;
+- member: also launches jobs, and stops, deletes or resumes the jobs it owns; on the Models page it
+  chats with, compares, evaluates and exports checkpoints (each runs a model or writes files);
 - admin: everything, on every job, and the dashboard's settings.
 
 The file is `$MINIMIND_ROLES`, else `<dashboard home>/roles.toml` (beside jobs.db)::
@@ -33,14 +34,17 @@ FILE_NAME = "roles.toml"
 
 #: Actions on a job that a member may take on its own jobs only.
 OWN_JOB_ACTIONS = frozenset({"stop", "delete", "resume"})
+#: The Models page's actions: each runs a model (chat, compare, evaluate) or writes files (export).
+MODEL_ACTIONS = frozenset({"chat", "compare", "evaluate", "export"})
 #: What each role may do (an admin may do everything).
 _ALLOWED = {
     "viewer": frozenset({"view"}),
-    "member": frozenset({"view", "launch", "clone"}) | OWN_JOB_ACTIONS,
+    "member": frozenset({"view", "launch", "clone"}) | OWN_JOB_ACTIONS | MODEL_ACTIONS,
     "admin": None,
 }
 # Actions with a wording of their own in messages ("role.verb.<action>" in the language files).
-_VERBS = frozenset({"launch", "clone", "stop", "delete", "resume", "settings", "view"})
+_VERBS = frozenset({"launch", "clone", "stop", "delete", "resume", "settings", "view", "chat", "compare", "evaluate",
+                    "export"})
 
 
 class Forbidden(PermissionError):

@@ -24,6 +24,12 @@ from model.chat_engine import build_prompt, score_reply, stream_reply  # noqa: E
 from model.weights import WeightFileError, load_model, load_tokenizer  # noqa: E402
 
 
+def _number(value):
+    """A summary figure for the log: "n/a" where it does not apply (accuracy is the rule reward's, which a
+    reward model replaces; the format rate needs reasoning on)."""
+    return "n/a" if value is None else f"{value:.3f}"
+
+
 def evaluate_weight(store, eval_id, spec, prompts, settings, device, index, total, reward_model=None):
     """Answer and score every prompt with one checkpoint; store the answers and its summary."""
     start = time.time()
@@ -43,13 +49,13 @@ def evaluate_weight(store, eval_id, spec, prompts, settings, device, index, tota
                          len(ids))
         running = summarise(scored)
         print(f"Eval: checkpoint {index}/{total} {spec['label']}, prompt {i + 1}/{len(prompts)}, "
-              f"accuracy {running['accuracy']:.3f}, mean reward {running['mean_reward']:.3f}", flush=True)
+              f"accuracy {_number(running['accuracy'])}, mean reward {_number(running['mean_reward'])}", flush=True)
     summary = summarise(scored)
     store.add_result(eval_id, spec["weight"], spec["label"], spec.get("train_type"), spec.get("run_job_id"),
                      spec.get("step"), summary)
-    fmt = "n/a" if summary["format_rate"] is None else f"{summary['format_rate']:.3f}"
-    print(f"Result: {spec['label']}: accuracy {summary['accuracy']:.3f}, format rate {fmt}, mean reward "
-          f"{summary['mean_reward']:.3f}, mean length {summary['mean_length']:.1f} tokens "
+    print(f"Result: {spec['label']}: accuracy {_number(summary['accuracy'])}, format rate "
+          f"{_number(summary['format_rate'])}, mean reward {_number(summary['mean_reward'])}, mean length "
+          f"{summary['mean_length']:.1f} tokens "
           f"({time.time() - start:.1f} s)", flush=True)
 
 
@@ -78,7 +84,12 @@ def main(argv=None):
     reward_model = None
     if settings.get("reward_model_path"):
         from model.chat_engine import ModelPool
-        reward_model = ModelPool().reward_model(settings["reward_model_path"])
+        from trainer.trainer_utils import SetupError
+        try:
+            reward_model = ModelPool().reward_model(settings["reward_model_path"])
+        except SetupError as exc:  # not a reward model, or its code is not allowed to run: one clear line
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     failed = 0
     for index, spec in enumerate(row["weights"], 1):
         try:

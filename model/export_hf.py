@@ -23,13 +23,14 @@ if __package__ in (None, ""):  # run as a script: make `model` importable
 
 import torch  # noqa: E402
 
+from mmcore.export import DTYPE_NAMES, add_export_options  # noqa: E402  (torch-free)
 from model.weights import BUNDLED_TOKENIZER, WeightFileError, load_model  # noqa: E402
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
                    "merges.txt", "chat_template.jinja")
 #: Upstream MiniMind's chat sampling settings (eval_llm.py).
 GENERATION_DEFAULTS = {"do_sample": True, "temperature": 0.85, "top_p": 0.85, "max_new_tokens": 512}
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+DTYPES = dict(zip(DTYPE_NAMES, (torch.float32, torch.float16, torch.bfloat16)))
 
 
 def export(weight, out_dir, *, hidden_size=None, num_hidden_layers=None, use_moe=None, lora=None,
@@ -79,17 +80,9 @@ def export(weight, out_dir, *, hidden_size=None, num_hidden_layers=None, use_moe
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(prog="python -m mmcore export",
+    parser = argparse.ArgumentParser(prog="python -m model.export_hf",
                                      description="Export a MiniMind .pth weight file to a transformers folder")
-    parser.add_argument("weight", help="MiniMind weight file (.pth state dict)")
-    parser.add_argument("out_dir", help="folder to create (must not exist or be empty)")
-    parser.add_argument("--hidden_size", type=int, help="hidden size (default: read from the file)")
-    parser.add_argument("--num_hidden_layers", type=int, help="layers (default: read from the file)")
-    parser.add_argument("--use_moe", type=int, choices=(0, 1), help="MoE model (default: read from the file)")
-    parser.add_argument("--lora", help="LoRA file to merge into the weights")
-    parser.add_argument("--tokenizer_path", help="tokenizer folder (default: the bundled model/)")
-    parser.add_argument("--dtype", choices=tuple(DTYPES), default="float32",
-                        help="dtype of model.safetensors (default float32: exactly the .pth model's logits)")
+    add_export_options(parser)
     return parser
 
 

@@ -2,21 +2,24 @@
 
 Models run in the chat worker process (see mmcore.chat_client); this page never imports torch.
 Model output is user data: it is shown as plain text (never markdown/HTML), reasoning folded.
+Everyone may browse the catalogue and the evaluation results; chat, compare, evaluate and export are
+members' and admins' actions, checked and audited by mmcore.modelguard.
 """
 import pandas as pd
 import streamlit as st
 
-from mmcore import auth, catalogue, chat_client, evaluate, guard, modelsview, navigation
-from mmcore.export import run_export
+from mmcore import auth, catalogue, chat_client, evaluate, modelguard, modelsview, navigation, preflight, roles
 from mmcore.paths import ROOT
 from mmcore.i18n import t
 from mmcore.safetext import md
 from mmcore.store import JobStore
 from trainer import roots as allowed_roots
+from trainer import specs
 
 navigation.ensure_app_navigation()
 
 state = st.session_state
+user = auth.session_user(state)  # who acts: a viewer may look, members and admins may run models
 SECTIONS = ("Catalogue", "Chat", "Compare", "Evaluate", "Export")
 HISTORY_KEY = "models.chat.history"  # {target label: [{"role", "content"}]}
 COMPARE_KEY = "models.compare.result"
@@ -28,9 +31,51 @@ try:
 except Exception as exc:  # an unreadable job store: show the files anyway, unattributed
     st.warning(t("models.store_unreadable", error=exc))
     store, entries = None, catalogue.scan(None)
+home = store.home if store is not None else None  # where the audit trail is
 targets = modelsview.chat_targets(entries)
 section = st.radio(t("models.section"), SECTIONS, horizontal=True, key="models.section", label_visibility="collapsed",
                    format_func=lambda s: t(f"models.section.{s}"))
+
+
+def refused(action):
+    """Why this session's user may not take `action` (chat, compare, evaluate, export), in the page's
+    language; None when they may."""
+    why = modelguard.refusal(user, action)
+    role = modelguard.role(user)
+    if why is None or role is None:  # allowed, or the roles file itself is the problem: its own message
+        return why and md(why)
+    return t("models.refused", user=md(user), role=t(f"models.role.{role}"), action=t(f"models.action.{action}"))
+
+
+def show_refusal(action):
+    """Say why the action is not offered; returns True when it is not."""
+    why = refused(action)
+    if why:
+        st.info(why, icon=":material/lock:")
+    return bool(why)
+
+
+def choose_target(empty_key, label_key, key):
+    """The checkpoint selector of Chat and Export -> (label, ChatTarget); stops the page without one."""
+    if not targets:
+        st.info(t(empty_key))
+        st.stop()
+    label = st.selectbox(t(label_key), list(targets), key=key)
+    return label, targets[label]
+
+
+def reward_model_field(prefix):
+    """An optional reward-model folder -> (absolute path or None, problem or None): inside the read roots,
+    a transformers model, and its own code only where an admin allowed it."""
+    folder = st.text_input(t("models.reward_model"), key=f"{prefix}.reward_model",
+                           placeholder=t("models.reward_model.placeholder"), help=t("models.reward_model.help"))
+    if not folder.strip():
+        return None, None
+    problem = allowed_roots.configured().problem(folder, "read", base=ROOT)
+    if problem is None:
+        found = preflight.reward_model(specs.spec("grpo"), {"reward_model_path": folder}, ROOT)
+        problem = found[0] if found else None
+    return (None, md(problem)) if problem else (str(allowed_roots.resolved(folder, ROOT)), None)
 
 
 def show_reply(text, streaming=False):
@@ -75,6 +120,17 @@ def sampling_settings(prefix, target=None, greedy=False):
             "reasoning": reasoning, "system": system or None}
 
 
+def scoring_settings(prefix, problem):
+    """Compare's and Evaluate's settings: greedy sampling by default and the optional reward model ->
+    (settings, the first problem of the section's inputs, shown, or None)."""
+    settings = sampling_settings(prefix, greedy=True)
+    settings["reward_model_path"], reward_problem = reward_model_field(prefix)
+    problem = problem or reward_problem
+    if problem:
+        st.error(problem)
+    return settings, problem
+
+
 if section == "Catalogue":
     if not entries:
         st.info(t("models.no_weights"))
@@ -87,11 +143,7 @@ if section == "Catalogue":
             "Tokenizer": st.column_config.TextColumn(t("models.tokenizer"), help=t("models.tokenizer.help"))})
 
 elif section == "Chat":
-    if not targets:
-        st.info(t("models.nothing_to_chat"))
-        st.stop()
-    label = st.selectbox(t("models.checkpoint"), list(targets), key="models.chat.target")
-    target = targets[label]
+    label, target = choose_target("models.nothing_to_chat", "models.checkpoint", "models.chat.target")
     settings = sampling_settings("models.chat", target)
     history = state.setdefault(HISTORY_KEY, {}).setdefault(label, [])
     if st.button(t("models.clear"), disabled=not history):
@@ -99,7 +151,13 @@ elif section == "Chat":
     for message in history:
         with st.chat_message(message["role"]):
             show_reply(message["content"]) if message["role"] == "assistant" else st.text(message["content"])
-    prompt = st.chat_input(t("models.message"))
+    may_not = show_refusal("chat")
+    prompt = st.chat_input(t("models.message"), disabled=may_not)
+    try:
+        if prompt:
+            modelguard.chat(user, target, home)
+    except roles.Forbidden:
+        prompt = None  # refused (shown above): nothing is sent
     if prompt:
         history.append({"role": "user", "content": prompt})
         with st.chat_message("user"):
@@ -144,17 +202,18 @@ elif section == "Compare":
     else:
         typed = st.text_area(t("models.typed"), key="models.compare.typed")
         prompts = modelsview.prompts_from_text(typed)
-    settings = sampling_settings("models.compare", greedy=True)
-    if problem:
-        st.error(problem)
-    ready = 2 <= len(chosen) <= 4 and prompts and not problem
+    settings, problem = scoring_settings("models.compare", problem)
+    may_not = show_refusal("compare")
+    ready = 2 <= len(chosen) <= 4 and prompts and not problem and not may_not
     if st.button(t("models.compare"), type="primary", disabled=not ready):
         bar = st.progress(0.0, text=t("models.answering"))
         try:
-            rows = modelsview.compare([targets[c] for c in chosen], prompts, settings,
+            rows = modelguard.compare(user, [targets[c] for c in chosen], prompts, settings, home,
                                       on_answer=lambda done, total: bar.progress(done / total, t("models.answers", done=done, total=total)))
+        except roles.Forbidden as exc:
+            st.error(md(exc))
         except chat_client.ChatError as exc:
-            st.error(t("models.compare_stopped", error=exc))
+            st.error(t("models.compare_stopped", error=md(exc)))
         else:
             state[COMPARE_KEY] = {"labels": list(chosen), "rows": rows}
         bar.empty()
@@ -190,14 +249,13 @@ elif section == "Evaluate":
         chosen = [t for t in targets.values() if any(e.job_id == run and e.path == t.weight for e in entries)]
         st.caption(t("models.eval.count", n=len(chosen), id=run) if run is not None else t("models.eval.none"))
     path, count, problem = prompt_file("models.eval")
-    settings = sampling_settings("models.eval", greedy=True)
-    if problem:
-        st.error(problem)
-    if st.button(t("models.eval.launch"), type="primary", disabled=bool(problem or not chosen or evals is None)):
+    settings, problem = scoring_settings("models.eval", problem)
+    may_not = show_refusal("evaluate")
+    if st.button(t("models.eval.launch"), type="primary", disabled=bool(problem or not chosen or evals is None or may_not)):
         try:
-            job_id, eval_id = evaluate.launch(store, chosen, entries, path, {**settings, "max_samples": count})
-        except (OSError, ValueError, RuntimeError) as exc:
-            st.error(t("models.eval.failed", error=exc))
+            job_id, eval_id = modelguard.evaluate(store, user, chosen, entries, path, {**settings, "max_samples": count})
+        except (OSError, ValueError, RuntimeError) as exc:  # roles.Forbidden is an OSError: its message says why
+            st.error(t("models.eval.failed", error=md(exc)))
         else:
             st.success(t("models.eval.started", eval_id=eval_id, job_id=job_id))
             st.page_link("pages/jobs.py", label=t("train.watch"), icon=":material/list:",
@@ -225,11 +283,7 @@ elif section == "Evaluate":
                 st.caption(modelsview.score_text(a))
 
 elif section == "Export":
-    if not targets:
-        st.info(t("models.nothing_to_export"))
-        st.stop()
-    label = st.selectbox(t("models.export.checkpoint"), list(targets), key="models.export.target")
-    target = targets[label]
+    label, target = choose_target("models.nothing_to_export", "models.export.checkpoint", "models.export.target")
     cols = st.columns([3, 1])
     default_name = label.split("/")[-1].split(" ")[0].removesuffix(".pth")
     name = cols[0].text_input(t("models.export.folder"), default_name, key="models.export.name")
@@ -240,13 +294,15 @@ elif section == "Export":
     except ValueError as exc:
         st.error(str(exc))
         folder = None
-    may_not = guard.refusal(auth.session_user(st.session_state), "launch")  # writes files: members and admins
-    if may_not:
-        st.caption(md(may_not))
-    if st.button(t("models.export"), type="primary", disabled=folder is None or bool(may_not)):
-        with st.spinner(t("models.exporting")):
-            code, output = run_export(target.weight, folder, lora=target.lora, tokenizer_path=target.tokenizer_path,
-                                      dtype=dtype)
+    may_not = show_refusal("export")
+    if st.button(t("models.export"), type="primary", disabled=folder is None or may_not):
+        try:
+            with st.spinner(t("models.exporting")):
+                code, output = modelguard.export(user, target.weight, folder, home, lora=target.lora,
+                                                 tokenizer_path=target.tokenizer_path, dtype=dtype)
+        except roles.Forbidden as exc:
+            st.error(md(exc))
+            st.stop()
         (st.success if code == 0 else st.error)(t("models.export.done" if code == 0 else "models.export.failed", folder=folder))
         st.code(output, language=None, wrap_lines=True)
         if code == 0:

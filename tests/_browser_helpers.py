@@ -66,6 +66,12 @@ def copy_app(dest):
     return dest
 
 
+def write_pretrain_head(app_dir, name, lines):
+    """`dataset/<name>` in the app copy: the first `lines` lines of the bundled demo pretrain data."""
+    with open(Path(app_dir) / "dataset" / "demo" / "pretrain.jsonl", encoding="utf-8") as demo:
+        (Path(app_dir) / "dataset" / name).write_text("".join(next(demo) for _ in range(lines)), encoding="utf-8")
+
+
 def free_port():
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
     with socket.socket() as s:
@@ -81,8 +87,10 @@ class StreamlitServer:
     in their own sessions and are not part of the group. Server output goes to `log_path`.
     """
 
-    def __init__(self, app_dir, home, log_path, port=None, start_timeout=60.0):
+    def __init__(self, app_dir, home, log_path, port=None, start_timeout=60.0, address="127.0.0.1", unset_env=()):
         self.app_dir = Path(app_dir)
+        self.address = address  # "0.0.0.0": every interface, as a dashboard served to a team
+        self.unset_env = tuple(unset_env)  # variables of this process the server must not see
         self.home = Path(home)
         self.log_path = Path(log_path)
         self.port = port or free_port()
@@ -91,10 +99,10 @@ class StreamlitServer:
         self.proc = None
 
     def __enter__(self):
-        env = {**os.environ, "MINIMIND_DASHBOARD_HOME": str(self.home), "PYTHONPATH": str(self.app_dir),
-               "PYTHONUNBUFFERED": "1"}
+        env = {**{k: v for k, v in os.environ.items() if k not in self.unset_env},
+               "MINIMIND_DASHBOARD_HOME": str(self.home), "PYTHONPATH": str(self.app_dir), "PYTHONUNBUFFERED": "1"}
         argv = [sys.executable, "-m", "streamlit", "run", "streamlit_app.py",
-                "--server.headless", "true", "--server.address", "127.0.0.1", "--server.port", str(self.port),
+                "--server.headless", "true", "--server.address", self.address, "--server.port", str(self.port),
                 "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "wb")
@@ -149,11 +157,44 @@ class StreamlitServer:
         self.proc = None
 
 
+def stop_jobs(home):
+    """Stop whatever a test left running: jobs run in sessions of their own, outside the server's group."""
+    from mmcore import runner
+    from mmcore.jobrow import ACTIVE_STATUSES
+    from mmcore.store import JobStore
+
+    store = JobStore(home)
+    for job in store.list(status=ACTIVE_STATUSES, limit=None):
+        runner.stop(store, job.id, grace=5, wait=True)
+
+
 # -- the browser -----------------------------------------------------------------------------------
 
 def launch_browser(playwright):
     """Debian's headless Chromium through Playwright (never a downloaded browser)."""
     return playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+
+
+@contextlib.contextmanager
+def chromium():
+    """A headless Chromium for the `with` block (Playwright started and stopped with it)."""
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as playwright:
+        browser = launch_browser(playwright)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@contextlib.contextmanager
+def app_page(url, width=1400, height=900, timeout_ms=30_000):
+    """A page of a fresh headless Chromium with the app at `url` loaded, for the `with` block."""
+    with chromium() as browser:
+        page = new_page(browser, width, height)
+        page.set_default_timeout(timeout_ms)
+        open_app(page, url)
+        yield page
 
 
 def new_page(browser, width=1400, height=900):

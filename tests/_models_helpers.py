@@ -3,7 +3,10 @@ from it, written by the real trainers, with job rows in the job store so the cat
 
     root = train_demo_models(tmp_dir, store)   # root/out/reason_64.pth, root/out/grpo_64.pth
 """
+import os
 import time
+
+import pytest
 
 from _trainer_helpers import DEMO, head_jsonl, make_repo_copy, proc_output, run_trainer, save_random_weights, tiny_args
 from mmcore.paths import TRAINER_DIR
@@ -29,3 +32,12 @@ def train_demo_models(dest, store):
         assert proc.returncode == 0, proc_output(proc)
         store.update(job_id, status="succeeded", ended_at=time.time(), exit_code=0)
     return root
+
+
+@pytest.fixture
+def only_default_write_roots(monkeypatch):
+    """The catalogue walks the write roots: keep it to the repository's (the tests' temp folder is one
+    too, see conftest); the demo runs' weights are found through their jobs' save folders. Import it
+    into a test module with `pytestmark = pytest.mark.usefixtures("only_default_write_roots")`."""
+    from trainer import roots
+    monkeypatch.setenv(roots.WRITE_ENV, os.pathsep.join(map(str, roots.default_roots().write)))

@@ -1,4 +1,5 @@
-"""Helpers shared by the store and runner tests: polling and small stand-in trainer scripts."""
+"""Helpers shared by the store and runner tests: polling, a dashboard home with roles, and small stand-in
+trainer scripts."""
 import os
 import sys
 import textwrap
@@ -7,6 +8,16 @@ import time
 import psutil
 
 from mmcore.runner import group_alive  # noqa: F401  (re-exported for the tests)
+
+
+def home_with_roles(tmp_path, monkeypatch, **users):
+    """A fresh dashboard home (`MINIMIND_DASHBOARD_HOME`) whose roles.toml gives each user its role."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "roles.toml").write_text("[users]\n" + "".join(f'{user} = "{role}"\n' for user, role in users.items()))
+    monkeypatch.setenv("MINIMIND_DASHBOARD_HOME", str(home))
+    monkeypatch.delenv("MINIMIND_ROLES", raising=False)  # mmcore.roles.ROLES_ENV
+    return home
 
 
 def wait_for(predicate, timeout=60.0, interval=0.05, what="condition"):

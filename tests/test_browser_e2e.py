@@ -33,35 +33,16 @@ def dashboard(tmp_path_factory):
     """(server, page) for the whole module: one server on a copy of the app, one browser page."""
     if MISSING:
         pytest.skip(f"browser test needs Chromium and Playwright: {MISSING}")
-    from playwright.sync_api import sync_playwright
-
     tmp = tmp_path_factory.mktemp("browser")
     app_dir = browser.copy_app(tmp / "app")
-    with open(app_dir / "dataset" / "demo" / "pretrain.jsonl", encoding="utf-8") as demo:
-        head = [next(demo) for _ in range(E2E_LINES)]
-    (app_dir / "dataset" / E2E_DATA).write_text("".join(head), encoding="utf-8")
+    browser.write_pretrain_head(app_dir, E2E_DATA, E2E_LINES)
     server = browser.StreamlitServer(app_dir, home=tmp / "home", log_path=tmp / "streamlit.log")
-    with server, sync_playwright() as playwright:
-        chromium = browser.launch_browser(playwright)
+    with server:
         try:
-            page = browser.new_page(chromium)
-            page.set_default_timeout(30_000)
-            browser.open_app(page, server.url)
-            yield server, page
+            with browser.app_page(server.url) as page:
+                yield server, page
         finally:
-            chromium.close()
-            stop_jobs(tmp / "home")
-
-
-def stop_jobs(home):
-    """Stop whatever the test left running: jobs run in sessions of their own, outside the server's group."""
-    from mmcore import runner
-    from mmcore.jobrow import ACTIVE_STATUSES
-    from mmcore.store import JobStore
-
-    store = JobStore(home)
-    for job in store.list(status=ACTIVE_STATUSES, limit=None):
-        runner.stop(store, job.id, grace=5, wait=True)
+            browser.stop_jobs(tmp / "home")
 
 
 def assert_no_exception(page, where):
@@ -181,8 +162,12 @@ def test_rl_forms_then_demo_pretrain_from_launch_to_chart(dashboard):
         assert status == "succeeded", f"job {job_id} ended {status} (store: {in_store}); log tail:\n{log_tail}"
         browser.wait_for_rerun(page)
         assert_no_exception(page, "jobs-finished")
-        rows = browser.dataframe_cells(page, 0)
-        listed = [row for row in rows or [] if str(job_id) in row and name in row]
+        # The grid mirrors its cells into a hidden table a few frames after drawing: poll it briefly.
+        deadline, listed = time.monotonic() + 30, []
+        while not (listed and any("succeeded" in cell for cell in listed[0])) and time.monotonic() < deadline:
+            time.sleep(0.5)
+            rows = browser.dataframe_cells(page, 0)
+            listed = [row for row in rows or [] if str(job_id) in row and name in row]
         assert listed and any("succeeded" in cell for cell in listed[0]), \
             f"the jobs table has no succeeded row for job {job_id}: {rows}"
         log = page.locator(".minimind-log-tail").last.inner_text()  # the log tail (mmcore.tailview)

@@ -31,8 +31,7 @@ def server(tmp_path_factory):
         pytest.skip(f"browser test needs Chromium and Playwright: {MISSING}")
     tmp = tmp_path_factory.mktemp("live")
     app_dir = browser.copy_app(tmp / "app")
-    with open(app_dir / "dataset" / "demo" / "pretrain.jsonl", encoding="utf-8") as demo:
-        (app_dir / "dataset" / TINY_DATA).write_text("".join(next(demo) for _ in range(40)), encoding="utf-8")
+    browser.write_pretrain_head(app_dir, TINY_DATA, 40)
     (tmp / "home").mkdir()
     store = JobStore(tmp / "home")
     for name in ("alpha", "bravo", "charlie"):
@@ -41,18 +40,13 @@ def server(tmp_path_factory):
         try:
             yield srv
         finally:
-            stop_all(srv.home)
+            browser.stop_jobs(srv.home)
 
 
 @pytest.fixture(scope="module")
 def chromium():
-    from playwright.sync_api import sync_playwright
-    with sync_playwright() as playwright:
-        b = browser.launch_browser(playwright)
-        try:
-            yield b
-        finally:
-            b.close()
+    with browser.chromium() as b:
+        yield b
 
 
 def wait_for_table_text(page, text, timeout_s):
@@ -87,15 +81,7 @@ def test_a_job_launched_in_one_browser_shows_on_the_other_without_a_click(server
         shown_after = time.monotonic() - launched_at
         assert shown_after < SHOWN_WITHIN_S
         assert not browser.exceptions(a)
-    stop_all(server.home)
-
-
-def stop_all(home):
-    """Stop what a test launched (jobs run in sessions of their own, outside the server's group)."""
-    from mmcore import runner
-    store = JobStore(home)
-    for job in store.list(status=["queued", "running"], limit=None):
-        runner.stop(store, job.id, grace=5, wait=True)
+    browser.stop_jobs(server.home)
 
 
 def test_delete_leaves_the_selector_and_panel_in_agreement(server, chromium):

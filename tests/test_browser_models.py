@@ -26,8 +26,6 @@ MAX_NEW = 20
 def dashboard(tmp_path_factory, demo_models):
     if MISSING:
         pytest.skip(f"browser test needs Chromium and Playwright: {MISSING}")
-    from playwright.sync_api import sync_playwright
-
     tmp = tmp_path_factory.mktemp("browser-models")
     app_dir = browser.copy_app(tmp / "app")
     shutil.copytree(demo_models / "out", app_dir / "out")
@@ -37,15 +35,8 @@ def dashboard(tmp_path_factory, demo_models):
     saved = os.environ.get(roots.WRITE_ENV)
     os.environ[roots.WRITE_ENV] = str(app_dir / "out")  # the server's catalogue walks only the app's out/
     try:
-        with server, sync_playwright() as playwright:
-            chromium = browser.launch_browser(playwright)
-            try:
-                page = browser.new_page(chromium)
-                page.set_default_timeout(60_000)
-                browser.open_app(page, server.url)
-                yield app_dir, home, page
-            finally:
-                chromium.close()
+        with server, browser.app_page(server.url, timeout_ms=60_000) as page:
+            yield app_dir, home, page
     finally:
         if saved is None:
             os.environ.pop(roots.WRITE_ENV, None)

@@ -24,30 +24,6 @@ def lan_address():
     return None if address.startswith("127.") else address
 
 
-class NetworkServer(browser.StreamlitServer):
-    """The dashboard as someone would serve it to a team by mistake: every interface, no sign-in."""
-
-    def __enter__(self):
-        import os
-        import subprocess
-        import sys
-        env = {**os.environ, "MINIMIND_DASHBOARD_HOME": str(self.home), "PYTHONPATH": str(self.app_dir),
-               "PYTHONUNBUFFERED": "1"}
-        env.pop("MINIMIND_AUTH", None)
-        argv = [sys.executable, "-m", "streamlit", "run", "streamlit_app.py", "--server.headless", "true",
-                "--server.address", "0.0.0.0", "--server.port", str(self.port),
-                "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
-        self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(argv, cwd=self.app_dir, env=env, stdin=subprocess.DEVNULL,
-                                     stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            self._wait_healthy()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-
 def test_an_anonymous_visitor_on_the_network_sees_only_an_explanation(tmp_path):
     if MISSING:
         pytest.skip(f"browser test needs Chromium and Playwright: {MISSING}")
@@ -61,8 +37,9 @@ def test_an_anonymous_visitor_on_the_network_sees_only_an_explanation(tmp_path):
     store = JobStore(home / "jobs.db")
     job_id = store.create("pretrain", "secret-run", {}, ["true"], "/tmp", {}, user="alice")
     store.update(job_id, status="succeeded")
-    with NetworkServer(app_dir, home=home, log_path=tmp_path / "streamlit.log") as server, \
-            sync_playwright() as playwright:
+    # The dashboard as someone would serve it to a team by mistake: every interface, no sign-in.
+    with browser.StreamlitServer(app_dir, home=home, log_path=tmp_path / "streamlit.log", address="0.0.0.0",
+                                 unset_env=("MINIMIND_AUTH",)) as server, sync_playwright() as playwright:
         # The harness's browser reaches only 127.0.0.1 and localhost; this one reaches the LAN address too.
         args = [a.replace("EXCLUDE localhost", f"EXCLUDE localhost, EXCLUDE {address}") for a in browser.CHROMIUM_ARGS]
         chromium = playwright.chromium.launch(executable_path=browser.CHROMIUM, headless=True, args=args)

@@ -18,8 +18,6 @@ JOB_TIMEOUT_S = 240
 def grpo_dashboard(tmp_path_factory):
     if MISSING:
         pytest.skip(f"browser test needs Chromium and Playwright: {MISSING}")
-    from playwright.sync_api import sync_playwright
-
     from mmcore import command, runner
     from mmcore.presets import demo_preset
     from mmcore.store import JobStore
@@ -33,7 +31,7 @@ def grpo_dashboard(tmp_path_factory):
               "max_gen_len": "24"}
     cmd = command.build_command("grpo", values, trainer_dir=app_dir / "trainer")
     server = browser.StreamlitServer(app_dir, home=tmp / "home", log_path=tmp / "streamlit.log")
-    with server, sync_playwright() as playwright:
+    with server, browser.chromium() as chromium:
         store = JobStore(server.home / "jobs.db")
         job_id = store.create("grpo", "demo grpo", values, cmd.argv, cmd.cwd, cmd.env)
         runner.launch(store, job_id)
@@ -42,13 +40,9 @@ def grpo_dashboard(tmp_path_factory):
             time.sleep(1)
         job = store.get(job_id)
         assert job.status == "succeeded", open(job.log_path).read()[-3000:]
-        chromium = browser.launch_browser(playwright)
-        try:
-            page = browser.new_page(chromium, height=1400)
-            page.set_default_timeout(30_000)
-            yield server, page, job_id
-        finally:
-            chromium.close()
+        page = browser.new_page(chromium, height=1400)
+        page.set_default_timeout(30_000)
+        yield server, page, job_id
 
 
 def wait_for_text(page, text, timeout=120.0):

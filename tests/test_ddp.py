@@ -25,4 +25,5 @@ def test_torchrun_two_cpu_processes(tmp_path):
     state = torch.load(repo / "checkpoints" / "pretrain_64_resume.pth", weights_only=False)
     assert (state["world_size"], state["epoch"], state["step"]) == (2, 0, 4)
     leftovers = [p.name for p in (repo / "out").iterdir()] + [p.name for p in (repo / "checkpoints").iterdir()]
-    assert sorted(leftovers) == ["pretrain_64.pth", "pretrain_64_resume.pth"]  # no temp files
+    # No temp files: the weight, its metadata (trainer/weight_meta.py) and the resume state.
+    assert sorted(leftovers) == ["pretrain_64.pth", "pretrain_64.pth.meta.json", "pretrain_64_resume.pth"]

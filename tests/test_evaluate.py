@@ -1,25 +1,18 @@
 """Evaluation: a real job (supervisor + model/evaluate.py) answers the demo prompts with the demo checkpoints,
-stores every answer with the training rewards and each checkpoint's summary in SQLite, and the Models page
-shows the results and the answers."""
-import os
+stores every answer with the training rewards (or the reward model chosen on the page) and each
+checkpoint's summary in SQLite, and the Models page shows the results and the answers."""
 
 import pytest
 
+from _models_helpers import only_default_write_roots  # noqa: F401  (fixture)
 from _pages_helpers import open_page, wait_for
+from _reward_models import classifier_reward_model  # noqa: F401  (fixture)
 from _trainer_helpers import DEMO
 from mmcore import catalogue, evaluate, modelsview
 from mmcore.evalstore import summarise
 from mmcore.store import JobStore
 
-pytestmark = pytest.mark.timeout(900)
-
-
-@pytest.fixture(autouse=True)
-def only_default_write_roots(monkeypatch):
-    """The catalogue walks the write roots: keep it to the repository's (the tests' temp folder is one
-    too, see conftest); the demo runs' weights are found through their jobs' save folders."""
-    from trainer import roots
-    monkeypatch.setenv(roots.WRITE_ENV, os.pathsep.join(map(str, roots.default_roots().write)))
+pytestmark = [pytest.mark.timeout(900), pytest.mark.usefixtures("only_default_write_roots")]
 
 
 def test_summarise_hand_checked_scores():
@@ -81,3 +74,37 @@ def test_evaluation_job_scores_every_answer_and_the_page_shows_them(demo_models)
     at.selectbox(key="models.eval.browse").set_value(eval_id).run()
     shown = [t.value for t in at.text]
     assert "1. 6-3=?" in shown and "3. 3-1=?" in shown
+
+
+def test_evaluation_from_the_page_scores_with_the_chosen_reward_model(demo_models, classifier_reward_model):
+    """Evaluate on the page with a reward-model folder: every stored reward is what that model gives."""
+    import re
+
+    from model.chat_engine import build_prompt, score_reply
+    from model.weights import load_tokenizer
+    from trainer.rl.reward_model import RewardModel
+
+    at = open_page("pages/models.py")
+    at.radio(key="models.section").set_value("Evaluate").run()
+    grpo = str(demo_models / "out" / "grpo_64.pth")
+    at.multiselect(key="models.eval.targets").set_value([grpo])
+    at.number_input(key="models.eval.count").set_value(2)
+    at.number_input(key="models.eval.max_new_tokens").set_value(10)
+    at.text_input(key="models.eval.reward_model").set_value(str(classifier_reward_model)).run()
+    next(b for b in at.button if b.label == "Launch evaluation").click().run()
+    assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    eval_id, job_id = map(int, re.search(r"Evaluation (\d+) runs as job (\d+)", at.success[0].value).groups())
+    store = JobStore()
+    job = wait_for(lambda: (j := store.get(job_id)).finished and j, timeout=600, what="the evaluation job")
+    assert job.status == "succeeded", open(job.log_path, encoding="utf-8").read()
+
+    reward_model, tokenizer = RewardModel(str(classifier_reward_model)), load_tokenizer()
+    answers = evaluate.eval_store_for(store).answers(eval_id, grpo)
+    prompts = modelsview.load_prompts(DEMO / "rlaif.jsonl", 2)
+    assert [a["prompt"] for a in answers] == [p["messages"][-1]["content"] for p in prompts]
+    for a, p in zip(answers, prompts):
+        expected = score_reply(build_prompt(tokenizer, p["messages"], None, True), a["answer"], p["reference"], True,
+                               reward_model)
+        assert expected["rule"] is None and expected["reward_model"] is not None
+        assert (a["reward"], a["format"]) == pytest.approx((expected["total"], expected["format"]), abs=1e-5)
+    assert len({round(a["reward"], 5) for a in answers}) == 2  # a classifier's scores differ from answer to answer

@@ -2,9 +2,9 @@
 the queue for that job (told whose job it is), and a Resume tells its trainer whose state it continues."""
 import pytest
 
-from _runner_helpers import wait_for
+from _runner_helpers import home_with_roles, wait_for
 
-from mmcore import api, ownership, roles
+from mmcore import api, ownership
 from mmcore.presets import demo_preset
 from mmcore.store import JobStore
 from trainer import ownership as trainer_ownership
@@ -12,12 +12,7 @@ from trainer import ownership as trainer_ownership
 
 @pytest.fixture
 def team(tmp_path, monkeypatch):
-    home = tmp_path / "home"
-    home.mkdir()
-    (home / "roles.toml").write_text('[users]\nalice = "member"\nbob = "member"\n')
-    monkeypatch.setenv("MINIMIND_DASHBOARD_HOME", str(home))
-    monkeypatch.delenv(roles.ROLES_ENV, raising=False)
-    yield home
+    yield home_with_roles(tmp_path, monkeypatch, alice="member", bob="member")
     for job in api.list_jobs(status=["queued", "running"]):
         api.stop(job["id"], user=job["owner"], grace=2, wait=True)
 

@@ -1,32 +1,34 @@
 """Models page (AppTest, real chat worker, real demo checkpoints): the catalogue lists the demo runs' weights
 with their jobs; chat answers with the worker's greedy reply, as plain text; compare scores each answer
-with the training rewards; export writes a transformers folder; scoring agrees with hand-checked answers."""
+with the training rewards, or with a reward model; export writes a transformers folder; scoring agrees
+with hand-checked answers; a viewer browses but runs and writes nothing, and is told why."""
 import os
 import shutil
 import signal
 
 import pytest
 
-from _pages_helpers import open_page
-from mmcore import chat_client, modelsview
+from _models_helpers import only_default_write_roots  # noqa: F401  (fixture)
+from _pages_helpers import open_page, texts, wait_for
+from _reward_models import get_score_reward_model  # noqa: F401  (fixture)
+from _trainer_helpers import DEMO
+from mmcore import audit, chat_client, evaluate, i18n, modelsview, roles
+from mmcore.store import JobStore
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.usefixtures("only_default_write_roots")]
 
 
-@pytest.fixture(autouse=True)
-def only_default_write_roots(monkeypatch):
-    """The catalogue walks the write roots: keep it to the repository's (the tests' temp folder is one
-    too, see conftest); the demo runs' weights are found through their jobs' save folders."""
-    from trainer import roots
-    monkeypatch.setenv(roots.WRITE_ENV, os.pathsep.join(map(str, roots.default_roots().write)))
+def stop_chat_worker():
+    info = chat_client.status()
+    if info:
+        os.kill(info["pid"], signal.SIGTERM)
+        wait_for(lambda: not chat_client.worker_running(), timeout=60, what="the chat worker to stop")
 
 
 @pytest.fixture(scope="module", autouse=True)
 def stop_worker():
     yield
-    info = chat_client.status()
-    if info:
-        os.kill(info["pid"], signal.SIGTERM)
+    stop_chat_worker()
 
 
 def models_page(section):
@@ -86,6 +88,98 @@ def test_compare_scores_answers_with_the_training_rewards(demo_models):
             assert rewards["total"] == pytest.approx(rewards["format"] + rewards["rule"])
 
 
+def test_compare_scores_answers_with_the_chosen_reward_model(demo_models, get_score_reward_model, monkeypatch,
+                                                             tmp_path):
+    from trainer import roots
+    at = models_page("Compare")
+    labels = [str(demo_models / "out" / name) for name in ("grpo_64.pth", "reason_64.pth")]
+    at.multiselect(key="models.compare.targets").set_value(labels)
+    at.number_input(key="models.compare.count").set_value(2)
+    at.number_input(key="models.compare.max_new_tokens").set_value(16)
+    compare = lambda: next(b for b in at.button if b.label == "Compare")  # noqa: E731
+    # Outside the read roots, or a folder with its own code that no admin allowed: refused before anything runs.
+    for folder, why in (("/etc", "outside the folders a job may read"),
+                        (str(get_score_reward_model), roots.TRUSTED_CODE_ENV)):
+        at.text_input(key="models.compare.reward_model").set_value(folder).run()
+        assert any(why in e for e in texts(at.error)), texts(at.error)
+        assert compare().disabled
+
+    stop_chat_worker()  # the worker reads the allow-list from its environment when it starts
+    monkeypatch.setenv(roots.TRUSTED_CODE_ENV, str(get_score_reward_model))
+    monkeypatch.setenv("HF_MODULES_CACHE", str(tmp_path / "hf_modules"))  # the remote code's copy stays here
+    try:
+        at.text_input(key="models.compare.reward_model").set_value(str(get_score_reward_model)).run()
+        assert not at.error and not compare().disabled, texts(at.error)
+        compare().click().run()
+        assert not at.exception and not at.error, (at.exception, at.error)
+        rows = at.session_state["models.compare.result"]["rows"]
+    finally:
+        stop_chat_worker()
+
+    from model.chat_engine import build_prompt, score_reply
+    from model.weights import load_tokenizer
+    from trainer.rl.reward_model import RewardModel
+    reward_model, tokenizer = RewardModel(str(get_score_reward_model)), load_tokenizer()
+    for row, p in zip(rows, modelsview.load_prompts(DEMO / "rlaif.jsonl", 2)):
+        prompt = build_prompt(tokenizer, p["messages"], None, True)
+        for label in labels:
+            answer = row["answers"][label]
+            expected = score_reply(prompt, answer["text"], p["reference"], True, reward_model)
+            assert answer["rewards"]["reward_model"] is not None and answer["rewards"]["rule"] is None
+            assert answer["rewards"] == pytest.approx(expected, abs=1e-5)
+
+
+@pytest.fixture
+def as_viewer(tmp_path, monkeypatch):
+    """The session's user (the OS user: local sign-in mode) is a viewer."""
+    path = tmp_path / "roles.toml"
+    path.write_text(f'[users]\n"{roles.os_user()}" = "viewer"\n')
+    monkeypatch.setenv(roles.ROLES_ENV, str(path))
+
+
+def primary_buttons(at):
+    """The page's action buttons (Compare, Launch evaluation, Export): there is one."""
+    found = [b for b in at.button if b.proto.type == "primary"]
+    assert found, [b.label for b in at.button]
+    return found
+
+
+@pytest.mark.parametrize("lang, says", [("en", "may not chat with a model"), ("zh", "不能与模型对话")])
+def test_a_viewer_browses_models_but_runs_and_writes_nothing(demo_models, as_viewer, lang, says):
+    store = JobStore()
+    evals = evaluate.eval_store_for(store)
+    grpo = str(demo_models / "out" / "grpo_64.pth")
+    eval_id = evals.create(DEMO / "rlaif.jsonl", {}, [{"weight": grpo, "label": grpo}])
+    evals.add_result(eval_id, grpo, grpo, "grpo", None, 2, {"n": 1, "accuracy": 1.0, "format_rate": 1.0,
+                                                           "mean_reward": 2.5, "mean_length": 9})
+    recorded, jobs = len(audit.entries(limit=None, home=store.home)), len(store.list(limit=None))
+    # The test's own thread formats option values too (AppTest calls format_func here): in that language.
+    with i18n.language(lang):
+        at = open_page("pages/models.py", state={"app.language": lang})
+        assert grpo in list(at.dataframe[0].value["File"])  # the catalogue is open to everyone
+
+        at.radio(key="models.section").set_value("Chat").run()
+        assert any(says in i for i in texts(at.info)), texts(at.info)
+        assert at.chat_input[0].proto.disabled
+        at.chat_input[0].proto.disabled = False  # as if a crafted request sent a message anyway
+        at.chat_input[0].set_value("3-1=?").run()
+        assert not at.exception and not at.session_state["models.chat.history"].get(grpo)
+
+        at.radio(key="models.section").set_value("Compare").run()
+        at.multiselect(key="models.compare.targets").set_value([grpo, str(demo_models / "out" / "reason_64.pth")]).run()
+        assert all(b.disabled for b in primary_buttons(at)) and len(at.info) == 1
+
+        at.radio(key="models.section").set_value("Evaluate").run()
+        assert eval_id in list(at.dataframe[0].value["Eval"])  # evaluation results are open to everyone
+        at.multiselect(key="models.eval.targets").set_value([grpo]).run()
+        assert all(b.disabled for b in primary_buttons(at)) and len(at.info) == 1
+
+        at.radio(key="models.section").set_value("Export").run()
+        assert all(b.disabled for b in primary_buttons(at)) and len(at.info) == 1
+        assert not at.exception, at.exception
+    assert len(audit.entries(limit=None, home=store.home)) == recorded and len(store.list(limit=None)) == jobs
+
+
 def test_score_reply_matches_hand_checked_answers():
     from model.chat_engine import score_reply
     good = "<think>\n6 minus 3\n</think>\n<answer>\n3\n</answer>"
@@ -113,5 +207,8 @@ def test_export_from_the_page_writes_a_transformers_folder(demo_models):
         assert not at.exception, at.exception
         assert any("Export done" in s.value for s in at.success), [e.value for e in at.error]
         assert {"config.json", "model.safetensors", "tokenizer.json"} <= set(os.listdir(folder))
+        last = audit.entries(limit=1, home=JobStore().home)[0]  # who exported what, where
+        assert (last.user, last.action, last.detail["weight"], last.detail["out_dir"], last.detail["exit_code"]) == \
+            (roles.os_user(), "export", label, str(folder.resolve()), 0)
     finally:
         shutil.rmtree(folder, ignore_errors=True)

@@ -108,3 +108,75 @@ def test_chat_and_export_use_the_chosen_tokenizer(trained, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert (out / "tokenizer.json").read_bytes() == (tok2 / "tokenizer.json").read_bytes()
     assert json.loads((out / "minimind_export.json").read_text())["tokenizer_path"] == str(tok2)
+
+
+RELOAD = r"""
+import json, sys, torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+folder, messages, new_tokens = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
+model = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True).eval()
+tok = AutoTokenizer.from_pretrained(folder)
+ids = tok(tok.apply_chat_template(messages, tokenize=False, add_generation_prompt=True), return_tensors="pt",
+          add_special_tokens=False)["input_ids"]
+with torch.no_grad():
+    gen = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=new_tokens, do_sample=False,
+                         eos_token_id=2, pad_token_id=0)[0, ids.shape[1]:].tolist()
+print("\nRESULT " + json.dumps({"prompt": ids[0].tolist(), "tokens": gen[:gen.index(2)] if 2 in gen else gen}))
+"""
+
+
+@pytest.fixture(scope="module")
+def sft_weight(trained):
+    """A full SFT run from the pretrain weight, with the second tokenizer, then its resume."""
+    repo, tok2, *_ = trained
+    data = head_jsonl(DEMO / "sft.jsonl", repo / "data" / "sft.jsonl", 8)
+    argv = tiny_args(data_path=data, from_weight="pretrain", save_weight="full_sft", tokenizer_path=tok2,
+                     accumulation_steps=1, learning_rate=1e-3)
+    runs = [run_trainer(repo, "train_full_sft.py", argv)]
+    runs.append(run_trainer(repo, "train_full_sft.py", [*argv, "--epochs", "2", "--from_resume", "1"]))
+    for proc in runs:
+        assert proc.returncode == 0, proc_output(proc)
+    return repo / "out" / "full_sft_64.pth", runs
+
+
+def test_sft_from_the_catalogue_chats_and_exports_with_its_own_tokenizer(trained, sft_weight, tmp_path):
+    """A second trainer (full SFT, and its resume) honours --tokenizer_path; the catalogue reads the
+    tokenizer from the weight's metadata, so chatting with it and exporting it from the Models page use
+    that tokenizer without being told: the exported folder, reloaded in a fresh process, gives the chat
+    worker's greedy tokens."""
+    from mmcore import catalogue, modelguard, modelsview, roles
+    repo, tok2, *_ = trained
+    weight, runs = sft_weight
+    for proc in runs:
+        assert f"Tokenizer: {tok2} ({VOCAB} tokens" in proc.stdout, proc_output(proc)
+    assert "Epoch:[2/2]" in runs[1].stdout, proc_output(runs[1])
+    [entry] = [e for e in catalogue.scan(None, roots=[repo / "out"]) if e.path == str(weight.resolve())]
+    assert (entry.train_type, entry.tokenizer_path) == ("sft", str(tok2))
+    assert entry.tokenizer_fingerprint == weight_meta.tokenizer_fingerprint(str(tok2))
+    target = modelsview.chat_targets([entry])[entry.label]
+    assert target.payload() == {"weight": entry.path, "lora": None, "tokenizer_path": str(tok2)}
+
+    messages = [{"role": "user", "content": "Tell me about the sea."}]
+    home = tmp_path / "home"
+    try:
+        done = chat_client.reply({**target.payload(), "messages": messages, "temperature": 0, "max_new_tokens": 12},
+                                 home)
+    finally:
+        info = chat_client.status(home)
+        if info:
+            os.kill(info["pid"], signal.SIGTERM)
+    tok = load_tokenizer(str(tok2))
+    assert done["text"] == tok.decode(done["ids"], skip_special_tokens=True)
+
+    out = tmp_path / "hf"
+    code, output = modelguard.export(roles.os_user(), target.weight, out, home, **{
+        k: v for k, v in target.payload().items() if k != "weight"})
+    assert code == 0, output
+    assert (out / "tokenizer.json").read_bytes() == (tok2 / "tokenizer.json").read_bytes()
+    env = {**os.environ, "HF_MODULES_CACHE": str(tmp_path / "hf_modules"), "HF_HUB_OFFLINE": "1"}
+    reload = subprocess.run([sys.executable, "-c", RELOAD, str(out), json.dumps(messages), "12"], cwd=tmp_path,
+                            env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300)
+    assert reload.returncode == 0, reload.stderr
+    got = json.loads(reload.stdout.split("\nRESULT ")[-1])
+    assert max(got["prompt"]) < VOCAB  # the prompt was tokenized by the second tokenizer
+    assert got["tokens"] == done["ids"]
