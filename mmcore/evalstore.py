@@ -102,7 +102,7 @@ FULL_FORMAT = 1.5
 
 
 def summarise(scored):
-    """n, accuracy (mean rule reward), format rate (share in full format), mean reward and mean length
+    """n, accuracy (share of answers that match the reference: "correct", else the rule reward), format rate (share in full format), mean reward and mean length
     of a checkpoint's scored answers [{"rewards", "length"}]."""
     n = len(scored)
 
@@ -111,7 +111,7 @@ def summarise(scored):
         return sum(values) / len(values) if values else None
     rewards = [s["rewards"] or {} for s in scored]
     formats = [r.get("format") for r in rewards]
-    return {"n": n, "accuracy": mean([r.get("rule") for r in rewards]),
+    return {"n": n, "accuracy": mean([r.get("correct", r.get("rule")) for r in rewards]),
             "format_rate": mean([None if f is None else float(f >= FULL_FORMAT) for f in formats]),
             "mean_reward": mean([r.get("total") for r in rewards]),
             "mean_length": mean([s["length"] for s in scored])}

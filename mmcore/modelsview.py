@@ -148,7 +148,7 @@ def compare_summary(rows, labels):
             return sum(values) / len(values) if values else None
         summary.append({"Checkpoint": label, "Mean reward": mean([s["total"] for s in scored]),
                         "Format": mean([s["format"] for s in scored]),
-                        "Accuracy": mean([s["rule"] for s in scored]),
+                        "Accuracy": mean([s.get("correct", s["rule"]) for s in scored]),
                         "Mean length (tokens)": mean([a["tokens"] for a in answers])})
     return summary
 

@@ -142,11 +142,13 @@ def release_memory():
 def score_reply(prompt, reply, reference, reasoning, reward_model=None):
     """The training rewards of `reply`: the total the RL trainers compute (format reward with reasoning,
     plus the rule reward against `reference`, or the reward model's score), and each part by name
-    ("format", "rule" or "reward_model"; None for a part that does not apply)."""
-    from trainer.rl.rewards import reward_functions, score
+    ("format", "rule" or "reward_model"; None for a part that does not apply). "correct" says whether
+    the answer matches `reference` (what the rule reward checks) even where a reward model scores it."""
+    from trainer.rl.rewards import reward_functions, rule_reward, score
     total, parts = score(reward_functions(reasoning, reward_model), [prompt], [reply], [reference])
     return {"total": float(total[0]), "format": None, "rule": None, "reward_model": None,
-            **{name: float(values[0]) for name, values in parts.items()}}
+            **{name: float(values[0]) for name, values in parts.items()},
+            "correct": rule_reward(reply, reference, reasoning)}
 
 
 def build_prompt(tokenizer, messages, system=None, reasoning=True):

@@ -25,8 +25,7 @@ from model.weights import WeightFileError, load_model, load_tokenizer  # noqa: E
 
 
 def _number(value):
-    """A summary figure for the log: "n/a" where it does not apply (accuracy is the rule reward's, which a
-    reward model replaces; the format rate needs reasoning on)."""
+    """A summary figure for the log: "n/a" where it does not apply (the format rate needs reasoning on)."""
     return "n/a" if value is None else f"{value:.3f}"
 
 

@@ -98,3 +98,29 @@ def test_chat_with_the_grpo_model_and_compare_it_with_its_base(dashboard):
         assert "6-3=?" in text  # the demo file's first prompt
         browser.wait_for_dataframe_cell(page, "out/grpo_64.pth")
         browser.screenshot(page, "models-compare")
+
+
+def test_a_viewer_sees_the_models_but_is_told_why_it_may_not_chat_or_export(tmp_path, demo_models):
+    """A viewer (roles.toml) browses the catalogue; chat and export are disabled, with the reason shown."""
+    if MISSING:
+        pytest.skip(f"browser test needs Chromium and Playwright: {MISSING}")
+    from mmcore import roles
+    app_dir = browser.copy_app(tmp_path / "app")
+    shutil.copytree(demo_models / "out", app_dir / "out")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "roles.toml").write_text(f'[users]\n"{roles.os_user()}" = "viewer"\n')
+    server = browser.StreamlitServer(app_dir, home=home, log_path=tmp_path / "streamlit.log",
+                                     unset_env=(roles.ROLES_ENV,))
+    with server, browser.app_page(server.url, timeout_ms=60_000) as page, \
+            browser.screenshot_on_failure(page, "models-viewer"):
+        browser.go_to(page, "Models", timeout=60)
+        browser.wait_for_dataframe_cell(page, "out/grpo_64.pth")
+        section(page, "Chat")
+        assert page.locator('[data-testid="stChatInputTextArea"]').is_disabled()
+        page.get_by_text("may not chat with a model").wait_for(timeout=30_000)
+        section(page, "Export")
+        assert page.get_by_role("button", name="Export", exact=True).is_disabled()
+        page.get_by_text("may not export a model").wait_for(timeout=30_000)
+        assert not browser.exceptions(page)
+        browser.screenshot(page, "models-viewer")

@@ -24,6 +24,10 @@ def test_summarise_hand_checked_scores():
                                  "mean_length": 25.0}
     plain = [{"rewards": {"total": 1.0, "format": None, "rule": 1.0}, "length": 3}]
     assert summarise(plain)["format_rate"] is None
+    # Scored by a reward model (no rule part): accuracy still counts the answers that match the reference.
+    by_model = [{"rewards": {"total": 2.1, "format": 1.5, "rule": None, "reward_model": 0.6, "correct": c},
+                 "length": 5} for c in (1.0, 0.0, 0.0, 0.0)]
+    assert summarise(by_model)["accuracy"] == 0.25 and summarise(by_model)["mean_reward"] == pytest.approx(2.1)
 
 
 def test_eval_chart_follows_the_step_per_run():
@@ -108,3 +112,7 @@ def test_evaluation_from_the_page_scores_with_the_chosen_reward_model(demo_model
         assert expected["rule"] is None and expected["reward_model"] is not None
         assert (a["reward"], a["format"]) == pytest.approx((expected["total"], expected["format"]), abs=1e-5)
     assert len({round(a["reward"], 5) for a in answers}) == 2  # a classifier's scores differ from answer to answer
+    # Accuracy is still against the references (what the rule reward checks), though it is not in the reward.
+    [result] = evaluate.eval_store_for(store).results([eval_id])
+    correct = [score_reply("", a["answer"], a["reference"], True)["rule"] for a in answers]
+    assert result["accuracy"] == pytest.approx(sum(correct) / len(correct))

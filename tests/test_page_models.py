@@ -127,6 +127,8 @@ def test_compare_scores_answers_with_the_chosen_reward_model(demo_models, get_sc
             expected = score_reply(prompt, answer["text"], p["reference"], True, reward_model)
             assert answer["rewards"]["reward_model"] is not None and answer["rewards"]["rule"] is None
             assert answer["rewards"] == pytest.approx(expected, abs=1e-5)
+    for summary in modelsview.compare_summary(rows, labels):  # accuracy: still against the references
+        assert summary["Accuracy"] in (0.0, 0.5, 1.0)
 
 
 @pytest.fixture
@@ -184,12 +186,12 @@ def test_score_reply_matches_hand_checked_answers():
     from model.chat_engine import score_reply
     good = "<think>\n6 minus 3\n</think>\n<answer>\n3\n</answer>"
     assert score_reply("", good, "3", reasoning=True) == {"total": 2.5, "format": 1.5, "rule": 1.0,
-                                                               "reward_model": None}
+                                                               "reward_model": None, "correct": 1.0}
     wrong = "<think>\nhmm\n</think>\n<answer>\n4\n</answer>"
     assert score_reply("", wrong, "3", reasoning=True) == {"total": 1.5, "format": 1.5, "rule": 0.0,
-                                                                "reward_model": None}
+                                                                "reward_model": None, "correct": 0.0}
     assert score_reply("", "3", "3", reasoning=False) == {"total": 1.0, "format": None, "rule": 1.0,
-                                                                     "reward_model": None}
+                                                                     "reward_model": None, "correct": 1.0}
     assert score_reply("", "the answer is 3", "<answer>3</answer>", reasoning=True)["total"] == 0.0
 
 
