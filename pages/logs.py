@@ -10,8 +10,8 @@ from pathlib import Path
 import streamlit as st
 
 from mmcore import (audit, auth, charts, guard, health, jobtable, livepage, logfiles, logheader, logparse, metrics,
-                    navigation, progress, queueui, resumes, rlview, rollouts, rollouts_panel, storeguard, tailview,
-                    urlstate)
+                    navigation, progress, queueui, resumes, rlview, rollouts, rollouts_panel, savedviews, storeguard,
+                    tailview, urlstate, viewsui)
 from mmcore.safetext import md, md_lines
 from mmcore.store import JobStore
 from mmcore.i18n import t
@@ -70,6 +70,7 @@ st.title(t("logs.title"))
 try:
     store = JobStore()
     jobs = {job.id: job for job in store.list(limit=JOB_LIMIT)}
+    views = savedviews.ViewStore(store.path)
 except (sqlite3.Error, RuntimeError, OSError) as exc:  # missing, damaged, locked or newer-schema database
     st.error(md(storeguard.explain(exc)))
     st.stop()
@@ -79,6 +80,9 @@ except (sqlite3.Error, RuntimeError, OSError) as exc:  # missing, damaged, locke
 resume_marks = []  # (global step, text) where a charted run was resumed
 url_defaults = {}  # state key -> the default this run chose from the data (kept out of the URL)
 # The URL holds the whole view (runs, metrics, smoothing, axes, ranges): a link shows what its sender saw.
+user = auth.session_user(state)
+if problem := savedviews.open_requested(state, st.query_params, views, user):
+    st.warning(md(problem))
 for problem in urlstate.apply("logs", state, st.query_params):
     st.warning(md(problem))
 stage_ids, problem = queueui.pipeline_jobs(store, st.query_params.get("pipeline"))
@@ -120,6 +124,8 @@ chosen_folders = sources[2].multiselect(
 uploads = sources[3].file_uploader(
     t("logs.upload"), type=["log", "txt"], accept_multiple_files=True, key="logs.upload",
     help=t("logs.upload.help"))
+
+viewsui.section(views, user, auth.session_role(state) == "admin", st.context.url or "")
 
 # A job and its resumes are one run: one line, whichever of them was chosen.
 lines = resumes.lineages(jobs.values(), store.home)
