@@ -1,8 +1,9 @@
 """The Jobs page's actions on one job (stop, delete, resume), each answered as an `Outcome`
-message the page shows as it is."""
+message the page shows as it is, in the viewer's language."""
 from dataclasses import dataclass
 
 from mmcore import backends, launch, runner
+from mmcore.i18n import t
 
 
 @dataclass(frozen=True)
@@ -18,15 +19,14 @@ def stop_job(store, job_id):
     try:
         job = store.get(job_id)
         if job is not None and job.in_queue and backends.stop(store, job_id):
-            return Outcome("info", f"Job {job_id} left the queue without starting.")
+            return Outcome("info", t("action.left_queue", id=job_id))
         if backends.stop(store, job_id):
-            return Outcome("info", f"Stopping job {job_id}: it gets SIGTERM (and saves its resume state), "
-                                   f"then SIGKILL if it has not ended after the grace period.")
-        return Outcome("warning", f"Job {job_id} had already finished.")
+            return Outcome("info", t("action.stopping", id=job_id))
+        return Outcome("warning", t("action.already_finished", id=job_id))
     except KeyError:
-        return Outcome("error", f"There is no job with id {job_id}.")
+        return Outcome("error", t("action.no_job", id=job_id))
     except (ValueError, OSError, RuntimeError) as exc:  # RuntimeError: scancel failed (SlurmError)
-        return Outcome("error", f"Could not stop job {job_id}: {exc}")
+        return Outcome("error", t("action.stop_failed", id=job_id, error=exc))
 
 
 def delete_refusal(store, job_id):
@@ -34,9 +34,9 @@ def delete_refusal(store, job_id):
     store.reconcile()  # a job whose supervisor died has ended (lost)
     job = store.get(job_id)
     if job is None:
-        return f"There is no job with id {job_id}."
+        return t("action.no_job", id=job_id)
     if job.active:
-        return f"Job {job_id} is {job.status}: stop it before deleting it."
+        return t("action.stop_before_delete", id=job_id, status=t(f"status.{job.status}"))
     return None
 
 
@@ -44,16 +44,16 @@ def delete_job(store, job_id, cache=None):
     """Delete a finished job and its log (after the user confirmed); refused while it runs."""
     job = store.get(job_id)
     if job is None:
-        return Outcome("error", f"There is no job with id {job_id}.")
+        return Outcome("error", t("action.no_job", id=job_id))
     try:
         runner.delete(store, job_id)
     except runner.JobRunningError as exc:
-        return Outcome("error", f"Not deleted: {exc}.")
+        return Outcome("error", t("action.not_deleted", error=exc))
     except (KeyError, OSError) as exc:
-        return Outcome("error", f"Could not delete job {job_id}: {exc}")
+        return Outcome("error", t("action.delete_failed", id=job_id, error=exc))
     if cache is not None:
         cache.forget(job.log_path)
-    return Outcome("success", f"Deleted job {job_id} and its log.")
+    return Outcome("success", t("action.deleted", id=job_id))
 
 
 def resume_job(store, job_id, gpu_count):
@@ -61,14 +61,14 @@ def resume_job(store, job_id, gpu_count):
     store.reconcile()  # a job whose supervisor died has ended (lost) and may be resumed
     job = store.get(job_id)
     if job is None:
-        return Outcome("error", f"There is no job with id {job_id}.")
+        return Outcome("error", t("action.no_job", id=job_id))
     refusal = launch.resume_refusal(job)
     if refusal:
         return Outcome("error", refusal)
     try:
         new_id = launch.resume(store, job, gpu_count)
     except launch.LaunchRefused as exc:
-        return Outcome("error", "Resume refused:\n" + "\n".join(f"- {reason}" for reason in exc.reasons))
+        return Outcome("error", t("action.resume_refused") + "\n" + "\n".join(f"- {reason}" for reason in exc.reasons))
     except (KeyError, ValueError, OSError) as exc:
-        return Outcome("error", f"Could not resume job {job_id}: {exc}")
-    return Outcome("success", f"Started job {new_id}, resuming job {job_id} from its last checkpoint.", new_id)
+        return Outcome("error", t("action.resume_failed", id=job_id, error=exc))
+    return Outcome("success", t("action.resumed", new=new_id, id=job_id), new_id)

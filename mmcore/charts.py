@@ -12,6 +12,7 @@ import pandas as pd
 import plotly.colors
 import plotly.graph_objects as go
 
+from mmcore.i18n import t
 from mmcore.loglines import INDEX_COLUMNS
 from trainer.specs import RL_TYPES
 
@@ -100,8 +101,14 @@ def canonical(name):
 
 
 def chart_title(name):
-    """What a chart of metric `name` shows."""
-    return TITLES.get(name, name)
+    """What a chart of metric `name` shows, in the viewer's language (`chart.<name>` in the language
+    files, whose English is TITLES)."""
+    return t(f"chart.{name}") if name in TITLES else name
+
+
+def axis_title(x):
+    """The title of the x axis `x` (a column of X_AXES), in the viewer's language."""
+    return t(f"chart.x.{x}") if x in X_AXES else x
 
 
 def unify(df):
@@ -279,7 +286,7 @@ def metric_figure(metric, runs, smoothing=0.6, log_y=False, max_points=MAX_POINT
         yaxis["range"] = [low, high]
         yaxis["autorange"] = False if low is not None and high is not None else (
             "min" if high is not None else "max")
-    xaxis = dict(title=X_AXES.get(x, x))
+    xaxis = dict(title=axis_title(x))
     if x != "elapsed_s":
         xaxis.update(_integer_ticks(np.concatenate(all_x) if all_x else np.array([])))
     fig.update_layout(

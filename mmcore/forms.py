@@ -19,7 +19,7 @@ The page keeps a form in `st.session_state` under keys that include the training
 import datetime
 import math
 
-from mmcore import command, launch, registry
+from mmcore import command, i18n, launch, registry
 from mmcore.presets import demo_preset
 
 DEVICE_MODES = ("cpu", "single", "multi")
@@ -68,6 +68,14 @@ def sections(train_type):
 def form_params(train_type):
     """The parameters that are form fields (every one but `device`), in command-line order."""
     return [p for p in registry.get_type(train_type).params if p.name != "device"]
+
+
+def param_help(train_type, p):
+    """A parameter's help text in the viewer's language: the type's own text where the option means
+    something else for it (`help.ppo.learning_rate`), else the option's (`help.learning_rate`). The
+    English texts are trainer/args.py's (a test keeps them equal)."""
+    key = f"help.{train_type}.{p.name}"
+    return i18n.t(key if key in i18n.table(i18n.DEFAULT) else f"help.{p.name}")
 
 
 def select_options(p):

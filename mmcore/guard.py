@@ -5,6 +5,7 @@ allow (`mmcore.roles`: a member acts on its own jobs only, a viewer only looks) 
 did in the audit trail (`mmcore.audit`), then answers with an `actions.Outcome` the page shows.
 """
 from mmcore import actions, audit, launch, roles
+from mmcore.i18n import t
 
 
 def refusal(user, action, job=None):
@@ -12,13 +13,13 @@ def refusal(user, action, job=None):
     try:
         return roles.refusal(user, action, owner=job.user if job else None, job_id=job.id if job else None)
     except roles.RolesFileError as exc:
-        return f"The roles file cannot be used: {exc}"
+        return t("role.file_unusable", error=exc)
 
 
 def _refused(store, user, action, job_id):
     job = store.get(job_id)
     if job is None:
-        return None, actions.Outcome("error", f"There is no job with id {job_id}.")
+        return None, actions.Outcome("error", t("action.no_job", id=job_id))
     why = refusal(user, action, job)
     return job, (actions.Outcome("error", why) if why else None)
 
@@ -48,18 +49,18 @@ def resume_job(store, job_id, gpu_count, user):
     if refused:
         return refused
     if job.active:
-        return actions.Outcome("error", f"Job {job_id} is {job.status}: it can be resumed once it has ended.")
+        return actions.Outcome("error", launch.resume_refusal(job))
     why = launch.resume_refusal(job)
     if why:
         return actions.Outcome("error", why)
     try:
         new_id = launch.resume(store, job, gpu_count, user=user)
     except launch.LaunchRefused as exc:
-        return actions.Outcome("error", "Resume refused:\n" + "\n".join(f"- {reason}" for reason in exc.reasons))
+        return actions.Outcome("error", t("action.resume_refused") + "\n" + "\n".join(f"- {reason}" for reason in exc.reasons))
     except (KeyError, ValueError, OSError) as exc:
-        return actions.Outcome("error", f"Could not resume job {job_id}: {exc}")
+        return actions.Outcome("error", t("action.resume_failed", id=job_id, error=exc))
     audit.record(user, "resume", job_id, {"new_job": new_id}, home=store.home)
-    return actions.Outcome("success", f"Started job {new_id}, resuming job {job_id} from its last checkpoint.", new_id)
+    return actions.Outcome("success", t("action.resumed", new=new_id, id=job_id), new_id)
 
 
 def clone(store, job, user):

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mmcore.i18n import t
+
 SETTINGS_FILE = "health.json"
 
 
@@ -29,14 +31,6 @@ class HealthSettings:
     kl_max: float = 1.0                # KL past this bound (per-token KL to the reference)
     rm_pinned_max: float = 0.8         # share of reward-model scores at the clip bound, at least
 
-    HELP = {
-        "window": "Logged steps a condition must hold before it is reported",
-        "zero_std_max": "No learning signal: share of groups whose rewards are all equal (0-1)",
-        "length_collapse": "Length collapse: mean response length below this share of its early mean (0-1)",
-        "truncated_max": "Mostly truncated: share of responses that hit max_gen_len (0-1)",
-        "kl_max": "KL to the reference above this bound",
-        "rm_pinned_max": "Reward model pinned: share of its scores at the clip bound (0-1)",
-    }
 
     def problems(self):
         """What is wrong with these values (empty when they are usable)."""
@@ -54,11 +48,30 @@ class HealthSettings:
 
 @dataclass(frozen=True)
 class Finding:
+    """A rule that holds now. Its texts are worded when read, in the reader's language (findings are
+    computed once and shared by every viewer): `health.<rule>.title/message/advice` in the language
+    files, filled with `values`."""
     rule: str          # stable id: no_signal, length_collapse, truncated, kl, rm_pinned, nonfinite_loss
-    title: str         # a few words, for a badge
     since_step: int    # the first step of the streak that is still going on
-    message: str       # what was seen
-    advice: str        # what to try
+    values: tuple = ()  # (name, value) pairs the message is filled with
+
+    def _text(self, part):
+        return t(f"health.{self.rule}.{part}", **dict(self.values))
+
+    @property
+    def title(self):
+        """A few words, for a badge."""
+        return self._text("title")
+
+    @property
+    def message(self):
+        """What was seen."""
+        return self._text("message")
+
+    @property
+    def advice(self):
+        """What to try."""
+        return self._text("advice")
 
 
 def load_settings(home):
@@ -124,21 +137,12 @@ def evaluate(df, settings=None):
 
     step = _nonfinite_in_records(df)
     if step is not None:
-        found.append(Finding(
-            "nonfinite_loss", "NaN/inf loss", step, f"The loss became NaN or infinite at step {step}.",
-            "Lower the learning rate, keep gradient clipping on, try --dtype float32 or bfloat16 instead of "
-            "float16, and resume from a checkpoint written before this step."))
+        found.append(Finding("nonfinite_loss", step, (("step", step),)))
 
     start = _streak_start(df, "frac_reward_zero_std", lambda v: v >= s.zero_std_max, w)
     if start is not None:
         last = float(df["frac_reward_zero_std"].dropna().iloc[-1])
-        found.append(Finding(
-            "no_signal", "No learning signal", start,
-            f"{last:.0%} of the groups have all-equal rewards (at least {s.zero_std_max:.0%} for {w}+ logged "
-            f"steps): their advantages are zero, so they teach nothing.",
-            "Make the task easier or the reward finer-grained (partial credit), sample more responses per "
-            "prompt (--num_generations) or raise the sampling temperature; check that the reference answers "
-            "can be matched at all."))
+        found.append(Finding("no_signal", start, (("last", last), ("bound", s.zero_std_max), ("window", w))))
 
     if "length/mean" in df.columns:
         lengths = df["length/mean"].dropna().to_numpy(dtype=float)
@@ -146,41 +150,25 @@ def evaluate(df, settings=None):
             early = float(np.mean(lengths[:w]))
             start = _streak_start(df, "length/mean", lambda v: v < s.length_collapse * early, w)
             if start is not None and early > 0:
-                found.append(Finding(
-                    "length_collapse", "Length collapse", start,
-                    f"Mean response length fell to {lengths[-1]:.1f} tokens, below {s.length_collapse:.0%} of "
-                    f"its early mean {early:.1f}.",
-                    "The policy may be gaming the reward with short answers: check the format reward and the "
-                    "responses in Rollouts, lower the learning rate or raise the KL weight."))
+                found.append(Finding("length_collapse", start, (("last", float(lengths[-1])),
+                                                                ("bound", s.length_collapse), ("early", early))))
 
     start = _streak_start(df, "truncated_frac", lambda v: v >= s.truncated_max, w)
     if start is not None:
-        found.append(Finding(
-            "truncated", "Mostly truncated", start,
-            f"{float(df['truncated_frac'].dropna().iloc[-1]):.0%} of the responses hit max_gen_len (at least "
-            f"{s.truncated_max:.0%} for {w}+ logged steps): their endings, and any answer, are cut off.",
-            "Raise --max_gen_len, or reward shorter complete answers; check whether the model stopped "
-            "emitting its end token."))
+        found.append(Finding("truncated", start, (("last", float(df["truncated_frac"].dropna().iloc[-1])),
+                                                  ("bound", s.truncated_max), ("window", w))))
 
     for column in ("kl", "kl_ref"):
         start = _streak_start(df, column, lambda v: v > s.kl_max, w)
         if start is not None:
-            found.append(Finding(
-                "kl", "KL past bound", start,
-                f"{column} is {float(df[column].dropna().iloc[-1]):.3g}, above {s.kl_max:g} for {w}+ logged steps: "
-                f"the policy is moving far from the reference model.",
-                "Raise the KL weight (--beta or --kl_coef), lower the learning rate, or look for reward "
-                "hacking in Rollouts."))
+            found.append(Finding("kl", start, (("column", column), ("last", float(df[column].dropna().iloc[-1])),
+                                               ("bound", s.kl_max), ("window", w))))
             break
 
     start = _streak_start(df, "rm/clip_frac", lambda v: v >= s.rm_pinned_max, w)
     if start is not None:
-        found.append(Finding(
-            "rm_pinned", "Reward model pinned", start,
-            f"{float(df['rm/clip_frac'].dropna().iloc[-1]):.0%} of the reward-model scores sit at the clip "
-            f"bound (at least {s.rm_pinned_max:.0%} for {w}+ logged steps): it no longer tells responses apart.",
-            "The policy may be exploiting the reward model: inspect the top-scored responses in Rollouts, "
-            "rescale or recentre the scores, or lower the learning rate."))
+        found.append(Finding("rm_pinned", start, (("last", float(df["rm/clip_frac"].dropna().iloc[-1])),
+                                                  ("bound", s.rm_pinned_max), ("window", w))))
     return found
 
 

@@ -8,7 +8,8 @@ what it showed.
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mmcore import command, jobqueue, metrics, ownership, preflight, registry
+from mmcore import command, i18n, jobqueue, metrics, ownership, preflight, registry
+from mmcore.i18n import t
 from trainer import specs
 
 
@@ -42,7 +43,8 @@ class LaunchCheck:
     @property
     def reasons(self):
         """Every problem as a sentence: field errors first, then preflight findings."""
-        return [f"{registry.field_label(name)}: {message}" for name, message in self.errors.items()] + list(self.problems)
+        return [f"{registry.field_label(name)}: {i18n.field_error(message)}"
+                for name, message in self.errors.items()] + list(self.problems)
 
 
 def check(train_type, values, gpu_count, extra_errors=None):
@@ -57,7 +59,7 @@ def check(train_type, values, gpu_count, extra_errors=None):
     try:
         problems = preflight.problems(checked, gpu_count)
     except OSError as exc:  # an unreadable file or folder is a problem to show, not a crash
-        problems = [f"cannot check the files: {exc}"]
+        problems = [t("preflight.cannot_check", error=exc)]
     return LaunchCheck(train_type, values, command=command.command_of(checked), problems=problems,
                        warnings=preflight.warnings(checked))
 
@@ -110,12 +112,12 @@ def resume_checkpoint(job):
 def resume_refusal(job):
     """Why `job` cannot be resumed now (running, or it never saved resume state), or None when it can."""
     if job.active:
-        return f"Job {job.id} is {job.status}: it can be resumed once it has ended."
+        return t("resume.still_active", id=job.id, status=t(f"status.{job.status}"))
     path = resume_checkpoint(job)
     if path is None or not path.is_file():
-        return (f"Job {job.id} saved no resume state"
-                + (f" ({path.resolve()} does not exist)" if path is not None else "")
-                + ": it stopped before its first checkpoint. Clone it to Train to start it again.")
+        if path is None:
+            return t("resume.no_state", id=job.id)
+        return t("resume.no_state_file", id=job.id, path=path.resolve())
     return None
 
 

@@ -10,7 +10,8 @@ import json
 import os
 from pathlib import Path
 
-from mmcore import command, registry
+from mmcore import command, i18n, registry
+from mmcore.i18n import t
 from mmcore.paths import TRAINER_DIR
 from dataset import formats  # torch-free
 from trainer import roots as trainer_roots
@@ -50,26 +51,25 @@ def resolve(trainer_dir, path):
 
 def invalid_fields(checked):
     """One sentence per invalid field: "Epochs (epochs) must be a whole number, got 'x'."."""
-    return [f"{registry.field_label(name, checked.train_type)} ({name}) {message}."
-            for name, message in checked.errors.items()]
+    return [t("preflight.invalid_field", label=registry.field_label(name, checked.train_type), name=name,
+              message=i18n.field_error(message)) for name, message in checked.errors.items()]
 
 
 def devices(checked, gpu_count):
     """More GPUs chosen than exist, or a GPU id this machine does not have."""
     gpus, device = checked.typed["gpus"], checked.typed["device"]
-    plural = "GPU" if gpu_count == 1 else "GPUs"
+    unit = t("preflight.gpu_unit.one" if gpu_count == 1 else "preflight.gpu_unit.many")
     if len(gpus) > gpu_count:
-        return [f"{len(gpus)} GPUs selected, but this machine has {gpu_count} {plural}."]
+        return [t("preflight.too_many_gpus", n=len(gpus), count=gpu_count, unit=unit)]
     asked = gpus if len(gpus) >= 2 else []
     if device and device.startswith("cuda:"):
         asked = [int(device.split(":")[1])]
     found = []
     for index in asked:
         if gpu_count == 0:
-            found.append(f"GPU {index} selected, but this machine has no NVIDIA GPU: train on the CPU.")
+            found.append(t("preflight.no_gpu", index=index))
         elif index >= gpu_count:
-            found.append(f"GPU {index} does not exist: this machine has {gpu_count} {plural} "
-                         f"(ids 0 to {gpu_count - 1}).")
+            found.append(t("preflight.gpu_missing", index=index, count=gpu_count, unit=unit, last=gpu_count - 1))
     return found
 
 
@@ -82,11 +82,11 @@ def data(spec, values, trainer_dir):
     try:
         formats.validate_file(str(path), spec.data_kind, max_lines=DATA_LINES)
     except FileNotFoundError:
-        return [f"Data file not found: {path} (data_path {data_path!r}; relative paths start in {trainer_dir})."]
+        return [t("preflight.data_missing", path=path, value=repr(data_path), folder=trainer_dir)]
     except formats.DataFormatError as e:
-        return [f"Data file is not usable for {spec.label}: {e}."]
+        return [t("preflight.data_unusable", type=t(f"type.{spec.key}"), error=e)]
     except OSError as e:
-        return [f"Data file cannot be read: {path} ({e.strerror})."]
+        return [t("preflight.data_unreadable", path=path, error=e.strerror)]
     return []
 
 
@@ -103,8 +103,7 @@ def base_weights(spec, values, trainer_dir):
         path = resolve(trainer_dir, weight_dir) / specs.weight_file(weight.prefix, weight.hidden_size, moe)
         if not path.is_file() and path not in reported:  # a student and teacher may share one file
             reported.add(path)
-            found.append(f"Base weight not found: {path} ({weight.why}). Train that stage first, "
-                         f"or point weight_dir at the folder that holds it.")
+            found.append(t("preflight.weight_missing", path=path, why=weight.why))
     return found
 
 
@@ -118,18 +117,15 @@ def reward_model(spec, values, trainer_dir):
         return []
     path = resolve(trainer_dir, folder)
     if not path.is_dir():
-        return [f"Reward model not found: {path} (reward_model_path {folder!r}). Put the model "
-                f"folder there, or set reward_model_path to none to use rule rewards only."]
+        return [t("preflight.reward_missing", path=path, value=repr(folder))]
     if not (path / specs.REWARD_MODEL_CONFIG).is_file():
-        return [f"Reward model folder {path} has no {specs.REWARD_MODEL_CONFIG}: it must be a transformers "
-                f"model folder (or set reward_model_path to none)."]
+        return [t("preflight.reward_no_config", path=path, config=specs.REWARD_MODEL_CONFIG)]
     try:
         needs_code = "auto_map" in json.loads((path / specs.REWARD_MODEL_CONFIG).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         needs_code = False  # the trainer reports an unreadable config itself
     if needs_code and not trainer_roots.trusts_code(path, trainer_dir):
-        return [f"Reward model folder {path} runs its own Python code (auto_map in its config), and it is not "
-                f"among the folders an admin allowed to do that ({trainer_roots.TRUSTED_CODE_ENV})."]
+        return [t("preflight.reward_untrusted", path=path, env=trainer_roots.TRUSTED_CODE_ENV)]
     return []
 
 
@@ -140,8 +136,7 @@ def tokenizer(values, trainer_dir):
         return []
     path = resolve(trainer_dir, folder)
     if not (path / "tokenizer.json").is_file():
-        return [f"Tokenizer not found: {path} has no tokenizer.json (tokenizer_path {folder!r}; e.g. ../model, or "
-                f"an upstream MiniMind checkout's model/ folder)."]
+        return [t("preflight.tokenizer_missing", path=path, value=repr(folder))]
     return []
 
 
@@ -160,9 +155,8 @@ def tokenizer_mismatch(spec, values, trainer_dir):
         meta = weight_meta.read_meta(str(path)) or {}
         trained = (meta.get("tokenizer") or {}).get("fingerprint")
         if trained and trained != chosen:
-            found.append(f"{path.name} was trained with another tokenizer ({meta['tokenizer'].get('path')}, "
-                         f"fingerprint {trained}) than tokenizer_path {folder!r} (fingerprint {chosen}): "
-                         f"its token ids would mean other text. Choose the tokenizer it was trained with.")
+            found.append(t("preflight.tokenizer_mismatch", weight=path.name, trained_path=meta["tokenizer"].get("path"),
+                           trained=trained, value=repr(folder), chosen=chosen))
     return found
 
 
@@ -172,9 +166,9 @@ def unwritable(folder):
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir():
-        return f"{existing} is a file, not a folder"
+        return t("preflight.is_a_file", path=existing)
     if not os.access(existing, os.W_OK | os.X_OK):
-        return f"{existing} is not writable" if existing == folder else f"it cannot be created in {existing} (not writable)"
+        return t("preflight.not_writable" if existing == folder else "preflight.cannot_create", path=existing)
     return None
 
 
@@ -185,9 +179,9 @@ def writable_folders(values, trainer_dir):
     if save_dir:
         why = unwritable(resolve(trainer_dir, save_dir))
         if why:
-            found.append(f"Cannot save to {resolve(trainer_dir, save_dir)}: {why}.")
+            found.append(t("preflight.cannot_save", path=resolve(trainer_dir, save_dir), why=why))
     checkpoints = resolve(trainer_dir, specs.CHECKPOINT_DIR)
     why = unwritable(checkpoints)
     if why:
-        found.append(f"Cannot write resume state to {checkpoints}: {why}.")
+        found.append(t("preflight.cannot_resume_state", path=checkpoints, why=why))
     return found

@@ -12,7 +12,7 @@ import sqlite3
 
 import streamlit as st
 
-from mmcore import audit, backends, forms, jobqueue, pipelines, queueconf, roles, slurm
+from mmcore import audit, backends, forms, i18n, jobqueue, pipelines, queueconf, roles, slurm
 from mmcore.resources import QueueRefused
 from mmcore.safetext import md
 from mmcore.i18n import t
@@ -20,6 +20,11 @@ from mmcore.i18n import t
 BACKEND_LABELS = {"local": "This machine (queue)", "slurm": "Slurm cluster"}
 STAGE_MARK = {"succeeded": "✓", "running": "▶", "queued": "…", "failed": "✗", "stopped": "■", "lost": "?",
               "blocked": "⏸"}
+
+
+def _status(status):
+    """A job's or pipeline's status in the viewer's language (a status this version lacks: as it is)."""
+    return t(f"status.{status}") if f"status.{status}" in i18n.table(i18n.DEFAULT) else status
 
 
 def _admin(identity):
@@ -48,16 +53,15 @@ def backend_choice(store, key):
     default = options.index(settings.default_backend) if settings.default_backend in options else 0
     backend = st.radio(t("queue.run_on"), options, index=default, format_func=lambda b: t(f"queue.backend.{b}"),
                        horizontal=True, key=key,
-                       help="This machine: the queue starts the job when its CPU slot or GPUs are free. "
-                            "Slurm: sbatch of a generated batch script (partition, account, time limit, nodes "
-                            "and GPUs per node from the queue settings).")
+                       help=t("queue.run_on.help"))
     if backend == "slurm":
         rows = slurm.cluster_summary()
         if rows:
-            st.caption("Cluster: " + "; ".join(f"partition {r['partition']} {r['state']} ({r['nodes']} nodes"
-                                                 + (f", {r['gres']}" if r["gres"] else "") + ")" for r in rows))
+            st.caption(t("queue.cluster", partitions="; ".join(
+                t("queue.partition", name=r["partition"], state=r["state"], nodes=r["nodes"])
+                + (f", {r['gres']}" if r["gres"] else "") + ")" for r in rows)))
         else:
-            st.warning("sinfo did not answer: is the Slurm controller up? Jobs wait in Slurm's queue until it is.")
+            st.warning(t("queue.sinfo_silent"))
     return backend
 
 
@@ -72,7 +76,7 @@ def slurm_preview(store, train_type, name, command):
 
 def pipeline_section(store, gpu_count, identity=None):
     """Pipeline templates: choose one, see every stage's command, queue all stages with one click."""
-    labels = {k: t.label for k, t in pipelines.TEMPLATES.items()}
+    labels = {k: t(f"queue.template.{k}") for k in pipelines.TEMPLATES}
     with st.container(border=True):
         st.markdown(f"**{t('queue.pipeline')}**")
         st.caption(t("queue.pipeline.help"))
@@ -121,20 +125,20 @@ def _flash(kind, message):
 
 def _move(store, job_id, where):
     ok = jobqueue.move(store, job_id, where)
-    _flash("info" if ok else "warning", f"Moved job {job_id} {where}." if ok else f"Job {job_id} is no longer waiting.")
+    _flash("info" if ok else "warning", t(f"queue.moved.{where}", id=job_id) if ok else t("queue.not_waiting", id=job_id))
 
 
 def _priority(store, job_id, key, identity):
     if not _admin(identity):
-        _flash("error", "Only an admin may change priorities.")
+        _flash("error", t("queue.priority_admin_only"))
         return
     try:
         ok = jobqueue.set_priority(store, job_id, int(st.session_state[key]))
     except (QueueRefused, ValueError) as exc:
         _flash("error", str(exc))
         return
-    _flash("info" if ok else "warning", f"Job {job_id} now has priority {st.session_state[key]}." if ok
-           else f"Job {job_id} is no longer waiting.")
+    _flash("info" if ok else "warning", t("queue.priority_set", id=job_id, priority=st.session_state[key]) if ok
+           else t("queue.not_waiting", id=job_id))
 
 
 def queue_details(store, job, identity=None):
@@ -142,13 +146,13 @@ def queue_details(store, job, identity=None):
     flash = st.session_state.pop("queue.flash", None)
     if flash:
         getattr(st, flash[0])(md(flash[1]))
-    where = BACKEND_LABELS.get(job.backend, job.backend)
-    extra = f" · Slurm job {job.external_id}" if job.external_id else ""
+    where = t(f"queue.backend.{job.backend}") if job.backend in BACKEND_LABELS else job.backend
+    extra = t("queue.slurm_job", id=job.external_id) if job.external_id else ""
     if job.assigned_gpus:
-        extra += f" · GPUs {', '.join(map(str, job.assigned_gpus))}"
+        extra += t("queue.assigned_gpus", gpus=", ".join(map(str, job.assigned_gpus)))
     if job.pipeline_id is not None:
-        extra += f" · pipeline {job.pipeline_id}, stage {job.stage + 1}"
-    st.caption(md(f"Runs on: {where}{extra}"))
+        extra += t("queue.in_pipeline", id=job.pipeline_id, stage=job.stage + 1)
+    st.caption(md(t("queue.runs_on", where=where) + extra))
     if job.status == "queued" and job.queue_reason:
         st.info(md(job.queue_reason), icon=":material/hourglass_top:")
     if not job.in_queue:
@@ -167,13 +171,13 @@ def _may(identity, action, owner=None, what=None):
     try:
         return roles.refusal(identity or roles.ANONYMOUS_ROLE_USER, action, owner=owner, job_id=what)
     except roles.RolesFileError as exc:
-        return f"The roles file cannot be used: {exc}"
+        return t("role.file_unusable", error=exc)
 
 
 def _retry(store, pipeline_id, resume, identity):
     pipeline = pipelines.get(store, pipeline_id)
     why = _may(identity, "resume" if resume else "stop", pipeline.user if pipeline else None,
-               f"of pipeline {pipeline_id}")
+               t("queue.of_pipeline", id=pipeline_id))
     if why:
         _flash("error", why)
         return
@@ -182,17 +186,17 @@ def _retry(store, pipeline_id, resume, identity):
     except (pipelines.PipelineRefused, QueueRefused) as exc:
         _flash("error", "; ".join(exc.reasons))
     else:
-        _flash("success", f"Queued job {new_id}: the pipeline continues from there.")
+        _flash("success", t("queue.retried", id=new_id))
 
 
 def _stop_pipeline(store, pipeline_id, identity=None):
     pipeline = pipelines.get(store, pipeline_id)
-    why = _may(identity, "stop", pipeline.user, f"of pipeline {pipeline_id}")
+    why = _may(identity, "stop", pipeline.user, t("queue.of_pipeline", id=pipeline_id))
     if why:
         _flash("error", why)
         return
     stopped = [j.id for j in pipeline.stages if j.active and backends.stop(store, j.id)]
-    _flash("info", f"Stopping jobs {', '.join(map(str, stopped))}." if stopped else "Nothing was running or queued.")
+    _flash("info", t("queue.stopping", ids=", ".join(map(str, stopped))) if stopped else t("queue.nothing_active"))
 
 
 def pipelines_section(store, identity=None, limit=10):
@@ -201,11 +205,11 @@ def pipelines_section(store, identity=None, limit=10):
     if not found:
         return
     with st.container(border=True):
-        st.markdown("**Pipelines**")
+        st.markdown(f"**{t('queue.pipelines')}**")
         for p in found:
             stages = " → ".join(f"{STAGE_MARK.get(j.status, '')} {j.stage + 1} {pipelines.specs.spec(j.train_type).short}"
-                                f" ({j.status}, job {j.id})" for j in p.stages)
-            st.markdown(f"**Pipeline {p.id} · {md(p.name)}** — {p.status}")
+                                + t("queue.stage_state", status=_status(j.status), id=j.id) for j in p.stages)
+            st.markdown(t("queue.pipeline_heading", id=p.id, name=md(p.name), status=_status(p.status)))
             st.text(stages)
             cols = st.columns(4)
             failed = p.status in ("failed", "stopped", "lost")
@@ -229,10 +233,10 @@ def pipeline_jobs(store, query_value):
     if not text:
         return [], None
     if not text.isdigit():
-        return [], f"{text!r} is not a pipeline id."
+        return [], t("queue.not_pipeline_id", text=repr(text))
     pipeline = pipelines.get(store, int(text))
     if pipeline is None:
-        return [], f"There is no pipeline with id {text}."
+        return [], t("queue.no_pipeline", id=text)
     return pipeline.job_ids, None
 
 
@@ -249,12 +253,12 @@ def settings_section(store, identity=None):
             cols = st.columns(3)
             cpu_slots = cols[0].number_input(t("queue.cpu_slots"), 0, 256, current.cpu_slots,
                                              disabled=not admin,
-                                             help=f"{queueconf.CPU_SLOTS_ENV} overrides this when set.")
+                                             help=t("queue.cpu_slots.help", env=queueconf.CPU_SLOTS_ENV))
             foreign = cols[1].number_input(t("queue.foreign"), 0, 1 << 20,
                                            current.foreign_memory_mib, disabled=not admin)
             backend = cols[2].selectbox(t("queue.default_backend"), queueconf.BACKENDS,
                                         index=queueconf.BACKENDS.index(current.default_backend),
-                                        format_func=BACKEND_LABELS.get, disabled=not admin)
+                                        format_func=lambda b: t(f"queue.backend.{b}"), disabled=not admin)
             cols = st.columns(4)
             partition = cols[0].text_input(t("queue.slurm_partition"), current.slurm_partition, disabled=not admin)
             account = cols[1].text_input(t("queue.slurm_account"), current.slurm_account, disabled=not admin)

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from mmcore import i18n
 from trainer import args as trainer_args  # torch-free by design
 from trainer import specs
 
@@ -197,11 +198,19 @@ def param(train_type, name):
     return get_type(train_type).param(name)
 
 
+# The Train page's own fields' keys in the language files (parameters are under `param.<name>`).
+_PAGE_FIELD_KEYS = {"device_mode": "train.device", "gpu": "train.gpu", "gpus": "train.gpus", "job_name": "train.job_name"}
+
+
 def field_label(name, train_type=None):
     """A form field's label, for messages: "Learning rate", "GPUs"; the name itself for an unknown field.
 
-    `train_type` narrows the look-up to that type's parameters.
+    `train_type` narrows the look-up to that type's parameters. In the viewer's language where the
+    language files have the field (`param.<name>`, the Train page's own fields under `train.`).
     """
+    key = _PAGE_FIELD_KEYS.get(name, f"param.{name}")
+    if key in i18n.table(i18n.DEFAULT):
+        return i18n.t(key)
     if name in FIELD_LABELS:
         return FIELD_LABELS[name]
     for t in [get_type(train_type)] if train_type else TYPES.values():

@@ -14,6 +14,7 @@ import plotly.colors
 import plotly.graph_objects as go
 
 from mmcore import charts, metrics, rollouts
+from mmcore.i18n import t
 
 PALETTE = plotly.colors.qualitative.Plotly
 
@@ -49,6 +50,16 @@ PANELS = (
 )
 
 
+def panel_title(panel):
+    """A panel's title in the viewer's language (`rl.panel.<key>`; its English is the panel's title)."""
+    return t(f"rl.panel.{panel.key}")
+
+
+def x_label(x):
+    """An x axis of the RL charts (a column of metrics.X_AXES) in the viewer's language."""
+    return t(f"rl.x.{x}") if x in metrics.X_AXES else x
+
+
 def panels_for(df):
     """The panels a metrics frame has data for, with their columns: [(Panel, [column, ...])]."""
     names = [c for c in metrics.metric_columns(df) if df[c].notna().any()]
@@ -81,8 +92,8 @@ def panel_figure(panel, runs, x="global_step", smoothing=0.0, height=300):
                           dash=("solid", "dot", "dash", "dashdot")[r % 4]),
                 customdata=rows["global_step"].to_numpy(),
                 hovertemplate="%{y:.4g} (step %{customdata})<extra>" + label + "</extra>"))
-    fig.update_layout(title=dict(text=panel.title, x=0, xanchor="left"), height=height, hovermode="closest",
-                      margin=dict(l=10, r=10, t=40, b=10), xaxis_title=metrics.X_AXES.get(x, x),
+    fig.update_layout(title=dict(text=panel_title(panel), x=0, xanchor="left"), height=height, hovermode="closest",
+                      margin=dict(l=10, r=10, t=40, b=10), xaxis_title=x_label(x),
                       legend=dict(orientation="h", yanchor="top", y=-0.25, xanchor="left", x=0))
     return fig
 
@@ -106,10 +117,9 @@ def missing_records(run_dir, train_type):
     """What a run lacks for the RL views (a list of sentences; empty when it has everything)."""
     lacks = []
     if not metrics.has_metrics(run_dir):
-        lacks.append("no metrics stream: only what its log lines print can be charted (no reward parts, "
-                     "accuracy, truncation, entropy or timings; no health checks)")
+        lacks.append(t("rl.no_metrics_stream"))
     if train_type in ("ppo", "grpo", "spo") and not metrics.has_rollouts(run_dir):
-        lacks.append("no rollout store: its responses cannot be inspected")
+        lacks.append(t("rl.no_rollout_store"))
     return lacks
 
 

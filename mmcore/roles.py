@@ -23,6 +23,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mmcore.i18n import t
 from mmcore.paths import default_home
 
 ROLES = ("viewer", "member", "admin")
@@ -41,10 +42,9 @@ _ALLOWED = {
     "member": frozenset({"view", "launch", "clone"}) | OWN_JOB_ACTIONS | MODEL_ACTIONS,
     "admin": None,
 }
-_VERBS = {"launch": "launch jobs", "clone": "clone jobs", "stop": "stop", "delete": "delete",
-          "resume": "resume", "settings": "change settings", "view": "view jobs",
-          "chat": "chat with models", "compare": "compare models", "evaluate": "evaluate models",
-          "export": "export models"}
+# Actions with a wording of their own in messages ("role.verb.<action>" in the language files).
+_VERBS = frozenset({"launch", "clone", "stop", "delete", "resume", "settings", "view", "chat", "compare", "evaluate",
+                    "export"})
 
 
 class Forbidden(PermissionError):
@@ -128,12 +128,14 @@ def refusal(identity, action, owner=None, job_id=None, config=None):
     allowed = _ALLOWED[role]
     if allowed is None:
         return None
-    verb = _VERBS.get(action, action)
+    verb = t(f"role.verb.{action}") if action in _VERBS else action
+    role_name = t(f"role.{role}")
     if action not in allowed:
-        return f"{identity} is a {role} and may not {verb}" + (f" job {job_id}" if job_id is not None and action in OWN_JOB_ACTIONS else "") + "."
+        if job_id is not None and action in OWN_JOB_ACTIONS:
+            return t("role.may_not_job", identity=identity, role=role_name, verb=verb, job=job_id)
+        return t("role.may_not", identity=identity, role=role_name, verb=verb)
     if action in OWN_JOB_ACTIONS and _norm(owner) != _norm(identity):
-        return (f"{identity} may not {verb} job {job_id}: it belongs to {owner or 'nobody'}, "
-                f"and a member may only {verb} their own jobs (an admin may {verb} any).")
+        return t("role.not_owner", identity=identity, verb=verb, job=job_id, owner=owner or t("role.nobody"))
     return None
 
 

@@ -68,7 +68,7 @@ def show(stored):
     choices = rlview.prompt_choices(groups or rlview.groups_of(frame))
     if not choices:
         return
-    st.markdown("**Follow a prompt across steps**")
+    st.markdown(f"**{t('logs.follow_prompt')}**")
     prompts = {f"{text} (#{pid})": pid for pid, text in choices}  # plain strings: the prompt's id keeps them apart
     pid = prompts[st.selectbox(t("logs.prompt"), list(prompts), key="logs.rollouts.follow")]
     later = rollouts.query(run_dir, prompt_id=pid)
@@ -76,7 +76,7 @@ def show(stored):
     for hstep, rows in list(later.groupby("step"))[-HISTORY_STEPS:]:
         with st.expander(t("logs.best_reward", step=hstep, reward=f"{rows['reward'].max():+.3f}"), expanded=False):
             for _, r in rows.iterrows():
-                st.text(f"reward {r['reward']:+.3f} · advantage {rlview.format_value(r['advantage'])}")
+                st.text(t("logs.reward_advantage", reward=f"{r['reward']:+.3f}", advantage=rlview.format_value(r["advantage"])))
                 st.code(r["response"], language=None, wrap_lines=True)
     others = [name for name in by_label if name != label]
     if others:
@@ -108,7 +108,7 @@ def show_group(g, parts):
         left.caption(t("logs.prompt"))
         left.code(g.prompt, language=None, wrap_lines=True, height=120 if len(g.prompt) > 300 else "content")
         right.caption(t("logs.reference"))
-        right.code(g.reference or "(none)", language=None, wrap_lines=True,
+        right.code(g.reference or t("logs.no_reference"), language=None, wrap_lines=True,
                    height=120 if len(g.reference) > 300 else "content")
         rows = list(g.responses.iterrows())
         for start in range(0, len(rows), COLUMNS_PER_ROW):
@@ -122,8 +122,9 @@ def response_card(r, parts):
     """One response: advantage badge (coloured by sign), reward parts, then its text."""
     adv = r["advantage"]
     colour = rlview.advantage_colour(adv)
-    st.markdown(f":{colour}-background[advantage {rlview.format_value(adv)}] · reward {r['reward']:+.3f}")
+    st.markdown(f":{colour}-background[{t('logs.advantage', value=rlview.format_value(adv))}] · "
+                + t("logs.reward_value", value=f"{r['reward']:+.3f}"))
     items = [(k, v) for k, v in rlview.response_card(r.to_dict(), parts) if k not in ("reward", "advantage")]
     st.text(" · ".join(f"{k} {rlview.format_value(v)}" for k, v in items))
-    st.code(r["response"] or "(empty)", language=None, wrap_lines=True,
+    st.code(r["response"] or t("logs.empty_response"), language=None, wrap_lines=True,
             height=240 if len(r["response"]) > 600 else "content")

@@ -79,16 +79,21 @@ class JobStore:
         finally:
             conn.close()
 
+    @staticmethod
+    @contextmanager
+    def _transaction(conn):
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
     @contextmanager
     def _write(self):
-        with self._connect() as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+        with self._connect() as conn, self._transaction(conn):
+            yield conn
 
     def _migrate(self):
         with self._connect() as conn:
@@ -101,8 +106,7 @@ class JobStore:
                 conn.execute("PRAGMA journal_mode = WAL")  # persistent: stored in the file
             if version == SCHEMA_VERSION:
                 return
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with self._transaction(conn):
                 # Another process may have migrated while we waited for the lock: read again.
                 version = conn.execute("PRAGMA user_version").fetchone()[0]
                 for step in range(version, SCHEMA_VERSION):
@@ -110,10 +114,6 @@ class JobStore:
                         if statement.strip():
                             conn.execute(statement)
                     conn.execute(f"PRAGMA user_version = {step + 1}")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
 
     def schema_version(self):
         """The database's `PRAGMA user_version`."""

@@ -49,7 +49,7 @@ st.title(t("jobs.title"))
 filters = st.columns([2, 2, 1])
 status_filter = filters[0].multiselect(t("jobs.status"), STATUSES, key="jobs.status_filter", placeholder=t("jobs.all_statuses"),
                                        format_func=lambda s: t(f"status.{s}"))
-type_filter = filters[1].multiselect(t("jobs.type"), list(types), format_func=lambda k: types[k].label,
+type_filter = filters[1].multiselect(t("jobs.type"), list(types), format_func=lambda k: t(f"type.{k}"),
                                      key="jobs.type_filter", placeholder=t("jobs.all_types"))
 limit = filters[2].selectbox(t("jobs.show"), LIMITS, index=1,
                              format_func=lambda n: t("jobs.show_all") if n is None else t("jobs.show_latest", n=n),
@@ -159,7 +159,8 @@ def show_flash():
 def details(job):
     """The selected job: actions, parameters, command and the end of its log."""
     with st.container(border=True):
-        st.markdown(f"**Job {job.id} · {md(jobtable.type_short(job.train_type))} · {md(job.name)}** — {job.status}")
+        st.markdown(t("jobs.heading", id=job.id, type=md(jobtable.type_short(job.train_type)), name=md(job.name),
+                      status=t(f"status.{job.status}")))
         if job.note:
             st.caption(md(job.note))
         queueui.queue_details(store, job, user)
@@ -193,7 +194,8 @@ def details(job):
         left, right = st.columns(2)
         with left:
             st.markdown(f"**{t('jobs.parameters')}**")
-            st.dataframe(jobtable.params_rows(job), hide_index=True, width="stretch")
+            st.dataframe(jobtable.params_rows(job), hide_index=True, width="stretch",
+                         column_config={"parameter": t("jobs.col.parameter"), "value": t("jobs.col.value")})
         with right:
             st.markdown(f"**{t('jobs.command')}**")
             st.code(job.command, language="bash", wrap_lines=True)
@@ -204,7 +206,7 @@ def details(job):
 
         trail = audit.entries(job.id, home=store.home)
         with st.expander(t("jobs.history", n=len(trail)), icon=":material/history:"):
-            st.dataframe(audit_rows(trail), hide_index=True, width="stretch")
+            st.dataframe(audit_rows(trail), hide_index=True, width="stretch", column_config=audit_columns())
 
         st.markdown(t("jobs.log_heading"))
         try:
@@ -237,6 +239,7 @@ def jobs_view():
     for row, job in zip(rows, jobs):  # the trend and health of each job's metrics stream
         summary = run_watch().summary(metrics.job_run_dir(job, store.home), job.train_type, settings)
         row["trend"], row["health"] = summary.trend, health.badge(summary.findings)
+        row["status"] = t(f"status.{row['status']}")
     order = list(jobtable.COLUMNS)
     order[order.index("metric") + 1:order.index("metric") + 1] = ["trend", "health"]
     headers = {column: t(f"jobs.col.{column}") for column in ("name", "metric", "started", "submitted_by", "step", "type",
@@ -284,6 +287,11 @@ def jobs_view():
     details(by_id[job_id])
 
 
+def audit_columns():
+    """The audit table's column headers in the viewer's language."""
+    return {name: t(f"jobs.audit.{name}") for name in ("when", "who", "action", "job", "detail")}
+
+
 def audit_rows(entries):
     """Audit entries as table rows (a dataframe shows text as text)."""
     return [{"when": jobtable.format_time(e.at), "who": e.user, "action": e.action,
@@ -299,4 +307,5 @@ jobs_view()
 if auth.session_role(state) == "admin":
     with st.expander(t("jobs.audit"), icon=":material/policy:"):
         st.caption(t("jobs.audit.help"))
-        st.dataframe(audit_rows(audit.entries(limit=500, home=store.home)), hide_index=True, width="stretch")
+        st.dataframe(audit_rows(audit.entries(limit=500, home=store.home)), hide_index=True, width="stretch",
+                     column_config=audit_columns())

@@ -113,7 +113,7 @@ chosen_jobs = sources[0].multiselect(
     placeholder=t("logs.jobs.placeholder"), help=t("logs.jobs.help"))
 chosen_files = sources[1].multiselect(
     t("logs.files"), [p.name for p in log_files], key=FILES_KEY, placeholder=t("logs.files.placeholder"),
-    help=f"`.log` files in {store.logs_dir} that belong to no listed job.")
+    help=t("logs.files.help", folder=store.logs_dir))
 chosen_folders = sources[2].multiselect(
     t("logs.folders"), [p.name for p in run_folders], key=FOLDERS_KEY, placeholder=t("logs.folders.placeholder"),
     help=t("logs.folders.help", folder=metrics.records_dir(store.home)))
@@ -318,7 +318,7 @@ def show_records():
             panels.setdefault(panel.key, panel)
     if panels:
         st.subheader(t("logs.records"))
-        x = st.radio(t("logs.x_axis"), list(metrics.X_AXES), format_func=metrics.X_AXES.get, horizontal=True,
+        x = st.radio(t("logs.x_axis"), list(metrics.X_AXES), format_func=rlview.x_label, horizontal=True,
                      key="logs.rl.x", help=t("logs.records.x.help"))
         grid = st.columns(2)
         for i, panel in enumerate(panels.values()):
@@ -343,8 +343,8 @@ def health_settings_form(current):
         values = {}
         for i, (name, default) in enumerate(vars(current).items()):
             values[name] = cols[i % 3].number_input(
-                name, value=default, min_value=1 if name == "window" else 0.0,
-                step=1 if name == "window" else 0.05, help=health.HealthSettings.HELP[name], key=f"logs.health.{name}")
+                t(f"health.label.{name}"), value=default, min_value=1 if name == "window" else 0.0,
+                step=1 if name == "window" else 0.05, help=t(f"health.setting.{name}"), key=f"logs.health.{name}")
         user = auth.session_user(state)
         may_not = guard.refusal(user, "settings")  # shared thresholds: an admin's to change
         if may_not:

@@ -63,12 +63,12 @@ def section_title(group):
 
 def show_error(name):
     if name in check.errors:
-        st.error(md(f"{field_label(name)} {check.errors[name]}"), icon=":material/error:")
+        st.error(md(f"{field_label(name)} {i18n.field_error(check.errors[name])}"), icon=":material/error:")
 
 
 def field(p):
     key = forms.field_key(train_type, p.name)
-    help_text = t("train.param.help", help=p.help, default=p.default_text or t("train.none"))
+    help_text = t("train.param.help", help=forms.param_help(train_type, p), default=p.default_text or t("train.none"))
     if p.widget in ("select", "checkbox"):
         st.selectbox(field_label(p.name), forms.select_options(p), key=key, help=help_text)
     elif p.widget == "number":
@@ -112,7 +112,7 @@ for group, title, params in forms.sections(train_type):
 with st.container(border=True):
     st.text_input(t("train.job_name"), key=forms.field_key(train_type, forms.NAME_FIELD))
     show_error(forms.NAME_FIELD)
-    st.markdown("**Command**")
+    st.markdown(f"**{t('jobs.command')}**")
     if check.command is not None:
         st.code(check.command.display, language="bash", wrap_lines=True)
     else:

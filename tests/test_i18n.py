@@ -106,15 +106,124 @@ def has_chinese(text):
     return any("\u4e00" <= ch <= "\u9fff" for ch in text)
 
 
-@pytest.mark.parametrize("page", ["pages/train.py", "pages/jobs.py", "pages/logs.py", "pages/models.py"])
-def test_every_page_in_chinese_has_no_english_left(page):
+# Option values that are data or names, the same in every language.
+DATA_OPTIONS = {"bfloat16", "float16", "float32", "none", "wandb", "swanlab", "English", "CPU"}
+
+
+def shown_texts(at):
+    """Every text the page shows: messages, captions, headings, widget labels, help texts and options
+    (each as (where, text))."""
+    found = []
+    for kind in ("title", "header", "subheader", "markdown", "caption", "info", "warning", "error", "success"):
+        found += [(kind, e.value) for e in getattr(at, kind)]
+    found += [("expander", e.label) for e in at.get("expander")]
+    for kind in ("button", "selectbox", "multiselect", "text_input", "number_input", "radio", "checkbox", "toggle",
+                 "slider", "select_slider", "text_area"):
+        for w in getattr(at, kind):
+            found += [(kind, w.label)] + ([(f"{kind} help", w.help)] if getattr(w, "help", None) else [])
+            if kind in ("selectbox", "multiselect", "radio"):
+                found += [(f"{kind} option", o) for o in w.options if o not in DATA_OPTIONS and " — " not in o]
+    return [(where, str(text)) for where, text in found if text]
+
+
+def english_left(at):
+    same = {i18n.table("en")[k] for k in i18n.SAME_IN_EVERY_LANGUAGE}
+    return [(where, text) for where, text in shown_texts(at)
+            if any(ch.isalpha() for ch in text) and not has_chinese(text) and text.strip("*# ") not in same]
+
+
+def train_with_errors(at):
+    """Train, GRPO, with a field the check refuses and a file name that is not one."""
+    at.selectbox(key="train.type").set_value("grpo").run()
+    at.number_input(key="train.grpo.learning_rate").set_value(0.0).run()
+    at.text_input(key="train.grpo.save_weight").set_value("a/b").run()
+    assert len(at.error) >= 2, texts(at.error)
+    return at
+
+
+def pipeline_section(at):
+    at.radio(key="queue.launch_what").set_value("pipeline").run()
+    return at
+
+
+@pytest.mark.parametrize("page, then", [
+    ("pages/train.py", None), ("pages/train.py", train_with_errors), ("pages/train.py", pipeline_section),
+    ("pages/jobs.py", None), ("pages/logs.py", None), ("pages/models.py", None)])
+def test_every_page_in_chinese_has_no_english_left(page, then):
+    """Messages, captions, help texts and options too, not only labels; names and data (job names,
+    dtype values) are allowed."""
     job_id = finished_job()
     # The test's own thread formats option values too (AppTest calls format_func here): in Chinese as well.
     with i18n.language("zh"):
         at = open_page(page, query={"job": str(job_id)}, state={i18n.STATE_KEY: "zh"})
+        if then is not None:
+            at = then(at)
         assert not at.exception, at.exception
         assert has_chinese(at.title[0].value)
-        same = {i18n.table("en")[k] for k in i18n.SAME_IN_EVERY_LANGUAGE}
-        english = [label for label in labels(at) if not has_chinese(label) and label not in same]
+        english = english_left(at)
     assert not english, f"{page} in Chinese still shows: {english}"
     assert not {key for lang, key in i18n.missing if lang == "zh"}
+
+
+def test_every_parameter_has_its_help_in_each_language_and_the_english_is_the_scripts():
+    from mmcore import forms, registry
+    for train_type, spec in registry.TYPES.items():
+        for p in spec.params:
+            if p.name == "device":
+                continue  # chosen by the device mode, not a field
+            with i18n.language("en"):
+                assert forms.param_help(train_type, p) == p.help, (train_type, p.name)
+            with i18n.language("zh"):
+                assert has_chinese(forms.param_help(train_type, p)), (train_type, p.name)
+    assert not i18n.missing
+
+
+FIELD_MESSAGES = [  # as trainer/args.py, trainer/roots.py, mmcore/command.py and mmcore/forms.py write them
+    "must be at least 1", "must be at most 0.5", "must be greater than 0", "must be one of 0, 1", "must be 1 or 0",
+    "must be a whole number, got 'x'", "must be a number, got 'abc'", "must be a finite number, got 'inf'",
+    "must not start with '-'", "must be a single line", "must be GPU ids 0, 1, ..., got 'a'",
+    "must not list a GPU twice", "must be cpu or cuda:N (N = GPU index), got 'tpu'", "is required",
+    "must be at most 64 characters",
+    "must be a plain name: letters, digits, '.', '_' and '-', starting with a letter or digit (no folders)",
+    "'/etc' is outside the folders a job may read from (/data, /tmp)",
+    "'/etc' is outside the folders a job may write to (/out)",
+    "the job would write ../out/x.pth, which resolves to /etc/x.pth: outside the folders a job may write to (a symlink?)",
+    "no GPU was found on this machine: choose CPU", "choose a GPU", "choose at least one GPU",
+]
+
+
+def test_field_messages_read_the_same_in_english_and_are_translated():
+    for message in FIELD_MESSAGES:
+        with i18n.language("en"):
+            assert i18n.field_error(message) == message
+        with i18n.language("zh"):
+            assert has_chinese(i18n.field_error(message)), message
+    assert i18n.field_error("something new") == "something new"  # unknown: shown as it is
+
+
+def test_the_checks_messages_are_ones_the_table_knows():
+    """The real checks' wording, not a copy of it: a changed sentence in trainer/args.py fails here."""
+    from mmcore import command, registry
+    from trainer import roots
+    samples = [registry.param("sft", "epochs").check(0), registry.param("grpo", "top_p").check(2.0),
+               registry.param("sft", "learning_rate").check(0.0), registry.param("sft", "use_moe").check(3),
+               roots.name_problem("a/b"), roots.name_problem("x" * 500)]
+    checked = command.check("sft", {"epochs": "abc", "batch_size": "1.5", "save_weight": "-x", "device": "tpu"})
+    samples += list(checked.errors.values())
+    for message in samples:
+        with i18n.language("zh"):
+            assert has_chinese(i18n.field_error(message)), message
+
+
+def test_chart_titles_and_axes_speak_each_language_and_the_english_is_the_tables():
+    from mmcore import charts, metrics, rlview
+    with i18n.language("en"):
+        assert {name: charts.chart_title(name) for name in charts.TITLES} == charts.TITLES
+        assert {x: charts.axis_title(x) for x in charts.X_AXES} == charts.X_AXES
+        assert {x: rlview.x_label(x) for x in metrics.X_AXES} == metrics.X_AXES
+        assert all(rlview.panel_title(p) == p.title for p in rlview.PANELS)
+    with i18n.language("zh"):
+        assert all(has_chinese(charts.chart_title(name)) for name in charts.TITLES)
+        assert all(has_chinese(rlview.panel_title(p)) for p in rlview.PANELS if p.key != "kl")
+    assert charts.chart_title("my_metric") == "my_metric"  # a metric without a title: as printed
+    assert not i18n.missing

@@ -87,6 +87,20 @@ def test_score_rule_and_model():
     assert list(parts) == ["format", "reward_model"]
 
 
+def test_reward_model_raw_scores_are_kept_beside_the_clipped_part():
+    prompts = ["<|im_start|>user\n3+5=?<|im_end|>\n<|im_start|>assistant\n"] * 2
+    responses = [FULL, "hm"]
+    model = FixedScores({FULL: 5.0, "8": -1.0, "hm": -9.0})
+    kept = {}
+    total, parts = rewards.score(rewards.reward_functions(1, model), prompts, responses, ["8"] * 2, extras=kept)
+    # clipped: 0.4*3 + 0.6*(-1) and -3; raw: the same blend of the unclipped scores, not in the total
+    assert parts["reward_model"].tolist() == pytest.approx([0.6, -3.0])
+    assert kept["rm/raw"] == pytest.approx([0.4 * 5.0 + 0.6 * -1.0, -9.0])
+    assert total.tolist() == pytest.approx([1.5 + 0.6, 0.0 - 3.0])
+    # without a dict to fill, scoring is unchanged
+    assert rewards.score(rewards.reward_functions(1, model), prompts, responses, ["8"] * 2)[0].tolist() == total.tolist()
+
+
 def test_score_weights_each_named_part():
     double = rewards.RewardFunction("double", 2.0, rewards.per_response(lambda prompt, response, ref: len(response)))
     minus = rewards.RewardFunction("minus", -0.5, lambda prompts, responses, references: [1.0] * len(responses))

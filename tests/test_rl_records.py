@@ -76,6 +76,8 @@ def test_ppo_with_a_tiny_reward_model(repo, tmp_path, classifier_reward_model): 
                                                       "critic_lr"], part="reward_model")
     np.testing.assert_allclose(ro["advantage"], ro["reward"] - ro["value"], atol=1e-5)
     assert (ro["reward/reward_model"].abs() <= 3.0).all()  # clipped to the reward scale
+    # the raw score is kept beside it: the clipped part is the raw one clipped (no reasoning: no blend)
+    np.testing.assert_allclose(ro["reward/reward_model"], ro["rm/raw"].clip(-3.0, 3.0), atol=1e-5)
     assert df["accuracy"].between(0, 1).all()  # judged against the reference, though the model decides
 
 

@@ -43,7 +43,8 @@ def main():
             ro = rollout(policy, tokenizer, batch["prompt"], batch["answer"], args.max_seq_len, args.max_gen_len,
                          args.device, num_generations=n, **sampling_options(args))
         with run.records.timer("score"):
-            reward, parts = rewards.score(reward_fns, ro.prompts, ro.responses, ro.references)
+            kept = {}  # per-response values the reward functions keep (a reward model's raw score)
+            reward, parts = rewards.score(reward_fns, ro.prompts, ro.responses, ro.references, extras=kept)
         reward = reward.to(args.device)
         advantages, group_std = losses.group_advantages(reward, n)
         # The MoE auxiliary loss is not added to RL losses, as upstream.
@@ -55,7 +56,7 @@ def main():
                       "reward_std": group_std.mean().item(), "kl": kl.item(),
                       **rl_metrics.record(run, ro, reward_fns=reward_fns, rewards=reward, parts=parts,
                                           advantages=advantages, logps=logps, ref_logps=ref_logps,
-                                          eos_id=tokenizer.eos_token_id, group_size=n)}
+                                          eos_id=tokenizer.eos_token_id, group_size=n, extras=kept)}
 
     # 4. Train
     loop.train(run, [part], dataset, pad_collate(tokenizer.pad_token_id), step_fn,

@@ -63,7 +63,8 @@ def main():
             ro = rollout(actor, tokenizer, batch["prompt"], batch["answer"], args.max_seq_len, args.max_gen_len,
                          args.device, **sampling_options(args))
         with run.records.timer("score"):
-            reward, parts = rewards.score(reward_fns, ro.prompts, ro.responses, ro.references)
+            kept = {}  # per-response values the reward functions keep (a reward model's raw score)
+            reward, parts = rewards.score(reward_fns, ro.prompts, ro.responses, ro.references, extras=kept)
         reward = reward.to(args.device)
         values = losses.last_token_values(critic_part.model(ro.input_ids, ro.attention_mask), ro.attention_mask)
         # The MoE auxiliary loss is not added to RL losses, as upstream.
@@ -83,7 +84,7 @@ def main():
                                                   args.clip_epsilon),
             **rl_metrics.record(run, ro, reward_fns=reward_fns, rewards=reward, parts=parts,
                                 advantages=reward - values, logps=logps, ref_logps=ref_logps,
-                                eos_id=tokenizer.eos_token_id, extras={"value": values})}
+                                eos_id=tokenizer.eos_token_id, extras={**kept, "value": values})}
 
     # 4. Train
     loop.train(run, [actor_part, critic_part], dataset, pad_collate(tokenizer.pad_token_id), step_fn,

@@ -45,7 +45,8 @@ def main():
             ro = rollout(policy, tokenizer, batch["prompt"], batch["answer"], args.max_seq_len, args.max_gen_len,
                          args.device, **sampling_options(args))
         with run.records.timer("score"):
-            reward, parts = rewards.score(reward_fns, ro.prompts, ro.responses, ro.references)
+            kept = {}  # per-response values the reward functions keep (a reward model's raw score)
+            reward, parts = rewards.score(reward_fns, ro.prompts, ro.responses, ro.references, extras=kept)
         reward = reward.to(args.device)
         baseline, baseline_reward = value_tracker.baseline(), value_tracker.baseline_reward()
         advantages = losses.spo_advantages(reward, baseline_reward)
@@ -62,7 +63,7 @@ def main():
                       **rl_metrics.record(run, ro, reward_fns=reward_fns, rewards=reward, parts=parts,
                                           advantages=advantages, logps=logps, ref_logps=ref_logps,
                                           eos_id=tokenizer.eos_token_id,
-                                          extras={"baseline_reward": baseline_reward, "rho": rho})}
+                                          extras={**kept, "baseline_reward": baseline_reward, "rho": rho})}
 
     # 4. Train
     loop.train(run, [part], dataset, pad_collate(tokenizer.pad_token_id), step_fn,

@@ -44,6 +44,15 @@ class RewardFunction:
     high: float = 1.0
 
 
+@dataclass(frozen=True)
+class Scored:
+    """What a `RewardFunction.fn` may return instead of a plain list: its scores, plus values per
+    response to keep beside them in the rollout store (e.g. `rm/raw`, a reward model's score before
+    clipping) that do not count towards the reward."""
+    values: list
+    extras: dict
+
+
 def per_response(fn):
     """A batch `fn` for `RewardFunction` from `fn(prompt, response, reference) -> float`."""
     return lambda prompts, responses, references: [fn(p, r, ref) for p, r, ref in zip(prompts, responses, references)]
@@ -55,13 +64,21 @@ def reward_range(functions):
     return sum(min(e) for e in ends), sum(max(e) for e in ends)
 
 
-def score(functions, prompts, responses, references):
+def score(functions, prompts, responses, references, extras=None):
     """Rewards of aligned lists of prompts, responses and references.
 
     Returns `(total, parts)`: `total` is a float32 tensor [B] of the weighted sums, `parts` maps each
-    function's name to its unweighted scores, a float32 tensor [B].
+    function's name to its unweighted scores, a float32 tensor [B]. A dict passed as `extras` receives
+    the per-response values the functions keep beside their scores (`Scored.extras`).
     """
-    columns = {f.name: [float(x) for x in f.fn(prompts, responses, references)] for f in functions}
+    columns = {}
+    for f in functions:
+        result = f.fn(prompts, responses, references)
+        if isinstance(result, Scored):
+            if extras is not None:
+                extras.update(result.extras)
+            result = result.values
+        columns[f.name] = [float(x) for x in result]
     totals = []
     for i in range(len(responses)):
         total = 0.0
@@ -82,7 +99,8 @@ def reward_functions(reasoning, reward_model=None):
     if reward_model is not None:
         functions.append(RewardFunction(
             "reward_model", 1.0,
-            lambda prompts, responses, references: reward_model_scores(reward_model, prompts, responses, reasoning),
+            lambda prompts, responses, references: reward_model_scores(reward_model, prompts, responses, reasoning,
+                                                                        keep_raw=True),
             low=-REWARD_SCALE, high=REWARD_SCALE))
     else:
         functions.append(RewardFunction(
@@ -141,17 +159,23 @@ def reward_model_score(reward_model, prompt, response, reasoning):
     return reward_model_scores(reward_model, [prompt], [response], reasoning)[0]
 
 
-def reward_model_scores(reward_model, prompts, responses, reasoning):
+def reward_model_scores(reward_model, prompts, responses, reasoning, keep_raw=False):
     """`reward_model_score` of each response, every chat of the batch scored in one call
-    (`RewardModel.score_many`): the responses first, then the answers of those that have one."""
+    (`RewardModel.score_many`): the responses first, then the answers of those that have one.
+    With `keep_raw`, a `Scored` whose extras hold `rm/raw`: the same blend of the unclipped scores."""
     histories = [prompt_messages(prompt) for prompt in prompts]
     chats = [h + [{"role": "assistant", "content": r}] for h, r in zip(histories, responses)]
     answers = [extract_answer(r, True) if reasoning else None for r in responses]
     with_answer = [i for i, answer in enumerate(answers) if answer is not None]
     chats += [histories[i] + [{"role": "assistant", "content": answers[i]}] for i in with_answer]
     score_many = getattr(reward_model, "score_many", None)  # any object with score(messages) also works
-    raw = [clip_score(x) for x in (score_many(chats) if score_many else map(reward_model.score, chats))]
-    scores = raw[:len(responses)]
-    for j, i in enumerate(with_answer):
-        scores[i] = blend_scores(scores[i], raw[len(responses) + j])
-    return scores
+    unclipped = [float(x) for x in (score_many(chats) if score_many else map(reward_model.score, chats))]
+
+    def blended(values):
+        out = values[:len(responses)]
+        for j, i in enumerate(with_answer):
+            out[i] = blend_scores(out[i], values[len(responses) + j])
+        return out
+
+    scores = blended([clip_score(x) for x in unclipped])
+    return Scored(scores, {"rm/raw": blended(unclipped)}) if keep_raw else scores
