@@ -21,8 +21,8 @@ import json
 import sqlite3
 import sys
 
-from mmcore import api, audit, roles, storeguard
-from mmcore.export import add_export
+from mmcore import api, audit, modelguard, roles, storeguard
+from mmcore.export import add_export_options
 from mmcore.queuecli import add_queue
 from mmcore.paths import DB_NAME, default_home
 
@@ -170,6 +170,25 @@ def add_restore(sub):
             raise api.Refused(f"not restored: {exc}") from None
         audit.record(user, "restore", None, {"from": str(source), "kept_aside": str(aside) if aside else None}, home=home)
         print(f"restored {home / DB_NAME} from {source}" + (f"; the previous file is kept as {aside}" if aside else ""))
+    p.set_defaults(handler=run)
+
+
+def add_export(sub):
+    """`python -m mmcore export WEIGHT.pth OUT_DIR [...] [--user U]`: a member's or admin's action, audited."""
+    p = sub.add_parser("export", help="export a .pth weight file to a transformers folder (config, safetensors, "
+                                      "tokenizer, modeling code)")
+    add_export_options(p)
+    p.add_argument("--user", default=None, help="acting user (default: the OS user); viewers may not export")
+
+    def run(args):
+        user = args.user or roles.os_user()
+        options = {k: getattr(args, k) for k in ("hidden_size", "num_hidden_layers", "use_moe", "lora",
+                                                 "tokenizer_path", "dtype")}
+        try:
+            code, _ = modelguard.export(user, args.weight, args.out_dir, capture=False, timeout=None, **options)
+        except roles.Forbidden as exc:
+            raise api.Refused(str(exc)) from None
+        return code
     p.set_defaults(handler=run)
 
 

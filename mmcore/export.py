@@ -43,23 +43,3 @@ def add_export_options(parser):
     parser.add_argument("--tokenizer_path", help="tokenizer folder (default: the bundled model/)")
     parser.add_argument("--dtype", choices=DTYPE_NAMES, default=DTYPE_NAMES[0],
                         help="dtype of model.safetensors (default float32: exactly the .pth model's logits)")
-
-
-def add_export(sub):
-    """`python -m mmcore export WEIGHT.pth OUT_DIR [...] [--user U]`: a member's or admin's action, audited."""
-    p = sub.add_parser("export", help="export a .pth weight file to a transformers folder (config, safetensors, "
-                                      "tokenizer, modeling code)")
-    add_export_options(p)
-    p.add_argument("--user", default=None, help="acting user (default: the OS user); viewers may not export")
-
-    def run(args):
-        from mmcore import api, modelguard, roles
-        user = args.user or roles.os_user()
-        options = {k: getattr(args, k) for k in ("hidden_size", "num_hidden_layers", "use_moe", "lora",
-                                                 "tokenizer_path", "dtype")}
-        try:
-            code, _ = modelguard.export(user, args.weight, args.out_dir, capture=False, timeout=None, **options)
-        except roles.Forbidden as exc:
-            raise api.Refused(str(exc)) from None
-        return code
-    p.set_defaults(handler=run)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from mmcore import audit, evaluate as evaluation, modelsview, roles
 from mmcore.export import run_export
+from mmcore.i18n import t
 
 
 def refusal(user, action):
@@ -16,7 +17,7 @@ def refusal(user, action):
     try:
         return roles.refusal(user, action)
     except roles.RolesFileError as exc:
-        return f"The roles file cannot be used: {exc}"
+        return t("role.file_unusable", error=exc)
 
 
 def role(user):

@@ -44,7 +44,7 @@ def refused(action):
     role = modelguard.role(user)
     if why is None or role is None:  # allowed, or the roles file itself is the problem: its own message
         return why and md(why)
-    return t("models.refused", user=md(user), role=t(f"models.role.{role}"), action=t(f"models.action.{action}"))
+    return t("models.refused", user=md(user), role=t(f"role.{role}"), action=t(f"models.action.{action}"))
 
 
 def show_refusal(action):
