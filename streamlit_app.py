@@ -77,7 +77,7 @@ with st.sidebar:
     # GPUs and job counts, drawn here first so that a page that stops early still shows them, and
     # drawn again after a page that runs to its end (so a job it just launched is counted).
     status_slot = st.empty()
-    st.caption(t("app.running_as", user=f"{md(access.user)} ({access.role})"))
+    st.caption(t("app.running_as", user=f"{md(access.user)} ({t(f'role.{access.role}')})"))
     if auth.mode() == "oidc":
         st.button(t("app.sign_out"), on_click=st.logout, key="app.sign_out")
 

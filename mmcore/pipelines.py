@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 
 from mmcore import command, jobqueue, preflight, queueconf, registry
+from mmcore.i18n import t
 from mmcore.paths import ensure_root_on_path
 from mmcore.presets import demo_preset
 
@@ -80,17 +81,16 @@ def link(stages):
             values["weight_dir"] = prev.get("save_dir", values.get("weight_dir", ""))
             if spec.rl:
                 if out not in ("reason", "full_sft"):
-                    problems.append(f"Stage {i + 1} ({spec.label}) starts from reason or full_sft, but stage {i} "
-                                    f"saves {out!r}.")
+                    problems.append(t("pipeline.rl_base", n=i + 1, type=t(f"type.{train_type}"), prev=i,
+                                      out=repr(out)))
                 values["reasoning"] = "1" if out == "reason" else "0"
             elif "from_weight" in registry.get_type(train_type).names:
                 values["from_weight"] = out
             else:
-                problems.append(f"Stage {i + 1} ({spec.label}) cannot start from another stage's weights.")
+                problems.append(t("pipeline.no_base", n=i + 1, type=t(f"type.{train_type}")))
             now = _effective(train_type, values)
             if prev_spec.model_size(prev)[0] != spec.model_size(now)[0] or prev.get("use_moe") != now.get("use_moe"):
-                problems.append(f"Stage {i + 1} ({spec.label}) has another model size than stage {i}: set the same "
-                                f"hidden_size and use_moe.")
+                problems.append(t("pipeline.size", n=i + 1, type=t(f"type.{train_type}"), prev=i))
         linked.append((train_type, values))
     if problems:
         raise PipelineRefused(problems)
@@ -105,7 +105,7 @@ def check(stages, gpu_count, backend="local"):
         try:
             checked = command.check(train_type, values)
         except KeyError as exc:
-            problems.append(f"Stage {i + 1}: {exc.args[0]}")
+            problems.append(t("pipeline.stage_problem", n=i + 1, problem=exc.args[0]))
             continue
         spec = specs.spec(train_type)
         found = preflight.invalid_fields(checked)
@@ -115,7 +115,7 @@ def check(stages, gpu_count, backend="local"):
                      + (preflight.base_weights(spec, effective, preflight.TRAINER_DIR) if i == 0 else [])
                      + preflight.reward_model(spec, effective, preflight.TRAINER_DIR)
                      + preflight.writable_folders(effective, preflight.TRAINER_DIR))
-        problems += [f"Stage {i + 1} ({spec.label}): {p}" for p in found]
+        problems += [t("pipeline.type_problem", n=i + 1, type=t(f"type.{train_type}"), problem=p) for p in found]
     return problems
 
 
@@ -126,7 +126,7 @@ def commands(stages):
         try:
             shown.append(command.build_command(train_type, values).display)
         except command.ValidationError as exc:
-            shown.append(f"(invalid: {exc})")
+            shown.append(t("pipeline.invalid", error=exc))
     return shown
 
 
@@ -202,10 +202,10 @@ def retry(store, pipeline_id, resume=False, user=None):
     new job's id. `resume`: continue from the failed stage's resume state instead of from scratch."""
     pipeline = get(store, pipeline_id)
     if pipeline is None:
-        raise PipelineRefused([f"There is no pipeline with id {pipeline_id}."])
+        raise PipelineRefused([t("queue.no_pipeline", id=pipeline_id)])
     failed = next((j for j in pipeline.stages if j.status in ("failed", "stopped", "lost")), None)
     if failed is None:
-        raise PipelineRefused([f"Pipeline {pipeline_id} has no failed or stopped stage."])
+        raise PipelineRefused([t("pipeline.nothing_failed", id=pipeline_id)])
     values = dict(failed.params)
     if resume:
         values["from_resume"] = "1"

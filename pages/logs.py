@@ -136,7 +136,7 @@ for i in chosen_jobs:
         continue
     charted.add(tuple(lineage))
     last = jobs[lineage[-1]]
-    label = jobtable.job_label(last) + (f" (resumed from {', '.join(map(str, lineage[:-1]))})" if len(lineage) > 1 else "")
+    label = jobtable.job_label(last) + (t("logs.resumed_from", ids=", ".join(map(str, lineage[:-1]))) if len(lineage) > 1 else "")
     runs.append(Run(label, last.log_path, last, metrics.job_run_dir(last, store.home),
                     parts=[(j, jobs[j].log_path) for j in lineage]))
 runs += [Run(name, str(store.logs_dir / name)) for name in chosen_files]
@@ -147,7 +147,7 @@ for upload in uploads or []:
     except logfiles.UploadTooLarge as exc:
         st.error(md(exc))
         continue
-    runs.append(Run(f"{upload.name} (uploaded)", str(path)))
+    runs.append(Run(t("logs.uploaded", name=upload.name), str(path)))
 
 seen = {}
 for run in runs:  # legend names must differ, or two runs would share one curve

@@ -1,5 +1,7 @@
 """Languages: both tables have the same keys and fields, the choice of language, and the pages in
 each language (AppTest) with no text missing from either table."""
+import re
+
 import pytest
 
 from _pages_helpers import open_page, texts
@@ -122,7 +124,9 @@ def shown_texts(at):
         for w in getattr(at, kind):
             found += [(kind, w.label)] + ([(f"{kind} help", w.help)] if getattr(w, "help", None) else [])
             if kind in ("selectbox", "multiselect", "radio"):
-                found += [(f"{kind} option", o) for o in w.options if o not in DATA_OPTIONS and " — " not in o]
+                # Job labels ("3 — name") and prompts followed on Logs ("What is 6*7? (#1)") are data.
+                found += [(f"{kind} option", o) for o in w.options
+                          if o not in DATA_OPTIONS and " — " not in o and not re.search(r"\(#\d+\)$", o)]
     return [(where, str(text)) for where, text in found if text]
 
 
@@ -146,13 +150,22 @@ def pipeline_section(at):
     return at
 
 
-@pytest.mark.parametrize("page, then", [
-    ("pages/train.py", None), ("pages/train.py", train_with_errors), ("pages/train.py", pipeline_section),
-    ("pages/jobs.py", None), ("pages/logs.py", None), ("pages/models.py", None)])
-def test_every_page_in_chinese_has_no_english_left(page, then):
+def sick_rl_job():
+    """A finished GRPO job with metrics and rollouts records whose health check fires."""
+    from mmcore.store import JobStore
+    from test_page_records import recorded_job
+    return recorded_job(JobStore(), steps=12, zero_std=1.0, name="sick")
+
+
+@pytest.mark.parametrize("page, setup, then", [
+    ("pages/train.py", finished_job, None), ("pages/train.py", finished_job, train_with_errors),
+    ("pages/train.py", finished_job, pipeline_section), ("pages/jobs.py", finished_job, None),
+    ("pages/jobs.py", sick_rl_job, None), ("pages/logs.py", finished_job, None), ("pages/logs.py", sick_rl_job, None),
+    ("pages/models.py", finished_job, None)])
+def test_every_page_in_chinese_has_no_english_left(page, setup, then):
     """Messages, captions, help texts and options too, not only labels; names and data (job names,
     dtype values) are allowed."""
-    job_id = finished_job()
+    job_id = setup()
     # The test's own thread formats option values too (AppTest calls format_func here): in Chinese as well.
     with i18n.language("zh"):
         at = open_page(page, query={"job": str(job_id)}, state={i18n.STATE_KEY: "zh"})
@@ -226,4 +239,16 @@ def test_chart_titles_and_axes_speak_each_language_and_the_english_is_the_tables
         assert all(has_chinese(charts.chart_title(name)) for name in charts.TITLES)
         assert all(has_chinese(rlview.panel_title(p)) for p in rlview.PANELS if p.key != "kl")
     assert charts.chart_title("my_metric") == "my_metric"  # a metric without a title: as printed
+    assert not i18n.missing
+
+
+def test_pipeline_problems_and_refusals_in_chinese():
+    from mmcore import pipelines
+    stages = pipelines.TEMPLATES["minimind_full"].stages()
+    with i18n.language("en"):
+        english = pipelines.check(stages, 0)
+    with i18n.language("zh"):
+        chinese = pipelines.check(stages, 0)
+    assert english and len(chinese) == len(english)  # the full chain's data is not bundled here
+    assert all(p.startswith("Stage ") for p in english) and all(p.startswith("第 ") and has_chinese(p) for p in chinese)
     assert not i18n.missing
