@@ -7,6 +7,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from mmcore.i18n import t
 from mmcore.logtext import ANSI_RE, decode, visible
 
 
@@ -18,16 +19,15 @@ def explain(parser, label=None):
     if kind == "progress":
         return None
     if kind == "missing":
-        return "warning", f"{name}: the log file {parser.path} does not exist."
+        return "warning", t("logfile.missing", name=name, path=parser.path)
     if kind == "empty":
-        return "info", f"{name}: the log is empty so far (the job has not written anything yet)."
+        return "info", t("logfile.empty", name=name)
     if kind == "unknown":
-        return "warning", (f"{name} is not a MiniMind training log: it has neither a MiniMind header "
-                           "nor any progress line (`Epoch:[1/2](100/44160) loss:...`, `Epoch: 1, Step: 5/100, ...`).")
+        return "warning", t("logfile.unknown", name=name)
     finished = parser.header.get("finished")
     if finished:
-        return "info", f"{name}: no progress lines; the run ended ({finished}) before logging a step."
-    return "info", f"{name}: no progress lines yet. Charts appear with the first logged step."
+        return "info", t("logfile.ended_early", name=name, finished=finished)
+    return "info", t("logfile.no_progress_yet", name=name)
 
 
 def tail(path, n=200, block=64 << 10):

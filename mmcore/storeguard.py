@@ -18,6 +18,7 @@ import time
 from contextlib import closing
 from pathlib import Path
 
+from mmcore.i18n import t
 from mmcore.paths import DB_NAME, default_home
 
 BACKUP_DIR = "backups"
@@ -30,9 +31,7 @@ class StoreDamaged(RuntimeError):
 
 
 def _recovery(home):
-    return (f"To recover, restore a backup: `python -m mmcore restore` lists them and "
-            f"`python -m mmcore restore latest` puts the newest back (with MINIMIND_DASHBOARD_HOME={home}). "
-            f"To start an empty history on purpose, move {Path(home) / 'logs'} away first.")
+    return t("store.recovery", home=home, logs=Path(home) / "logs")
 
 
 def _old_logs(logs_dir):
@@ -53,9 +52,8 @@ def check_intact(db_path, logs_dir):
     if not size:
         logs = _old_logs(logs_dir)
         if logs:
-            what = "is missing" if size is None else "is empty (0 bytes)"
-            raise StoreDamaged(f"The job database {db} {what}, but {logs} job log(s) in {logs_dir} show there was a "
-                               f"history. Nothing was created, so nothing is overwritten. " + _recovery(home))
+            key = "store.missing" if size is None else "store.empty"
+            raise StoreDamaged(t(key, db=db, n=logs, logs=logs_dir) + " " + _recovery(home))
         return
     # Read through SQLite, not open()/close(): closing any descriptor of the file drops every POSIX
     # lock this process holds on it, including those of connections other threads keep open, and a
@@ -65,10 +63,9 @@ def check_intact(db_path, logs_dir):
             conn.execute("PRAGMA schema_version").fetchone()
     except sqlite3.DatabaseError as exc:
         if getattr(exc, "sqlite_errorname", "") == "SQLITE_NOTADB":
-            raise StoreDamaged(f"The job database {db} is not an SQLite database (damaged or overwritten). "
-                               + _recovery(home)) from None
+            raise StoreDamaged(t("store.not_sqlite", db=db) + " " + _recovery(home)) from None
         if not isinstance(exc, sqlite3.OperationalError):
-            raise StoreDamaged(f"The job database {db} cannot be read ({exc}).") from None
+            raise StoreDamaged(t("store.unreadable", db=db, error=exc)) from None
 
 
 def problem(home=None):
@@ -89,8 +86,8 @@ def explain(exc, db_path=None):
     if db_path is None:
             db_path = default_home() / DB_NAME
     if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
-        return f"The job database {db_path} cannot be read: {exc}. It may be damaged. " + _recovery(Path(db_path).parent)
-    return f"The job store {db_path} is unavailable: {exc}."
+        return t("store.damaged", db=db_path, error=exc) + " " + _recovery(Path(db_path).parent)
+    return t("store.unavailable", db=db_path, error=exc)
 
 
 def backups(home):

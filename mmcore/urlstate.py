@@ -11,6 +11,8 @@ page last wrote it (a link was opened, the browser went back), otherwise the wid
 import math
 from dataclasses import dataclass
 
+from mmcore.i18n import t
+
 APPLIED_KEY = "urlstate.applied"  # session state: page -> the query parameters it last applied or wrote
 
 
@@ -82,11 +84,9 @@ def decode_value(name, field, text):
             return min((c for c in field.choices if c != "auto"), key=lambda c: abs(c - value))
     except ValueError:
         pass
-    expected = {"ints": "whole numbers separated by commas", "strs": "names separated by commas",
-                "float": f"a number from {field.low:g} to {field.high:g}", "int": "a whole number",
-                "choice": "one of " + ", ".join(str(c) for c in field.choices),
-                "number": "a number", "smooth": "auto or a number from 0 to 0.99"}[field.kind]
-    raise ValueError(f"The link's {name}={text!r} was ignored: expected {expected}.")
+    expected = t(f"urlstate.expected.{field.kind}", low=f"{field.low:g}", high=f"{field.high:g}",
+                 choices=", ".join(str(c) for c in field.choices))
+    raise ValueError(t("urlstate.ignored", name=name, text=repr(text), expected=expected))
 
 
 def encode_value(field, value):

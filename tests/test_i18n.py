@@ -252,3 +252,20 @@ def test_pipeline_problems_and_refusals_in_chinese():
     assert english and len(chinese) == len(english)  # the full chain's data is not bundled here
     assert all(p.startswith("Stage ") for p in english) and all(p.startswith("第 ") and has_chinese(p) for p in chinese)
     assert not i18n.missing
+
+
+def test_log_link_and_store_messages_in_chinese(tmp_path):
+    import sqlite3
+    from mmcore import logfiles, logparse, storeguard, urlstate
+    parser = logparse.LogParser(str(tmp_path / "none.log"))
+    parser.update()
+    (tmp_path / "jobs.db").write_bytes(b"not a database at all, just text")
+    with i18n.language("zh"):
+        assert has_chinese(logfiles.explain(parser, "job 1")[1])
+        _, problems = urlstate.decode({"smooth": "lots", "job": "a,b"})
+        assert problems and all(has_chinese(p) for p in problems)
+        with pytest.raises(storeguard.StoreDamaged) as damaged:
+            storeguard.check_intact(tmp_path / "jobs.db", tmp_path / "logs")
+        assert has_chinese(str(damaged.value)) and "python -m mmcore restore" in str(damaged.value)
+        assert has_chinese(storeguard.explain(sqlite3.OperationalError("database is locked"), tmp_path / "jobs.db"))
+    assert not i18n.missing
