@@ -12,7 +12,7 @@ import sqlite3
 
 import streamlit as st
 
-from mmcore import audit, backends, forms, i18n, jobqueue, pipelines, queueconf, roles, slurm
+from mmcore import audit, backends, forms, i18n, jobqueue, pipelines, queueconf, queuetext, roles, slurm
 from mmcore.resources import QueueRefused
 from mmcore.safetext import md
 from mmcore.i18n import t
@@ -154,7 +154,7 @@ def queue_details(store, job, identity=None):
         extra += t("queue.in_pipeline", id=job.pipeline_id, stage=job.stage + 1)
     st.caption(md(t("queue.runs_on", where=where) + extra))
     if job.status == "queued" and job.queue_reason:
-        st.info(md(job.queue_reason), icon=":material/hourglass_top:")
+        st.info(md(queuetext.reason_text(job.queue_reason)), icon=":material/hourglass_top:")
     if not job.in_queue:
         return
     cols = st.columns([1, 1, 1, 2])
