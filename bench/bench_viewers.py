@@ -4,7 +4,8 @@
 For each page and number of tabs, over a window of `--window` seconds with the tabs open:
 
 - the server process's CPU (psutil, sampled every second; % of one core: mean and max) and RSS;
-- a fresh tab's load time of that page (navigation to the page drawn, while the others watch);
+- a fresh tab's load time of that page (navigation to the page drawn, while the others watch), on a
+  first visit (empty browser cache) and for a returning viewer (the app's scripts cached);
 - the running job's steps per minute (from its log), which shares the machine with all of this.
 
 After each group the tabs are closed and the server's RSS is measured again after `--settle` seconds,
@@ -95,16 +96,18 @@ class Sampler:
         return self.proc.memory_info().rss
 
 
-def fresh_load_s(chromium, url, ready_js):
-    """Seconds from navigating a new tab to `url` until `ready_js` holds (the page is drawn)."""
-    page = browser.new_page(chromium)
+def fresh_load_s(context, url, ready_js):
+    """Seconds from navigating a new tab of `context` to `url` until `ready_js` holds (the page is
+    drawn). A new context is a first visit (the browser's cache empty); a context that has shown the
+    page before is a returning teammate (the app's scripts cached)."""
+    page = context.new_page()
     try:
         started = time.monotonic()
         page.goto(url, wait_until="domcontentloaded", timeout=180_000)
         page.wait_for_function(ready_js, timeout=180_000, polling=100)
         return time.monotonic() - started
     finally:
-        page.context.close()
+        page.close()
 
 
 JOBS_READY = """() => [...document.querySelectorAll('[data-testid="stDataFrame"] table[role="grid"] td')]
@@ -154,7 +157,7 @@ def main():
                 print(f"0 viewers: server CPU {cpu0:.1f}% mean / {cpu0_max:.0f}% max of one core, "
                       f"RSS {rss0 / 2**20:.0f} MiB")
                 header = (f"{'page':5} {'tabs':>4} {'CPU mean':>9} {'CPU max':>8} {'RSS MiB':>8} "
-                          f"{'fresh load':>10} {'steps/min':>9} {'RSS after close':>16}")
+                          f"{'fresh load (first visit / returning)':>37} {'steps/min':>9} {'RSS after close':>16}")
                 print(header)
                 for name in args.pages.split(","):
                     one_viewer_rss = None
@@ -168,7 +171,10 @@ def main():
                         step0, t0 = last_step(running_log), time.monotonic()
                         cpu, cpu_max, rss = sampler.window(args.window)
                         steps_per_min = (last_step(running_log) - step0) * 60 / (time.monotonic() - t0)
-                        load = fresh_load_s(chromium, server.url + urls[name], ready[name])
+                        first_visit = browser.new_page(chromium).context
+                        first = fresh_load_s(first_visit, server.url + urls[name], ready[name])
+                        returning = fresh_load_s(first_visit, server.url + urls[name], ready[name])
+                        first_visit.close()
                         for tab in tabs:
                             tab.context.close()
                         time.sleep(args.settle)
@@ -176,7 +182,7 @@ def main():
                         if one_viewer_rss is None:
                             one_viewer_rss = rss
                         print(f"{name:5} {n:>4} {cpu:>8.1f}% {cpu_max:>7.0f}% {rss / 2**20:>8.0f} "
-                              f"{load:>9.2f}s {steps_per_min:>9.0f} {after / 2**20:>10.0f} "
+                              f"{first:>26.2f}s / {returning:>6.2f}s {steps_per_min:>9.0f} {after / 2**20:>10.0f} "
                               f"({100 * (after / one_viewer_rss - 1):+.0f}%)", flush=True)
                 chromium.close()
         finally:
