@@ -39,7 +39,7 @@ def store_bytes(run_dir):
 
 def demo_grpo(layout, run_dir, keep_groups, steps, threads):
     """One demo GRPO run of `steps` steps; returns its step times (s) after the first."""
-    values = {**demo_preset("grpo"), "device": "cpu", "weight_dir": "../base", "save_dir": "../out",
+    values = {**demo_preset("grpo"), "device": "cpu", "weight_dir": str(layout / "base"), "save_dir": str(layout / "out"),
               "data_path": str(layout / "data" / "rlaif.jsonl"), "save_interval": "100000",
               "run_dir": str(run_dir), "rollout_groups": str(keep_groups)}
     command = build_command("grpo", values, trainer_dir=layout / "trainer")
@@ -55,7 +55,12 @@ def demo_grpo(layout, run_dir, keep_groups, steps, threads):
 
 def bench_trainer(args):
     from _trainer_helpers import DEMO, head_jsonl, make_repo_copy, save_random_weights
+    from trainer import roots
     with tempfile.TemporaryDirectory(prefix="bench-rollouts-") as tmp:
+        # The runs read and write in the temporary folder: allow it beside the default roots.
+        defaults = roots.default_roots()
+        os.environ[roots.READ_ENV] = os.pathsep.join([*map(str, defaults.read), os.path.realpath(tmp)])
+        os.environ[roots.WRITE_ENV] = os.pathsep.join([*map(str, defaults.write), os.path.realpath(tmp)])
         layout = make_repo_copy(Path(tmp) / "repo")
         save_random_weights(layout / "base", "reason", seed=3)
         batch = int(demo_preset("grpo")["batch_size"])
