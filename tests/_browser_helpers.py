@@ -188,13 +188,20 @@ def chromium():
 
 
 @contextlib.contextmanager
-def app_page(url, width=1400, height=900, timeout_ms=30_000):
-    """A page of a fresh headless Chromium with the app at `url` loaded, for the `with` block."""
-    with chromium() as browser:
-        page = new_page(browser, width, height)
+def app_page(url, width=1400, height=900, timeout_ms=30_000, browser=None):
+    """A page with the app at `url` loaded, for the `with` block: in `browser`, or in a fresh headless
+    Chromium (one Playwright at a time: a test module that opens several pages passes its browser)."""
+    if browser is None:
+        with chromium() as fresh, app_page(url, width, height, timeout_ms, fresh) as page:
+            yield page
+        return
+    page = new_page(browser, width, height)
+    try:
         page.set_default_timeout(timeout_ms)
         open_app(page, url)
         yield page
+    finally:
+        page.context.close()
 
 
 def new_page(browser, width=1400, height=900):

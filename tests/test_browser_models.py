@@ -23,9 +23,16 @@ MAX_NEW = 20
 
 
 @pytest.fixture(scope="module")
-def dashboard(tmp_path_factory, demo_models):
+def chromium():
+    """The module's one browser (a second Playwright cannot start while the first runs)."""
     if MISSING:
         pytest.skip(f"browser test needs Chromium and Playwright: {MISSING}")
+    with browser.chromium() as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
+def dashboard(tmp_path_factory, demo_models, chromium):
     tmp = tmp_path_factory.mktemp("browser-models")
     app_dir = browser.copy_app(tmp / "app")
     shutil.copytree(demo_models / "out", app_dir / "out")
@@ -35,7 +42,7 @@ def dashboard(tmp_path_factory, demo_models):
     saved = os.environ.get(roots.WRITE_ENV)
     os.environ[roots.WRITE_ENV] = str(app_dir / "out")  # the server's catalogue walks only the app's out/
     try:
-        with server, browser.app_page(server.url, timeout_ms=60_000) as page:
+        with server, browser.app_page(server.url, timeout_ms=60_000, browser=chromium) as page:
             yield app_dir, home, page
     finally:
         if saved is None:
@@ -100,10 +107,8 @@ def test_chat_with_the_grpo_model_and_compare_it_with_its_base(dashboard):
         browser.screenshot(page, "models-compare")
 
 
-def test_a_viewer_sees_the_models_but_is_told_why_it_may_not_chat_or_export(tmp_path, demo_models):
+def test_a_viewer_sees_the_models_but_is_told_why_it_may_not_chat_or_export(tmp_path, demo_models, chromium):
     """A viewer (roles.toml) browses the catalogue; chat and export are disabled, with the reason shown."""
-    if MISSING:
-        pytest.skip(f"browser test needs Chromium and Playwright: {MISSING}")
     from mmcore import roles
     app_dir = browser.copy_app(tmp_path / "app")
     shutil.copytree(demo_models / "out", app_dir / "out")
@@ -112,7 +117,7 @@ def test_a_viewer_sees_the_models_but_is_told_why_it_may_not_chat_or_export(tmp_
     (home / "roles.toml").write_text(f'[users]\n"{roles.os_user()}" = "viewer"\n')
     server = browser.StreamlitServer(app_dir, home=home, log_path=tmp_path / "streamlit.log",
                                      unset_env=(roles.ROLES_ENV,))
-    with server, browser.app_page(server.url, timeout_ms=60_000) as page, \
+    with server, browser.app_page(server.url, timeout_ms=60_000, browser=chromium) as page, \
             browser.screenshot_on_failure(page, "models-viewer"):
         browser.go_to(page, "Models", timeout=60)
         browser.wait_for_dataframe_cell(page, "out/grpo_64.pth")
