@@ -25,8 +25,10 @@ CREATE TABLE IF NOT EXISTS eval_results (
 CREATE TABLE IF NOT EXISTS eval_answers (
     eval_id INTEGER NOT NULL REFERENCES evals(id) ON DELETE CASCADE, weight TEXT NOT NULL, idx INTEGER NOT NULL,
     prompt TEXT NOT NULL, reference TEXT, answer TEXT NOT NULL, reward REAL, format REAL, rule REAL,
-    length INTEGER NOT NULL, PRIMARY KEY (eval_id, weight, idx));
+    length INTEGER NOT NULL, reward_model REAL, correct REAL, PRIMARY KEY (eval_id, weight, idx));
 """
+#: Columns added to `eval_answers` after its first release, added in place to older files.
+ADDED_ANSWER_COLUMNS = (("reward_model", "REAL"), ("correct", "REAL"))
 
 
 class EvalStore:
@@ -35,6 +37,10 @@ class EvalStore:
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         with closing(self._connect()) as conn, conn:
             conn.executescript(SCHEMA)
+            have = {row["name"] for row in conn.execute("PRAGMA table_info(eval_answers)")}
+            for name, kind in ADDED_ANSWER_COLUMNS:
+                if name not in have:
+                    conn.execute(f"ALTER TABLE eval_answers ADD COLUMN {name} {kind}")
 
     def _connect(self):
         conn = sqlite3.connect(self.path, timeout=30)
@@ -75,9 +81,10 @@ class EvalStore:
 
     def add_answer(self, eval_id, weight, idx, prompt, reference, answer, rewards, length):
         rewards = rewards or {}
-        self._write("INSERT OR REPLACE INTO eval_answers VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        self._write("INSERT OR REPLACE INTO eval_answers (eval_id, weight, idx, prompt, reference, answer, reward,"
+                    " format, rule, length, reward_model, correct) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (eval_id, weight, idx, prompt, reference, answer, rewards.get("total"), rewards.get("format"),
-                     rewards.get("rule"), length))
+                     rewards.get("rule"), length, rewards.get("reward_model"), rewards.get("correct")))
 
     def add_result(self, eval_id, weight, label, train_type, run_job_id, step, summary):
         self._write("INSERT OR REPLACE INTO eval_results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",

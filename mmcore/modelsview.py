@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mmcore import catalogue, chat_client
+from mmcore.i18n import t
 from mmcore.paths import ROOT
 from trainer import weight_meta  # noqa: E402  (importable once mmcore.catalogue set the path)
 
@@ -163,6 +164,8 @@ def score_text(scores):
              if scores.get(key) is not None]
     if scores.get("length") is not None:
         parts.append(f"{scores['length']} tokens")
+    if scores.get("correct") is not None and scores.get("rule") is None:  # a reward model decided the reward
+        parts.append(t("models.answer_matches") if scores["correct"] else t("models.answer_differs"))
     return " · ".join(parts)
 
 

@@ -111,8 +111,30 @@ def test_evaluation_from_the_page_scores_with_the_chosen_reward_model(demo_model
                                reward_model)
         assert expected["rule"] is None and expected["reward_model"] is not None
         assert (a["reward"], a["format"]) == pytest.approx((expected["total"], expected["format"]), abs=1e-5)
+        # each answer keeps the reward model's score and whether it matches the reference
+        assert a["reward_model"] == pytest.approx(expected["reward_model"], abs=1e-5)
+        assert a["correct"] == expected["correct"]
+        assert ("matches the reference" if a["correct"] else "differs from the reference") in modelsview.score_text(a)
     assert len({round(a["reward"], 5) for a in answers}) == 2  # a classifier's scores differ from answer to answer
     # Accuracy is still against the references (what the rule reward checks), though it is not in the reward.
     [result] = evaluate.eval_store_for(store).results([eval_id])
     correct = [score_reply("", a["answer"], a["reference"], True)["rule"] for a in answers]
     assert result["accuracy"] == pytest.approx(sum(correct) / len(correct))
+    assert [a["correct"] for a in answers] == correct
+
+
+def test_an_older_evaluation_store_gains_the_new_answer_columns(tmp_path):
+    import sqlite3
+    from mmcore.evalstore import EvalStore
+    path = tmp_path / "evals.db"
+    with sqlite3.connect(path) as conn:  # eval_answers as first released: no reward_model, no correct
+        conn.execute("CREATE TABLE eval_answers (eval_id INTEGER NOT NULL, weight TEXT NOT NULL, idx INTEGER NOT NULL,"
+                     " prompt TEXT NOT NULL, reference TEXT, answer TEXT NOT NULL, reward REAL, format REAL, rule REAL,"
+                     " length INTEGER NOT NULL, PRIMARY KEY (eval_id, weight, idx))")
+        conn.execute("INSERT INTO eval_answers VALUES (1, 'w.pth', 0, 'p', 'r', 'a', 1.0, 0.5, 0.5, 3)")
+    evals = EvalStore(path)
+    [old] = evals.answers(1, "w.pth")
+    assert old["answer"] == "a" and old["reward_model"] is None and old["correct"] is None
+    evals.add_answer(1, "w.pth", 1, "p2", "8", "8", {"total": 2.0, "format": 0.0, "reward_model": 2.0,
+                                                     "correct": 1.0}, 1)
+    assert [(a["reward_model"], a["correct"]) for a in evals.answers(1, "w.pth")] == [(None, None), (2.0, 1.0)]
