@@ -314,7 +314,7 @@ def csv_file_name(runs, max_len=120):
     parts = [re.sub(r"-{2,}", "-", re.sub(r"[^\w.-]+", "-", n, flags=re.ASCII)).strip("-.") for n in names]
     stem = "_".join(p for p in parts if p) or "metrics"
     if len(stem) > max_len:
-        stem = stem[:max_len].rstrip("-_.") + f"-and-more"
+        stem = stem[:max_len].rstrip("-_.") + "-and-more"
     return f"minimind-{stem}.csv"
 
 

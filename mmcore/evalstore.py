@@ -109,8 +109,9 @@ FULL_FORMAT = 1.5
 
 
 def summarise(scored):
-    """n, accuracy (share of answers that match the reference: "correct", else the rule reward), format rate (share in full format), mean reward and mean length
-    of a checkpoint's scored answers [{"rewards", "length"}]."""
+    """n, accuracy (share of answers that match the reference: "correct", else the rule reward), format
+    rate (share in full format), mean reward and mean length of a checkpoint's scored answers
+    [{"rewards", "length"}]."""
     n = len(scored)
 
     def mean(values):

@@ -42,12 +42,12 @@ class Template:
     def stages(self):
         """[(train_type, values)] of the template, linked (see `link`)."""
         stages = []
-        for t in self.types:
-            values = dict(demo_preset(t)) if self.demo else dict(registry.defaults(t))
+        for train_type in self.types:
+            values = dict(demo_preset(train_type)) if self.demo else dict(registry.defaults(train_type))
             if self.demo:
                 values["epochs"] = "1"  # a chain, not a study: one pass over the demo data per stage
             values["device"] = "cpu" if self.demo else values.get("device", "")
-            stages.append((t, values))
+            stages.append((train_type, values))
         return link(stages)
 
 

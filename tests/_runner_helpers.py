@@ -1,6 +1,5 @@
 """Helpers shared by the store and runner tests: polling, a dashboard home with roles, and small stand-in
 trainer scripts."""
-import os
 import sys
 import textwrap
 import time
