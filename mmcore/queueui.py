@@ -242,11 +242,18 @@ def pipeline_jobs(store, query_value):
 
 # -- settings ------------------------------------------------------------------------------------
 
+SETTINGS_OPEN_KEY = "queue.settings_open"  # session state: whether the settings expander is open
+
+
 def settings_section(store, identity=None):
-    """The queue's settings (admins change them; everyone sees them)."""
+    """The queue's settings (admins change them; everyone sees them), in an expander whose fields are
+    built only while it is open: a page that shows it draws sooner."""
+    box = st.expander(t("queue.settings"), key=SETTINGS_OPEN_KEY, on_change="rerun")
+    if not box.open:
+        return
     current = queueconf.load(store.home)
     admin = _admin(identity)
-    with st.expander(t("queue.settings")):
+    with box:
         if not admin:
             st.caption(t("queue.admin_only"))
         with st.form("queue.settings"):

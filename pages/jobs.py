@@ -22,6 +22,10 @@ CONFIRM_KEY = "jobs.awaiting_confirmation"  # ("stop" | "delete", job id) of the
 SELECT_KEY = "jobs.selected"  # the selected job's id (the selector's own key changes with its options)
 PROGRESS_S = 10.0  # a running job's progress in the table follows its log at most this often (a rerun per tab)
 LIMITS = (50, 200, 1000, None)
+# Whether the job's history and the audit trail are open: their tables are built only while they are,
+# so a fresh page has only the jobs table's grid to draw before it is usable.
+HISTORY_OPEN_KEY = "jobs.history_open"
+AUDIT_OPEN_KEY = "jobs.audit_open"
 
 
 @st.cache_resource
@@ -205,8 +209,11 @@ def details(job):
                        + (t("jobs.exit_code", code=job.exit_code) if job.exit_code is not None else ""))
 
         trail = audit.entries(job.id, home=store.home)
-        with st.expander(t("jobs.history", n=len(trail)), icon=":material/history:"):
-            st.dataframe(audit_rows(trail), hide_index=True, width="stretch", column_config=audit_columns())
+        history = st.expander(t("jobs.history", n=len(trail)), icon=":material/history:", key=HISTORY_OPEN_KEY,
+                              on_change="rerun")
+        if history.open:
+            with history:
+                st.dataframe(audit_rows(trail), hide_index=True, width="stretch", column_config=audit_columns())
 
         st.markdown(t("jobs.log_heading"))
         try:
@@ -305,7 +312,9 @@ queueui.settings_section(store, user)
 jobs_view()
 
 if auth.session_role(state) == "admin":
-    with st.expander(t("jobs.audit"), icon=":material/policy:"):
-        st.caption(t("jobs.audit.help"))
-        st.dataframe(audit_rows(audit.entries(limit=500, home=store.home)), hide_index=True, width="stretch",
-                     column_config=audit_columns())
+    trail_box = st.expander(t("jobs.audit"), icon=":material/policy:", key=AUDIT_OPEN_KEY, on_change="rerun")
+    if trail_box.open:
+        with trail_box:
+            st.caption(t("jobs.audit.help"))
+            st.dataframe(audit_rows(audit.entries(limit=500, home=store.home)), hide_index=True, width="stretch",
+                         column_config=audit_columns())

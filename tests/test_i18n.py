@@ -157,6 +157,11 @@ def sick_rl_job():
     return recorded_job(JobStore(), steps=12, zero_std=1.0, name="sick")
 
 
+# Expanders that build their content only while open (the queue's settings, a job's history, the
+# audit trail), opened so that what they show is checked too.
+OPENED = {"queue.settings_open": True, "jobs.history_open": True, "jobs.audit_open": True}
+
+
 @pytest.mark.parametrize("page, setup, then", [
     ("pages/train.py", finished_job, None), ("pages/train.py", finished_job, train_with_errors),
     ("pages/train.py", finished_job, pipeline_section), ("pages/jobs.py", finished_job, None),
@@ -168,7 +173,7 @@ def test_every_page_in_chinese_has_no_english_left(page, setup, then):
     job_id = setup()
     # The test's own thread formats option values too (AppTest calls format_func here): in Chinese as well.
     with i18n.language("zh"):
-        at = open_page(page, query={"job": str(job_id)}, state={i18n.STATE_KEY: "zh"})
+        at = open_page(page, query={"job": str(job_id)}, state={i18n.STATE_KEY: "zh", **OPENED})
         if then is not None:
             at = then(at)
         assert not at.exception, at.exception

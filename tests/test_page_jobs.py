@@ -226,3 +226,32 @@ def test_logs_link_carries_the_job_id(store):
     assert len(logs) == 1
     assert logs[0].query_string == f"job={job_id}"
     assert logs[0].page.endswith("logs")
+
+
+def test_history_and_audit_trail_tables_are_built_when_opened(store):
+    """A fresh page draws the jobs table and the job's parameters; the history and the audit trail
+    (collapsed) get their tables when opened, and keep them while open."""
+    from mmcore import audit
+    job_id = finished_job(store, "sft", {"epochs": "2"}, name="audited")
+    audit.record("alice", "stop", job_id, {"why": "test"}, home=store.home)
+    audit.record("bob", "settings", None, {"queue": {}}, home=store.home)
+    at = open_page("pages/jobs.py")
+    assert not at.exception, at.exception
+    labels = [e.label for e in at.expander]
+    assert "History (1)" in labels and "Audit trail (admins)" in labels
+    assert len(at.dataframe) == 2  # the jobs and the selected job's parameters: nothing else to draw yet
+    assert list(table(at)["name"]) == ["audited"]
+
+    at.session_state["jobs.history_open"] = True  # the reader opens the job's history
+    at.run()
+    assert not at.exception, at.exception
+    assert len(at.dataframe) == 3
+    history = at.dataframe[2].value
+    assert list(history["who"]) == ["alice"] and list(history["action"]) == ["stop"]
+
+    at.session_state["jobs.audit_open"] = True  # and the audit trail
+    at.run()
+    assert len(at.dataframe) == 4
+    assert list(at.dataframe[3].value["who"]) == ["bob", "alice"]
+    at.run()  # a rerun (the page follows the store) keeps them open
+    assert len(at.dataframe) == 4

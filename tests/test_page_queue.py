@@ -3,7 +3,7 @@ group with retry, the pipeline templates on Train, a pipeline's stages charted o
 import pytest
 
 from _pages_helpers import open_page, texts
-from mmcore import pipelines, presets, queueconf
+from mmcore import pipelines, presets, queueconf, queueui
 from mmcore.store import JobStore
 
 
@@ -81,6 +81,10 @@ def test_logs_charts_every_stage_of_a_pipeline():
 
 def test_queue_settings_are_saved_by_an_admin():
     at = open_page("pages/jobs.py")
+    assert not at.exception, at.exception
+    assert [e.label for e in at.expander if e.label == "Queue settings"] and not at.number_input  # closed: no fields yet
+    at.session_state[queueui.SETTINGS_OPEN_KEY] = True  # opened
+    at.run()
     assert not at.exception, at.exception
     at.number_input[0].set_value(3)
     next(b for b in at.button if b.label == "Save").click().run()
