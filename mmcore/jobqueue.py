@@ -6,7 +6,7 @@ the resources it asks for (`mmcore.resources`) and makes sure the scheduler runs
 (`mmcore.scheduler`) considers waiting jobs in. A waiting job leaves the queue with
 `mmcore.backends.stop` (it ends as stopped, "cancelled while queued").
 """
-from mmcore import command, gpu, queueconf, queuelock
+from mmcore import command, gpu, queueconf, queuelock, queuetext
 from mmcore.resources import QueueRefused, resources_for, values_on
 from mmcore.scheduler import waiting_jobs
 
@@ -71,7 +71,7 @@ def enqueue(store, train_type, name, values, cmd, backend=None, gpus=None, user=
             raise QueueRefused(f"asks for {wanted} GPUs; this machine has {gpu_count}")
     job_id = store.create(train_type=train_type, name=name or "", params=values, argv=cmd.argv, cwd=cmd.cwd,
                           env=cmd.env, user=user, backend=backend, resources=resources, waiting=1,
-                          queue_reason="waiting for the scheduler", **fields)
+                          queue_reason=queuetext.SCHEDULER, **fields)
     queuelock.ensure_running(store)
     return job_id
 
