@@ -111,6 +111,41 @@ def t(key, **values):
     return text.format(**values) if values else text
 
 
+def message(key, **params):
+    """A text kept as data and worded when shown, in the reader's language: what is stored or raised
+    where the reader is not known yet (the job store, an exception). A parameter is a plain value, a
+    message, or a list of them (worded and joined by `sep.list`). JSON-ready when its values are."""
+    return {"key": key, "params": params}
+
+
+def word(value):
+    """A message (see `message`) in the current language; a list of values is joined by `sep.list`,
+    a plain value is given back as it is (so a text's format spec, `{share:.0%}`, still applies)."""
+    if isinstance(value, dict) and "key" in value:
+        return t(value["key"], **{name: word(v) for name, v in (value.get("params") or {}).items()})
+    if isinstance(value, (list, tuple)):
+        return t("sep.list").join(str(word(v)) for v in value)
+    return value
+
+
+def english(value):
+    """A message (see `message`) in English, whatever the viewer chose: for logs, the API, the CLI."""
+    with language(DEFAULT):
+        return word(value)
+
+
+class MessageError(ValueError):
+    """An error kept as messages (see `message`): `str(error)` words them, joined by `sep.parts`, in
+    the language current when it is shown, not when it was raised."""
+
+    def __init__(self, messages):
+        self.messages = [messages] if isinstance(messages, dict) else list(messages)
+        super().__init__(*self.messages)
+
+    def __str__(self):
+        return t("sep.parts").join(str(word(m)) for m in self.messages)
+
+
 # Field messages are written in English where the options are checked: trainer/args.py and
 # trainer/roots.py (the trainers print them as they are) and mmcore/command.py (form parsing). A page
 # shows them in the viewer's language through this table; the English texts of its keys give the
