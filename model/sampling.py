@@ -134,9 +134,10 @@ class _FusedDecoder:
     """The one-token decode step of a dense MiniMind as plain tensor calls on fused weights: q/k/v
     in one matrix, gate/up in one, no module calls. Same maths as the blocks (RMSNorm in float32,
     rotary, grouped-query attention over the cache, SwiGLU); built from the model's weights at the
-    start of each `sample` call, so it always decodes the current policy."""
+    start of each `sample` call, so it always decodes the current policy. With `reorder` (and where
+    `_prepacks`) the weights are reordered for oneDNN's GEMM at `rows` rows."""
 
-    def __init__(self, model, rows):
+    def __init__(self, model, rows, reorder=True):
         body, c = model.model, model.config
         self.heads, self.kv_heads, self.head_dim = c.num_attention_heads, c.num_key_value_heads, c.head_dim
         self.act = body.layers[0].mlp.act_fn
@@ -154,7 +155,7 @@ class _FusedDecoder:
                 torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]).detach(),
                 mlp.down_proj.weight))
         self.linear = F.linear
-        if _prepacks(self.head):
+        if reorder and _prepacks(self.head):
             # oneDNN's GEMM on weights reordered once for this many rows: a decode step multiplies a few
             # rows by every weight, where the plain small-batch GEMM repacks each weight on every call
             # (measured 1.6x faster on these shapes, 1 thread; same products up to float rounding).
@@ -291,7 +292,7 @@ def _sample(model, prompt_ids, prompt_mask, max_new, eos_id, pad_id, n, how, ret
             mask = key_mask[..., :prompt_len + t + 1] if pads else None
             return _decode_layers(model, body.embed_tokens(token.unsqueeze(1)), next_pos, mask, False, cache)
     else:
-        fused = _FusedDecoder(model, rows)
+        fused = _FusedDecoder(model, rows, reorder=not compile)  # inductor cannot lower the oneDNN op
 
         def decode(token, t, next_pos):
             return fused(token, next_pos, key_mask if pads else None, cache)

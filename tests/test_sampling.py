@@ -194,6 +194,7 @@ def test_reordered_weight_decode_matches_plain_linear(model, monkeypatch):
         pytest.skip("this torch build has no oneDNN")
     decoder = sampling._FusedDecoder(model, 6)
     assert decoder.linear is sampling._onednn_linear
+    assert sampling._FusedDecoder(model, 6, reorder=False).linear is F.linear  # what torch.compile traces
     ids, mask = prompts()
     packed = sample(model, ids, mask, 12, eos_id=EOS, pad_id=PAD, num_samples=2, greedy=True, return_logps=True)
     monkeypatch.setattr(sampling, "_prepacks", lambda weight: False)
