@@ -35,6 +35,7 @@ from pathlib import Path
 from mmcore import registry, roots
 from mmcore.paths import TRAINER_DIR
 from trainer import args as trainer_args
+from trainer.messages import message
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -74,26 +75,26 @@ def _convert(p, text):
             return True, None
         if text.lower() in _FALSE:
             return False, None
-        return None, "must be 1 or 0"
+        return None, message("field.flag", "must be 1 or 0")
     if p.type is int:
         try:
             value = int(text)
         except ValueError:
-            return None, f"must be a whole number, got {text!r}"
+            return None, message("field.not_whole", "must be a whole number, got {got}", got=repr(text))
     elif p.type is float:
         try:
             value = float(text)
         except ValueError:
-            return None, f"must be a number, got {text!r}"
+            return None, message("field.not_number", "must be a number, got {got}", got=repr(text))
         if not math.isfinite(value):
-            return None, f"must be a finite number, got {text!r}"
+            return None, message("field.not_finite", "must be a finite number, got {got}", got=repr(text))
     else:
         value = text
         # argparse would read a leading '-' as another option, and argv cannot hold NUL.
         if text.startswith("-"):
-            return None, "must not start with '-'"
+            return None, message("field.dash", "must not start with '-'")
         if any(c in text for c in "\0\n\r"):
-            return None, "must be a single line"
+            return None, message("field.one_line", "must be a single line")
     problem = p.check(value)
     return (None, problem) if problem else (value, None)
 
@@ -109,10 +110,10 @@ def _parse_gpus(raw):
     for item in items:
         text = str(item).strip()
         if not (text.isascii() and text.isdigit()):
-            return [], f"must be GPU ids 0, 1, ..., got {text!r}"
+            return [], message("field.gpu_ids", "must be GPU ids 0, 1, ..., got {got}", got=repr(text))
         gpus.append(int(text))
     if len(set(gpus)) != len(gpus):
-        return [], "must not list a GPU twice"
+        return [], message("field.gpu_twice", "must not list a GPU twice")
     return gpus, None
 
 
@@ -152,7 +153,7 @@ def check(train_type, values, trainer_dir=TRAINER_DIR):
         text = _submitted_text(values.get(p.name))
         if not text:
             if p.required:
-                errors[p.name] = "is required"
+                errors[p.name] = message("field.required", "is required")
             else:
                 typed[p.name] = None  # not given: the script's default applies
             continue
@@ -166,7 +167,7 @@ def check(train_type, values, trainer_dir=TRAINER_DIR):
     if monitor in registry.MONITORS:
         typed["train_monitor"] = monitor
     else:
-        errors["train_monitor"] = f"must be one of {', '.join(registry.MONITORS)}"
+        errors["train_monitor"] = message("field.one_of", "must be one of {choices}", choices=", ".join(registry.MONITORS))
 
     device, gpus, device_errors = parse_devices(values)
     errors.update(device_errors)
@@ -177,8 +178,8 @@ def check(train_type, values, trainer_dir=TRAINER_DIR):
     checked = CheckedValues(train_type, typed, errors)
     effective = checked.effective()
     for found in (trainer_args.cross_errors(train_type, effective), roots.path_errors(train_type, effective, base=trainer_dir)):
-        for name, message in found.items():
-            errors.setdefault(name, message)
+        for name, problem in found.items():
+            errors.setdefault(name, problem)
             typed.pop(name, None)
     return checked
 
@@ -196,7 +197,7 @@ def parse_devices(values):
     elif _CUDA_DEVICE.fullmatch(device):
         device = f"cuda:{int(device[5:])}"
     elif device != "cpu":
-        errors["device"] = f"must be cpu or cuda:N (N = GPU index), got {device!r}"
+        errors["device"] = message("field.device", "must be cpu or cuda:N (N = GPU index), got {got}", got=repr(device))
         device = None
     if device is None and len(gpus) == 1:
         device = f"cuda:{gpus[0]}"

@@ -21,6 +21,7 @@ import math
 
 from mmcore import command, i18n, launch, registry
 from mmcore.presets import demo_preset
+from trainer.messages import message
 
 DEVICE_MODES = ("cpu", "single", "multi")
 DEVICE_MODE_LABELS = {"cpu": "CPU", "single": "Single GPU", "multi": "Several GPUs"}
@@ -294,13 +295,14 @@ def command_values(train_type, form):
 def _device_errors(form, gpu_count):
     mode = form.get("device_mode") or "cpu"
     if mode not in DEVICE_MODES:
-        return {"device_mode": f"must be one of {', '.join(DEVICE_MODE_LABELS.values())}"}
+        return {"device_mode": message("field.one_of", "must be one of {choices}",
+                                       choices=", ".join(DEVICE_MODE_LABELS.values()))}
     if mode != "cpu" and gpu_count == 0:
-        return {"device_mode": "no GPU was found on this machine: choose CPU"}
+        return {"device_mode": message("field.no_gpu", "no GPU was found on this machine: choose CPU")}
     if mode == "single" and form.get("gpu") is None:
-        return {"gpu": "choose a GPU"}
+        return {"gpu": message("field.choose_gpu", "choose a GPU")}
     if mode == "multi" and not form.get("gpus"):
-        return {"gpus": "choose at least one GPU"}
+        return {"gpus": message("field.choose_gpus", "choose at least one GPU")}
     return {}
 
 
@@ -313,7 +315,7 @@ def check_form(train_type, form, gpu_count):
     """Validate a form and run the preflight checks -> launch.LaunchCheck (`launch.start` starts it)."""
     errors = _device_errors(form, gpu_count)
     if not job_name(form):
-        errors[NAME_FIELD] = "is required"
+        errors[NAME_FIELD] = message("field.required", "is required")
     return launch.check(train_type, command_values(train_type, form), gpu_count, errors)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mmcore.i18n import t
+from mmcore.i18n import MessageError, message, t
 
 SETTINGS_FILE = "health.json"
 
@@ -33,16 +33,19 @@ class HealthSettings:
 
 
     def problems(self):
-        """What is wrong with these values (empty when they are usable)."""
+        """What is wrong with these values, as messages worded when shown (empty when they are usable)."""
         out = []
+
+        def bad(rule, name):
+            out.append(message(f"health.error.{rule}", name=name, label=message(f"health.label.{name}")))
         if not (isinstance(self.window, int) and self.window >= 1):
-            out.append("window must be a whole number of at least 1")
+            bad("window", "window")
         for name in ("zero_std_max", "length_collapse", "truncated_max", "rm_pinned_max"):
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and 0 < value <= 1):
-                out.append(f"{name} must be in (0, 1]")
+                bad("share", name)
         if not (isinstance(self.kl_max, (int, float)) and self.kl_max > 0 and math.isfinite(self.kl_max)):
-            out.append("kl_max must be a number above 0")
+            bad("positive", "kl_max")
         return out
 
 
@@ -90,10 +93,11 @@ def load_settings(home):
 
 
 def save_settings(home, settings):
-    """Save thresholds for every page of this home; raises ValueError (nothing saved) when a value is bad."""
+    """Save thresholds for every page of this home. A bad value raises `MessageError` (a ValueError
+    whose text is worded in the language of whoever reads it) and saves nothing."""
     problems = settings.problems()
     if problems:
-        raise ValueError("; ".join(problems))
+        raise MessageError(problems)
     path = Path(home) / SETTINGS_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")

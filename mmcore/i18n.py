@@ -111,45 +111,47 @@ def t(key, **values):
     return text.format(**values) if values else text
 
 
-# Field messages are written in English where the options are checked: trainer/args.py and
-# trainer/roots.py (the trainers print them as they are) and mmcore/command.py (form parsing). A page
-# shows them in the viewer's language through this table; the English texts of its keys give the
-# same sentences back (a test checks each).
-_FIELD_ERRORS = tuple((re.compile(pattern, re.S), key) for pattern, key in (
-    (r"must be at most (?P<n>\d+) characters", "field.name_too_long"),
-    (r"must be a plain name: .*", "field.plain_name"),
-    (r"must be at least (?P<n>.+)", "field.at_least"),
-    (r"must be at most (?P<n>.+)", "field.at_most"),
-    (r"must be greater than 0", "field.positive"),
-    (r"must be 1 or 0", "field.flag"),
-    (r"must be a whole number, got (?P<got>.+)", "field.not_whole"),
-    (r"must be a finite number, got (?P<got>.+)", "field.not_finite"),
-    (r"must be a number, got (?P<got>.+)", "field.not_number"),
-    (r"must not start with '-'", "field.dash"),
-    (r"must be a single line", "field.one_line"),
-    (r"must be GPU ids 0, 1, \.\.\., got (?P<got>.+)", "field.gpu_ids"),
-    (r"must not list a GPU twice", "field.gpu_twice"),
-    (r"must be cpu or cuda:N \(N = GPU index\), got (?P<got>.+)", "field.device"),
-    (r"must be one of (?P<choices>.+)", "field.one_of"),
-    (r"is required", "field.required"),
-    (r"(?P<value>.+) is outside the folders a job may read from \((?P<roots>.*)\)", "field.outside_read"),
-    (r"(?P<value>.+) is outside the folders a job may write to \((?P<roots>.*)\)", "field.outside_write"),
-    (r"the job would write (?P<path>.+), which resolves to (?P<target>.+): outside the folders a job may write "
-     r"to \(a symlink\?\)", "field.symlink_out"),
-    (r"no GPU was found on this machine: choose CPU", "field.no_gpu"),
-    (r"choose a GPU", "field.choose_gpu"),
-    (r"choose at least one GPU", "field.choose_gpus"),
-))
+def message(key, **params):
+    """A text kept as data and worded when shown, in the reader's language: what is stored or raised
+    where the reader is not known yet (the job store, an exception). A parameter is a plain value, a
+    message, or a list of them (worded and joined by `sep.list`). JSON-ready when its values are."""
+    return {"key": key, "params": params}
+
+
+def word(value):
+    """A message (see `message`) in the current language; a list of values is joined by `sep.list`,
+    a plain value is given back as it is (so a text's format spec, `{share:.0%}`, still applies)."""
+    if isinstance(value, dict) and "key" in value:
+        return t(value["key"], **{name: word(v) for name, v in (value.get("params") or {}).items()})
+    if isinstance(value, (list, tuple)):
+        return t("sep.list").join(str(word(v)) for v in value)
+    return value
+
+
+def english(value):
+    """A message (see `message`) in English, whatever the viewer chose: for logs, the API, the CLI."""
+    with language(DEFAULT):
+        return word(value)
+
+
+class MessageError(ValueError):
+    """An error kept as messages (see `message`): `str(error)` words them, joined by `sep.parts`, in
+    the language current when it is shown, not when it was raised."""
+
+    def __init__(self, messages):
+        self.messages = [messages] if isinstance(messages, dict) else list(messages)
+        super().__init__(*self.messages)
+
+    def __str__(self):
+        return t("sep.parts").join(str(word(m)) for m in self.messages)
 
 
 def field_error(message):
-    """A field's error message ("must be at least 1") in the current language; a message this table
-    does not know is shown as it is."""
-    text = str(message)
-    for pattern, key in _FIELD_ERRORS:
-        if match := pattern.fullmatch(text):
-            return t(key, **match.groupdict())
-    return text
+    """A field's error message ("must be at least 1") in the current language. The checks give English
+    messages tagged with their key and values (trainer/messages.py: what the trainers print), worded
+    here from the language files; a message without a key is shown as it is."""
+    key = getattr(message, "key", None)
+    return t(key, **message.params) if key else str(message)
 
 
 def choose_language(session_state, cookies=None, locale=None, accept_language=None):

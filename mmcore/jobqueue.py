@@ -6,7 +6,8 @@ the resources it asks for (`mmcore.resources`) and makes sure the scheduler runs
 (`mmcore.scheduler`) considers waiting jobs in. A waiting job leaves the queue with
 `mmcore.backends.stop` (it ends as stopped, "cancelled while queued").
 """
-from mmcore import command, gpu, queueconf, queuelock
+from mmcore import command, gpu, queueconf, queuelock, queuetext
+from mmcore.i18n import field_error
 from mmcore.resources import QueueRefused, resources_for, values_on
 from mmcore.scheduler import waiting_jobs
 
@@ -28,7 +29,7 @@ def submit(store, train_type, values, name=None, user=None, backend=None, gpus=N
     try:
         cmd = command.build_command(train_type, values)
     except command.ValidationError as exc:
-        raise QueueRefused([f"{k}: {v}" for k, v in exc.errors.items()]) from None
+        raise QueueRefused([f"{k}: {field_error(v)}" for k, v in exc.errors.items()]) from None
     except KeyError as exc:
         raise QueueRefused(str(exc.args[0])) from None
     if check:
@@ -53,7 +54,7 @@ def _preflight(train_type, values, gpu_count):
 
     checked = command.check(train_type, values)
     if checked.errors:
-        return [f"{k}: {v}" for k, v in checked.errors.items()]
+        return [f"{k}: {field_error(v)}" for k, v in checked.errors.items()]
     return preflight.problems(checked, gpu_count)
 
 
@@ -71,7 +72,7 @@ def enqueue(store, train_type, name, values, cmd, backend=None, gpus=None, user=
             raise QueueRefused(f"asks for {wanted} GPUs; this machine has {gpu_count}")
     job_id = store.create(train_type=train_type, name=name or "", params=values, argv=cmd.argv, cwd=cmd.cwd,
                           env=cmd.env, user=user, backend=backend, resources=resources, waiting=1,
-                          queue_reason="waiting for the scheduler", **fields)
+                          queue_reason=queuetext.SCHEDULER, **fields)
     queuelock.ensure_running(store)
     return job_id
 

@@ -15,7 +15,7 @@ GRPO at the scripts' own defaults).
 import time
 from dataclasses import dataclass
 
-from mmcore import command, jobqueue, preflight, queueconf, registry
+from mmcore import command, jobqueue, preflight, queueconf, queuetext, registry
 from mmcore.i18n import t
 from mmcore.paths import ensure_root_on_path
 from mmcore.presets import demo_preset
@@ -219,6 +219,6 @@ def retry(store, pipeline_id, resume=False, user=None):
     for job in pipeline.stages:
         if job.stage > failed.stage and job.status == "blocked":
             store.transition(job.id, "blocked", status="queued", waiting=1, ended_at=None, note=None,
-                             depends_on=previous, queue_reason="waiting for the scheduler")
+                             depends_on=previous, queue_reason=queuetext.SCHEDULER)
             previous = job.id
     return new_id

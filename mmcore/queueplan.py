@@ -6,8 +6,14 @@ served). A GPU is free when no job of ours holds it and no other process uses mo
 `foreign_memory_mib` of its memory. A job that cannot start keeps the free resources it waits for
 from later jobs (no starvation of big jobs), jobs that would write the same weight or resume file
 wait for each other, and a pipeline stage waits for the stage before it (`depends_on`).
+
+Why a job waits is kept as messages (`mmcore.i18n.message`), worded by whoever reads them: see
+`mmcore.queuetext`.
 """
 from typing import NamedTuple
+
+from mmcore import queuetext
+from mmcore.i18n import message
 
 MIB = 1 << 20
 
@@ -16,7 +22,18 @@ class Decision(NamedTuple):  # a tuple: a round makes one per waiting job, 1,000
     job_id: int
     start: bool
     gpus: tuple = ()  # GPU indexes the job gets when it starts
-    reason: str = ""  # why it waits, with its place: "#2 in the queue · waiting for ..."
+    why: tuple = ()  # why it waits: messages, what it waits for first ("waiting for GPU 0", "GPU 0 held by ...")
+    place: int = 0  # its place among the jobs that stay in the queue (1: next)
+
+    @property
+    def stored(self):
+        """Why it waits, with its place, as the job store keeps it (`mmcore.queuetext`)."""
+        return queuetext.stored(self.why, self.place)
+
+    @property
+    def reason(self):
+        """Why it waits, with its place, in English: "#2 in the queue · waiting for ..." ("" when it starts)."""
+        return queuetext.english(self.stored) if self.why else ""
 
 
 def wanted(job):
@@ -30,7 +47,7 @@ def wanted(job):
 
 
 def who(job):
-    return f"job {job.id} ({job.user})" if job.user else f"job {job.id}"
+    return queuetext.job(job.id, job.user)
 
 
 def _gib(nbytes):
@@ -42,7 +59,7 @@ def gpu_state(gpus, active, our_pids, foreign_memory_mib):
     busy = {}
     for job in active:
         for index in job.assigned_gpus or ():
-            busy.setdefault(int(index), f"GPU {index} held by {who(job)}")
+            busy.setdefault(int(index), message("reason.gpu_held", gpu=int(index), who=who(job)))
     limit = foreign_memory_mib * MIB
     for g in gpus:
         if g.index in busy:
@@ -51,8 +68,8 @@ def gpu_state(gpus, active, our_pids, foreign_memory_mib):
             if proc.pid in our_pids:
                 continue
             if proc.used_memory is None or proc.used_memory > limit:
-                used = "" if proc.used_memory is None else f", {_gib(proc.used_memory)}"
-                busy[g.index] = f"GPU {g.index} used by another process (pid {proc.pid}{used})"
+                used = "" if proc.used_memory is None else message("reason.gpu_mem", mem=_gib(proc.used_memory))
+                busy[g.index] = message("reason.gpu_foreign", gpu=g.index, pid=proc.pid, mem=used)
                 break
     free = [g.index for g in gpus if g.index not in busy]
     return free, busy
@@ -65,7 +82,7 @@ def plan(waiting, active, gpus, cpu_slots, foreign_memory_mib=1024, our_pids=fro
     `waiting`: jobs in the queue, already in queue order. `active`: jobs of ours that hold
     resources (local jobs started and not ended). `gpus`: `mmcore.gpu.GpuInfo` list.
     `outputs(job) -> paths` it writes, most telling first (default: none). `dependencies`: {job id: (status,
-    label)} of the jobs waiting jobs depend on.
+    label)} of the jobs waiting jobs depend on, each label a message (`queuetext.job`, "stage 2 (job 5)").
     """
     outputs = outputs or (lambda job: ())
     dependencies = dependencies or {}
@@ -83,17 +100,16 @@ def plan(waiting, active, gpus, cpu_slots, foreign_memory_mib=1024, our_pids=fro
     for job in waiting:
         files = outputs(job)
         if job.depends_on is not None:
-            status, label = dependencies.get(job.depends_on, ("missing", f"job {job.depends_on}"))
+            status, label = dependencies.get(job.depends_on, ("missing", queuetext.job(job.depends_on)))
             if status != "succeeded":
-                decisions.append(Decision(job.id, False, reason=f"waiting for {label} to succeed"))
+                decisions.append(Decision(job.id, False, why=(message("reason.depends", who=label),)))
                 _claim(writers, files, job)
                 continue
         clash = next((p for p in files if p in writers), None)
         if clash is not None:
             other, how = writers[clash]
-            ahead = "" if how == "running" else ", ahead in the queue"
-            decisions.append(Decision(job.id, False, reason=f"waiting for {who(other)}{ahead}, "
-                                                               f"which writes {clash}"))
+            key = "reason.writes" if how == "running" else "reason.writes_ahead"
+            decisions.append(Decision(job.id, False, why=(message(key, who=who(other), path=clash),)))
             _claim(writers, files, job)
             continue
         kind, need = wanted(job)
@@ -108,9 +124,9 @@ def plan(waiting, active, gpus, cpu_slots, foreign_memory_mib=1024, our_pids=fro
                 decisions.append(Decision(job.id, True))
                 _claim(writers, files, job, "running")
             else:
-                holders = ", ".join(who(j) for j in cpu_jobs)
-                decisions.append(Decision(job.id, False, reason=f"waiting for a CPU slot ({cpu_used} of "
-                                                                   f"{cpu_slots} in use: {holders})"))
+                holders = [who(j) for j in cpu_jobs]
+                decisions.append(Decision(job.id, False, why=(message("reason.cpu_slot", used=cpu_used, slots=cpu_slots,
+                                                                      holders=holders),)))
                 _claim(writers, files, job)
             continue
         ids = need if kind == "ids" else None
@@ -118,38 +134,37 @@ def plan(waiting, active, gpus, cpu_slots, foreign_memory_mib=1024, our_pids=fro
         if kind == "ids":
             missing = [i for i in ids if i not in present]
             if missing:
-                decisions.append(Decision(job.id, False, reason=f"GPU {missing[0]} does not exist on this "
-                                                                   f"machine ({len(present)} GPUs)"))
+                decisions.append(Decision(job.id, False, why=(message("reason.no_such_gpu", gpu=missing[0],
+                                                                      n=len(present)),)))
                 continue
             takeable = [i for i in ids if i in free and i not in reserved]
         else:
             if count > len(present):
-                decisions.append(Decision(job.id, False, reason=f"asks for {count} GPUs; this machine "
-                                                                   f"has {len(present)}"))
+                decisions.append(Decision(job.id, False, why=(message("reason.too_many_gpus", count=count,
+                                                                      n=len(present)),)))
                 continue
             takeable = [i for i in free if i not in reserved][:count]
         if len(takeable) == count:
             for i in takeable:
                 free.remove(i)
-                busy[i] = f"GPU {i} held by {who(job)}"
+                busy[i] = message("reason.gpu_held", gpu=i, who=who(job))
             decisions.append(Decision(job.id, True, gpus=tuple(takeable)))
             _claim(writers, files, job, "running")
             continue
         candidates = ids if ids is not None else sorted(present)
-        why = [busy.get(i) or f"GPU {i} wanted by {who(reserved[i])}, ahead in the queue"
+        why = [busy.get(i) or message("reason.gpu_wanted", gpu=i, who=who(reserved[i]))
                for i in candidates if i not in takeable and (i in busy or i in reserved)]
         if ids is not None:
-            head = f"waiting for GPU{'s' if count > 1 else ''} {', '.join(map(str, ids))}"
+            head = message("reason.wants_gpus" if count > 1 else "reason.wants_gpu", ids=list(ids))
         else:
-            head = f"waiting for {count} GPU{'s' if count > 1 else ''}"
-        decisions.append(Decision(job.id, False, reason="; ".join([head] + why)))
+            head = message("reason.wants_count", count=count) if count > 1 else message("reason.wants_one")
+        decisions.append(Decision(job.id, False, why=(head, *why)))
         for i in takeable:
             reserved[i] = job
         _claim(writers, files, job)
     # Places count the jobs that stay in the queue, so the first that waits is #1.
     places = iter(range(1, len(decisions) + 1))
-    return [d if d.start else Decision(d.job_id, False, reason=f"#{next(places)} in the queue · {d.reason}")
-            for d in decisions]
+    return [d if d.start else d._replace(place=next(places)) for d in decisions]
 
 
 def _claim(writers, files, job, how="waiting"):

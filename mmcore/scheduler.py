@@ -20,7 +20,7 @@ from types import SimpleNamespace
 
 import psutil
 
-from mmcore import backends, gpu, queueconf, queuelock, queueplan
+from mmcore import backends, gpu, queueconf, queuelock, queueplan, queuetext
 from mmcore.resources import output_paths
 
 POLL_S = 0.5
@@ -133,8 +133,7 @@ class Queue:
         wants_gpus = any(queueplan.wanted(j)[0] != "cpu" and j.backend == "local" for j in waiting)
         gpus = self.list_gpus() if wants_gpus else []
         our = _our_pids(local_active) if any(g.processes for g in gpus) else frozenset()
-        dependencies = {i: (status, f"stage {stage + 1} (job {i})" if stage is not None else f"job {i}")
-                        for i, (status, stage) in deps.items()}
+        dependencies = {i: (status, queuetext.stage(i, stage)) for i, (status, stage) in deps.items()}
         decisions = queueplan.plan(waiting, active, gpus, settings.effective_cpu_slots(),
                                    settings.foreign_memory_mib, our, self.outputs, dependencies)
         live = {j.id for j in waiting} | {j.id for j in active}
@@ -157,8 +156,8 @@ class Queue:
                 full = store.get(d.job_id)
                 if full is not None and full.in_queue:
                     backends.dispatch(store, full, list(d.gpus), settings)
-            elif d.reason != job.queue_reason:
-                reasons.append((d.reason, d.job_id))
+            elif (why := d.stored) != job.queue_reason:
+                reasons.append((why, d.job_id))
         if reasons:
             with store._write() as conn:
                 conn.executemany("UPDATE jobs SET queue_reason = ? WHERE id = ? AND waiting = 1", reasons)

@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from mmcore import metrics, ownership, queueconf, roots
+from mmcore import metrics, ownership, queueconf, queuetext, roots
 from trainer.specs import SPECS
 
 
@@ -195,11 +195,11 @@ class SlurmBackend:
             job = dataclasses.replace(job, argv=metrics.with_run_dir(job.argv, metrics.job_run_dir(job, store.home)))
         extra = {**roots.current(store.home).env(), **ownership.trainer_env(store, job)}
         path.write_text(batch_script(job, settings, extra))
-        claimed = store.update_waiting(job.id, waiting=0, dispatched_at=time.time(), queue_reason="submitting to Slurm")
+        claimed = store.update_waiting(job.id, waiting=0, dispatched_at=time.time(), queue_reason=queuetext.SUBMITTING)
         if not claimed:
             return False
         slurm_id = _run(["sbatch", "--parsable", str(path)]).strip().split(";")[0]
-        store.update(job.id, external_id=slurm_id, queue_reason=f"Slurm job {slurm_id}: submitted")
+        store.update(job.id, external_id=slurm_id, queue_reason=queuetext.slurm_submitted(slurm_id))
         return True
 
     def refresh(self, store, force=False):
@@ -239,7 +239,7 @@ class SlurmBackend:
         state = info.get("job_state", "")
         if state in PENDING:
             reason = info.get("state_reason") or ""
-            text = f"Slurm job {job.external_id}: {state.lower()}" + (f" ({reason})" if reason and reason != "None" else "")
+            text = queuetext.slurm_state(job.external_id, state.lower(), reason if reason != "None" else "")
             if text != job.queue_reason:
                 store.transition(job.id, "queued", queue_reason=text)
         elif state in RUNNING:

@@ -470,6 +470,22 @@ class MiniMindForCausalLM(PreTrainedModel, GenerationMixin):
     def get_output_embeddings(self):
         return self.lm_head
 
+    def _next_token_loss(self, input_ids, attention_mask, position_ids, document_ids, labels):
+        """`loss_only`: the body runs on every position but the last (as upstream's X = ids[:-1]: the
+        last token predicts nothing), and the head and cross entropy only where a label counts -
+        without the gather when every label counts (full rows)."""
+        def cut(x):
+            return None if x is None else x[:, :-1]
+        hidden_states, _, aux_loss = self.model(cut(input_ids), cut(attention_mask), None, False, cut(position_ids),
+                                                cut(document_ids))
+        targets = labels[:, 1:]
+        counted = targets != -100
+        if bool(counted.all()):
+            logits, targets = self.lm_head(hidden_states).flatten(0, 1), targets.reshape(-1)
+        else:
+            logits, targets = self.lm_head(hidden_states[counted]), targets[counted]
+        return MiniMindOutput(loss=F.cross_entropy(logits, targets), aux_loss=aux_loss, hidden_states=hidden_states)
+
     def forward(self, input_ids=None, attention_mask=None, past_key_values=None, use_cache=False,
                 logits_to_keep=0, labels=None, position_ids=None, cache=None, shared_prefix=None,
                 document_ids=None, loss_only=False, **kwargs):
@@ -498,14 +514,10 @@ class MiniMindForCausalLM(PreTrainedModel, GenerationMixin):
         if past_key_values is not None and cache is not None:
             raise ValueError("pass the cache as past_key_values or cache, not both")
         cache = cache if cache is not None else past_key_values
+        if loss_only and labels is not None and cache is None:
+            return self._next_token_loss(input_ids, attention_mask, position_ids, document_ids, labels)
         hidden_states, cache, aux_loss = self.model(input_ids, attention_mask, cache, use_cache, position_ids,
                                                     document_ids)
-        if loss_only and labels is not None:
-            targets = labels[:, 1:]
-            counted = targets != -100
-            logits = self.lm_head(hidden_states[:, :-1][counted])
-            loss = F.cross_entropy(logits, targets[counted])
-            return MiniMindOutput(loss=loss, aux_loss=aux_loss, cache=cache, hidden_states=hidden_states)
         slice_indices = slice(-logits_to_keep, None) if isinstance(logits_to_keep, int) else logits_to_keep
         logits = self.lm_head(hidden_states[:, slice_indices, :])
         loss = None

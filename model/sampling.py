@@ -12,6 +12,9 @@ directly:
 - one fused sampling step per token: temperature, top-k and top-p filtering (with the semantics of
   transformers' logits warpers), worked on the top-k candidates only when top-k is set, and an exact
   inverse-CDF draw from the filtered softmax (one uniform number per row, no host sync);
+- on a CPU in float32 the decode step runs oneDNN's GEMM on weights reordered once per `sample` call
+  for the batch's row count (`_prepacks`), rather than a small-batch GEMM that repacks every weight
+  on every token;
 - a finished row (it produced EOS) keeps being computed but emits `pad_id`; the loop stops when every
   row has finished (checked every step on CPU, every `check_every` steps on CUDA so the token loop
   does not wait on the device each step).
@@ -131,9 +134,10 @@ class _FusedDecoder:
     """The one-token decode step of a dense MiniMind as plain tensor calls on fused weights: q/k/v
     in one matrix, gate/up in one, no module calls. Same maths as the blocks (RMSNorm in float32,
     rotary, grouped-query attention over the cache, SwiGLU); built from the model's weights at the
-    start of each `sample` call, so it always decodes the current policy."""
+    start of each `sample` call, so it always decodes the current policy. With `reorder` (and where
+    `_prepacks`) the weights are reordered for oneDNN's GEMM at `rows` rows."""
 
-    def __init__(self, model):
+    def __init__(self, model, rows, reorder=True):
         body, c = model.model, model.config
         self.heads, self.kv_heads, self.head_dim = c.num_attention_heads, c.num_key_value_heads, c.head_dim
         self.act = body.layers[0].mlp.act_fn
@@ -150,6 +154,16 @@ class _FusedDecoder:
                 (layer.post_attention_layernorm.weight, layer.post_attention_layernorm.eps),
                 torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]).detach(),
                 mlp.down_proj.weight))
+        self.linear = F.linear
+        if reorder and _prepacks(self.head):
+            # oneDNN's GEMM on weights reordered once for this many rows: a decode step multiplies a few
+            # rows by every weight, where the plain small-batch GEMM repacks each weight on every call
+            # (measured 1.6x faster on these shapes, 1 thread; same products up to float rounding).
+            pack = lambda w: torch.ops.mkldnn._reorder_linear_weight(w.detach(), rows)  # noqa: E731
+            self.layers = [(norm_in, pack(qkv), pack(o), norm_post, pack(gate_up), pack(down))
+                           for norm_in, qkv, o, norm_post, gate_up, down in self.layers]
+            self.head = pack(self.head)
+            self.linear = _onednn_linear
 
     @staticmethod
     def _rms(x, norm):
@@ -165,7 +179,7 @@ class _FusedDecoder:
         cos, sin = self.cos[position], self.sin[position]  # [B, 1, D]
         half = d // 2
         for i, (norm_in, w_qkv, w_o, norm_post, w_gate_up, w_down) in enumerate(self.layers):
-            qkv = F.linear(self._rms(x, norm_in), w_qkv).view(rows, h + 2 * kvh, d)
+            qkv = self.linear(self._rms(x, norm_in), w_qkv).view(rows, h + 2 * kvh, d)
             qk, v = qkv[:, :h + kvh], qkv[:, h + kvh:]
             rotated = torch.cat((-qk[..., half:], qk[..., :half]), dim=-1)
             qk = qk * cos + rotated * sin
@@ -174,10 +188,24 @@ class _FusedDecoder:
             out = F.scaled_dot_product_attention(
                 qk[:, :h].unsqueeze(2), cache.keys[i][:, :, :end], cache.values[i][:, :, :end],
                 attn_mask=None if key_mask is None else key_mask[..., :end], enable_gqa=h != kvh)
-            x = x + F.linear(out.reshape(rows, h * d), w_o)
-            gate, up = F.linear(self._rms(x, norm_post), w_gate_up).chunk(2, dim=-1)
-            x = x + F.linear(self.act(gate) * up, w_down)
+            x = x + self.linear(out.reshape(rows, h * d), w_o)
+            gate, up = self.linear(self._rms(x, norm_post), w_gate_up).chunk(2, dim=-1)
+            x = x + self.linear(self.act(gate) * up, w_down)
+        if self.linear is _onednn_linear:
+            return self.linear(self._rms(x, self.norm), self.head)
         return torch.mm(self.head, self._rms(x, self.norm).t()).t()
+
+
+def _prepacks(weight):
+    """Whether the decode step runs on oneDNN-reordered weights: float32 on a CPU with oneDNN, outside
+    autocast (which would otherwise cast the products to bfloat16)."""
+    return (weight.device.type == "cpu" and weight.dtype == torch.float32 and torch.backends.mkldnn.is_available()
+            and not torch.is_autocast_enabled("cpu") and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"))
+
+
+def _onednn_linear(x, packed_weight):
+    """x @ W^T with W reordered by `torch.ops.mkldnn._reorder_linear_weight`."""
+    return torch.ops.mkldnn._linear_pointwise(x, packed_weight, None, "none", [], "")
 
 
 def _decode_layers(model, hidden, position_ids, attn_mask, is_causal, cache):
@@ -264,7 +292,7 @@ def _sample(model, prompt_ids, prompt_mask, max_new, eos_id, pad_id, n, how, ret
             mask = key_mask[..., :prompt_len + t + 1] if pads else None
             return _decode_layers(model, body.embed_tokens(token.unsqueeze(1)), next_pos, mask, False, cache)
     else:
-        fused = _FusedDecoder(model)
+        fused = _FusedDecoder(model, rows, reorder=not compile)  # inductor cannot lower the oneDNN op
 
         def decode(token, t, next_pos):
             return fused(token, next_pos, key_mask if pads else None, cache)

@@ -358,7 +358,7 @@ def health_settings_form(current):
         if st.form_submit_button(t("logs.thresholds.save"), disabled=bool(may_not)):
             try:
                 health.save_settings(store.home, health.HealthSettings(**values))
-            except ValueError as exc:
+            except (ValueError, OSError) as exc:  # a bad value is worded in this viewer's language
                 st.error(t("logs.not_saved", error=md(exc)))
             else:
                 audit.record(user, "settings", None, {"health": values}, home=store.home)

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mmcore import health
+from mmcore import health, i18n
 
 S = health.HealthSettings(window=5)
 
@@ -105,6 +105,26 @@ def test_thresholds_are_settings(tmp_path):
     (tmp_path / health.SETTINGS_FILE).write_text("{broken")
     assert health.load_settings(tmp_path) == health.HealthSettings()
     assert health.load_settings(tmp_path / "missing") == health.HealthSettings()
+
+
+def test_a_bad_threshold_is_refused_in_the_readers_language(tmp_path):
+    """The error keeps its messages and is worded when read: English for a log, Chinese for a
+    Chinese viewer, naming each bad field by its label."""
+    bad = health.HealthSettings(window=0, truncated_max=0.0, kl_max=float("inf"))
+    with pytest.raises(ValueError) as raised:
+        health.save_settings(tmp_path, bad)
+    assert not (tmp_path / health.SETTINGS_FILE).exists()
+    assert [m["key"] for m in raised.value.messages] == ["health.error.window", "health.error.share",
+                                                          "health.error.positive"]
+    with i18n.language("en"):
+        assert str(raised.value) == ("Window (logged steps) (window) must be a whole number of at least 1; "
+                                     "Mostly truncated from (truncated_max) must be in (0, 1]; "
+                                     "KL bound (kl_max) must be a number above 0")
+    with i18n.language("zh"):
+        assert str(raised.value) == ("窗口（记录步数）（window）必须是不小于 1 的整数；"
+                                     "大多截断阈值（truncated_max）必须大于 0 且不超过 1；"
+                                     "KL 上限（kl_max）必须是大于 0 的数")
+    assert not i18n.missing
 
 
 def test_badge_lists_titles():

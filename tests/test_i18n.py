@@ -141,7 +141,8 @@ def train_with_errors(at):
     at.selectbox(key="train.type").set_value("grpo").run()
     at.number_input(key="train.grpo.learning_rate").set_value(0.0).run()
     at.text_input(key="train.grpo.save_weight").set_value("a/b").run()
-    assert len(at.error) >= 2, texts(at.error)
+    at.number_input(key="train.grpo.hidden_size").set_value(100).run()  # not a multiple of the heads' sizes
+    assert len(at.error) >= 3, texts(at.error)
     return at
 
 
@@ -196,41 +197,75 @@ def test_every_parameter_has_its_help_in_each_language_and_the_english_is_the_sc
     assert not i18n.missing
 
 
-FIELD_MESSAGES = [  # as trainer/args.py, trainer/roots.py, mmcore/command.py and mmcore/forms.py write them
-    "must be at least 1", "must be at most 0.5", "must be greater than 0", "must be one of 0, 1", "must be 1 or 0",
-    "must be a whole number, got 'x'", "must be a number, got 'abc'", "must be a finite number, got 'inf'",
-    "must not start with '-'", "must be a single line", "must be GPU ids 0, 1, ..., got 'a'",
-    "must not list a GPU twice", "must be cpu or cuda:N (N = GPU index), got 'tpu'", "is required",
-    "must be at most 64 characters",
-    "must be a plain name: letters, digits, '.', '_' and '-', starting with a letter or digit (no folders)",
-    "'/etc' is outside the folders a job may read from (/data, /tmp)",
-    "'/etc' is outside the folders a job may write to (/out)",
-    "the job would write ../out/x.pth, which resolves to /etc/x.pth: outside the folders a job may write to (a symlink?)",
-    "no GPU was found on this machine: choose CPU", "choose a GPU", "choose at least one GPU",
-]
+def field_messages(tmp_path):
+    """Every kind of field message, from the real checks: trainer/args.py, trainer/roots.py,
+    mmcore/command.py and mmcore/forms.py."""
+    import os
+    from pathlib import Path
+    from mmcore import command, forms, registry
+    from trainer import args, roots, specs
+    found = [registry.param("sft", "epochs").check(0), registry.param("grpo", "top_p").check(2.0),
+             registry.param("sft", "learning_rate").check(0.0), registry.param("sft", "use_moe").check(3),
+             roots.name_problem("a/b"), roots.name_problem("x" * 500),
+             command._convert(args.Arg("flag", bool, False, "a flag"), "maybe")[1]]
+    outside = roots.Roots(read=(Path("/data"), Path("/tmp")), write=(Path("/out"),))
+    found += [outside.problem("/etc", "read"), outside.problem("/etc", "write")]
+    checked = command.check("sft", {"epochs": "abc", "batch_size": "1.5", "learning_rate": "inf", "grad_clip": "abc",
+                                    "save_weight": "-x",
+                                    "data_path": "a\nb", "save_dir": "", "device": "tpu", "gpus": "a",
+                                    "train_monitor": "tensorboard"})
+    found += list(checked.errors.values())
+    found += [command.check("sft", {"gpus": "0,0", "hidden_size": "100"}).errors[name] for name in ("gpus", "hidden_size")]
+    # A weight file that is a symlink to a folder outside the write roots.
+    (tmp_path / "out").mkdir()
+    values = {**specs.spec("sft").defaults(), "save_dir": str(tmp_path / "out"), "save_weight": "x"}
+    os.symlink(tmp_path / "elsewhere.pth", tmp_path / "out" / specs.spec("sft").weight_files(values)[0])
+    writable = roots.Roots(read=(Path("/"),), write=(tmp_path / "out", (tmp_path / specs.CHECKPOINT_DIR).resolve()))
+    found += roots.path_errors("sft", values, writable, base=tmp_path).values()
+    for mode, gpu_count, form in (("bogus", 0, {}), ("single", 0, {}), ("single", 1, {}), ("multi", 2, {})):
+        found += forms._device_errors({"device_mode": mode, **form}, gpu_count).values()
+    found += [forms.check_form("sft", {"device_mode": "cpu", forms.NAME_FIELD: " "}, 0).errors[forms.NAME_FIELD]]
+    return found
 
 
-def test_field_messages_read_the_same_in_english_and_are_translated():
-    for message in FIELD_MESSAGES:
+def test_field_messages_are_english_for_the_trainers_and_worded_from_their_keys(tmp_path):
+    """Each check's message reads as English text (what a trainer prints) and carries its key: the
+    English table words it the same, the Chinese one in Chinese. Every field.* key is given by a check."""
+    messages = field_messages(tmp_path)
+    assert all(isinstance(m, str) for m in messages)
+    assert {m.key for m in messages} == {key for key in i18n.table("en") if key.startswith("field.")}
+    for message in messages:
         with i18n.language("en"):
             assert i18n.field_error(message) == message
         with i18n.language("zh"):
             assert has_chinese(i18n.field_error(message)), message
-    assert i18n.field_error("something new") == "something new"  # unknown: shown as it is
+    assert "must be at least 1" in messages and "must be a multiple of 16" in " ".join(messages)
+    assert i18n.field_error("something new") == "something new"  # a message without a key: as it is
+    assert not i18n.missing
 
 
-def test_the_checks_messages_are_ones_the_table_knows():
-    """The real checks' wording, not a copy of it: a changed sentence in trainer/args.py fails here."""
-    from mmcore import command, registry
-    from trainer import roots
-    samples = [registry.param("sft", "epochs").check(0), registry.param("grpo", "top_p").check(2.0),
-               registry.param("sft", "learning_rate").check(0.0), registry.param("sft", "use_moe").check(3),
-               roots.name_problem("a/b"), roots.name_problem("x" * 500)]
-    checked = command.check("sft", {"epochs": "abc", "batch_size": "1.5", "save_weight": "-x", "device": "tpu"})
-    samples += list(checked.errors.values())
-    for message in samples:
-        with i18n.language("zh"):
-            assert has_chinese(i18n.field_error(message)), message
+def test_train_page_words_each_field_error_in_chinese():
+    """A message of the trainers' checks (bounds, names, the model's head sizes) is shown in Chinese."""
+    with i18n.language("zh"):
+        at = train_with_errors(open_page("pages/train.py", state={i18n.STATE_KEY: "zh"}))
+    errors = texts(at.error)
+    assert not at.exception and not [e for e in errors if "must" in e], errors
+    for words in ("必须大于 0", "必须是简单名称", "必须是 16 的倍数（8 个注意力头"):
+        assert any(words in e for e in errors), (words, errors)
+
+
+def test_the_trainers_print_the_english_messages(tmp_path):
+    """The command line's usage errors keep their English wording."""
+    import subprocess
+    import sys
+    from mmcore.paths import ROOT
+    run = subprocess.run([sys.executable, "trainer/train_full_sft.py", "--epochs", "0"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 2 and "argument --epochs: '0' must be at least 1" in run.stderr, run.stderr
+    run = subprocess.run([sys.executable, "trainer/train_full_sft.py", "--hidden_size", "100"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and ("--hidden_size must be a multiple of 16 (8 attention heads, each of an even size), "
+                                    "got 100") in run.stderr, run.stderr
 
 
 def test_chart_titles_and_axes_speak_each_language_and_the_english_is_the_tables():

@@ -86,3 +86,23 @@ def test_loss_only_equals_the_loss_over_full_logits():
     logits, labels = full.logits[:, :-1], batch["labels"][:, 1:]
     expected = F.cross_entropy(logits.reshape(-1, logits.size(-1)), labels.reshape(-1), ignore_index=IGNORE_INDEX)
     assert torch.allclose(lean.loss, expected, atol=1e-6)
+
+
+def test_loss_only_on_full_and_packed_rows_equals_the_full_logits_loss():
+    """Rows where every label counts (no gather) and packed rows with document ids: the same loss
+    and gradients as the cross entropy over every position's logits."""
+    model = tiny_model(2)
+    g = torch.Generator().manual_seed(3)
+    ids = torch.randint(10, 6000, (2, 12), generator=g)
+    documents = torch.tensor([[0] * 5 + [1] * 7, [0] * 12])
+    for extra in ({}, {"document_ids": documents}):
+        full = model(ids, labels=ids, **extra)
+        full.loss.backward()
+        grads = [p.grad.clone() for p in model.parameters()]
+        model.zero_grad()
+        lean = model(ids, labels=ids, loss_only=True, **extra)
+        lean.loss.backward()
+        assert torch.allclose(full.loss, lean.loss, atol=1e-6)
+        for g_full, p in zip(grads, model.parameters()):
+            assert torch.allclose(g_full, p.grad, atol=1e-6)
+        model.zero_grad()

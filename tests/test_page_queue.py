@@ -3,7 +3,8 @@ group with retry, the pipeline templates on Train, a pipeline's stages charted o
 import pytest
 
 from _pages_helpers import open_page, texts
-from mmcore import pipelines, presets, queueconf, queueui
+from mmcore import i18n, pipelines, presets, queueconf, queuetext, queueui
+from mmcore.i18n import message
 from mmcore.store import JobStore
 
 
@@ -36,6 +37,24 @@ def test_jobs_shows_a_waiting_jobs_reason_and_moves_it():
     next(b for b in at.button if b.label == "Yes, stop").click().run()
     assert not at.exception, at.exception
     assert store.get(second).status == "stopped" and store.get(second).note == "cancelled while queued"
+
+
+def test_a_waiting_jobs_reason_in_the_viewers_language():
+    """A reason the scheduler stored (as messages) is worded for each viewer; an older row stored as
+    English text shows as it is."""
+    store = JobStore()
+    stored = queuetext.stored([message("reason.cpu_slot", used=1, slots=1, holders=[queuetext.job(9, "alice")])], 1)
+    job_id = _waiting(store, "new", reason=stored)
+    old = _waiting(store, "old")
+    for lang, shown in (("en", "#1 in the queue · waiting for a CPU slot (1 of 1 in use: job 9 (alice))"),
+                        ("zh", "队列第 1 位 · 等待 CPU 槽位（1 个中已用 1 个：任务 9（alice））")):
+        with i18n.language(lang):  # AppTest formats widget options in the test's thread
+            at = open_page("pages/jobs.py", query={"job": str(job_id)}, state={i18n.STATE_KEY: lang})
+        assert not at.exception, at.exception
+        assert shown in texts(at.info), texts(at.info)
+    with i18n.language("zh"):
+        at = open_page("pages/jobs.py", query={"job": str(old)}, state={i18n.STATE_KEY: "zh"})
+    assert "#1 in the queue · waiting for a CPU slot (1 of 1 in use: job 9 (alice))" in texts(at.info)
 
 
 def test_jobs_groups_a_pipeline_and_retries_its_failed_stage():

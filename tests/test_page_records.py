@@ -6,7 +6,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from _pages_helpers import open_page as open_through_app
-from mmcore import metrics
+from mmcore import health, i18n, metrics
 from mmcore.paths import ROOT
 from mmcore.store import JobStore
 from trainer import records
@@ -125,6 +125,19 @@ def test_health_warning_and_jobs_table():
     row = {r["id"]: r for r in table.to_dict("records")}
     assert row[sick]["health"] == "No learning signal" and row[well]["health"] == ""
     assert list(row[well]["trend"]) == pytest.approx([0.1 * s for s in range(1, 13)])
+
+
+def test_a_bad_threshold_is_refused_in_the_viewers_language(home):
+    """Logs' threshold form, viewed in Chinese: a bad value gets the Chinese message and saves nothing."""
+    job_id = recorded_job(JobStore())
+    with i18n.language("zh"):
+        at = open_through_app("pages/logs.py", query={"job": str(job_id)}, state={i18n.STATE_KEY: "zh"})
+        at.number_input(key="logs.health.zero_std_max").set_value(0.0)
+        next(b for b in at.button if b.label == "保存阈值").click().run()
+    assert not at.exception, at.exception
+    errors = [e.value for e in at.error]
+    assert errors == ["未保存：无学习信号阈值（zero\\_std\\_max）必须大于 0 且不超过 1"], errors
+    assert not (home / health.SETTINGS_FILE).exists()
 
 
 def test_old_log_without_records_says_what_it_lacks():

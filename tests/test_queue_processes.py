@@ -14,7 +14,7 @@ import time
 import pytest
 
 from _runner_helpers import alive, wait_for
-from mmcore import queuelock, queueconf
+from mmcore import queuelock, queueconf, queuetext
 from mmcore.paths import ROOT
 from mmcore.store import JobStore
 
@@ -122,8 +122,10 @@ def test_waiting_jobs_say_why(tmp_path):
         ids.append(job_id)
     try:
         wait_for(lambda: store.get(ids[0]).status == "running", 30, what="the first job to run")
-        reason = wait_for(lambda: store.get(ids[1]).queue_reason if "CPU slot" in (store.get(ids[1]).queue_reason or "")
-                          else None, 30, what="the second job's reason")
+        def reason_once_known():  # the store keeps it as messages; the API and the CLI read it in English
+            reason = queuetext.english(store.get(ids[1]).queue_reason) or ""
+            return reason if "CPU slot" in reason else None
+        reason = wait_for(reason_once_known, 30, what="the second job's reason")
         assert reason == f"#1 in the queue · waiting for a CPU slot (1 of 1 in use: job {ids[0]} ({store.get(ids[0]).user}))"
     finally:
         from mmcore import backends

@@ -1,9 +1,13 @@
-"""Queue reasons in the viewer's language (mmcore.queuetext): the reasons the real planner writes
-(mmcore.queueplan.plan, a pure function) read the same in English and are reworded in Chinese."""
+"""Queue reasons kept as messages (mmcore.queuetext): the reasons the real planner gives
+(mmcore.queueplan.plan, a pure function) word exactly as before in English and wholly in Chinese, the
+CLI and the API read English whatever the viewer's language, and reasons stored as English text by
+older versions still show as they are."""
+import json
 from types import SimpleNamespace
 
-from mmcore import i18n, queueplan, queuetext
+from mmcore import api, i18n, presets, queueplan, queuetext
 from mmcore.gpu import GpuInfo, GpuProcess
+from mmcore.store import JobStore
 
 GIB = 1 << 30
 
@@ -18,8 +22,8 @@ def gpu(index, processes=()):
                    processes=tuple(processes))
 
 
-def planner_reasons():
-    """Every kind of reason the planner gives, from real plans."""
+def planner_decisions():
+    """Every kind of reason the planner gives, from real plans: the decisions of the jobs that wait."""
     gpus = [gpu(0), gpu(1, [GpuProcess(4242, 3 * GIB)]), gpu(2)]
     active = [job(1, "alice", gpus=[0]), job(2, "carol")]
     waiting = [job(10, resources={"gpus": 1}), job(11, resources={"gpus": 1}),  # 11 waits behind 10
@@ -28,36 +32,115 @@ def planner_reasons():
                job(17, depends_on=3), job(18, depends_on=4), job(19, resources={"gpus": 2})]
     writes = {16: ["../out/pretrain_64.pth"], 2: ["../out/pretrain_64.pth"]}
     decisions = queueplan.plan(waiting, active, gpus, cpu_slots=1, outputs=lambda j: writes.get(j.id, ()),
-                               dependencies={3: ("running", "stage 1 (job 3)"), 4: ("failed", "job 4")})
-    reasons = [d.reason for d in decisions if not d.start]
+                               dependencies={3: ("running", queuetext.stage(3, 0)), 4: ("failed", queuetext.stage(4))})
     cpu = queueplan.plan([job(20), job(21)], [job(2, "carol")], [], cpu_slots=1)
     # A job that waits keeps the free GPU for itself, and the file it will write, from the jobs behind it.
     same = {30: ["../out/sft_64.pth"], 32: ["../out/sft_64.pth"]}
     ahead = queueplan.plan([job(30, resources={"gpus": 2}), job(31, resources={"gpus": 1}), job(32)],
                            [job(1, "alice", gpus=[0])], [gpu(0), gpu(1)], cpu_slots=4,
                            outputs=lambda j: same.get(j.id, ()))
-    return reasons + [d.reason for d in cpu + ahead if not d.start]
+    return [d for d in decisions + cpu + ahead if not d.start]
 
 
-STORED = ["waiting for the scheduler", "submitting to Slurm", "Slurm job 77: submitted",
-          "Slurm job 77: pending (Resources)", "Slurm job 77: pending"]
+# The planner's reasons, word for word as it wrote them when it stored English text.
+ENGLISH = [
+    "#1 in the queue · waiting for 1 GPU; GPU 0 held by job 1 (alice); GPU 1 used by another process "
+    "(pid 4242, 3.0 GiB); GPU 2 held by job 10 (bob)",
+    "#2 in the queue · waiting for GPUs 0, 1; GPU 0 held by job 1 (alice); GPU 1 used by another process "
+    "(pid 4242, 3.0 GiB)",
+    "#3 in the queue · waiting for GPU 0; GPU 0 held by job 1 (alice)",
+    "#4 in the queue · GPU 7 does not exist on this machine (3 GPUs)",
+    "#5 in the queue · asks for 9 GPUs; this machine has 3",
+    "#6 in the queue · waiting for job 2 (carol), which writes ../out/pretrain_64.pth",
+    "#7 in the queue · waiting for stage 1 (job 3) to succeed",
+    "#8 in the queue · waiting for job 4 to succeed",
+    "#9 in the queue · waiting for 2 GPUs; GPU 0 held by job 1 (alice); GPU 1 used by another process "
+    "(pid 4242, 3.0 GiB); GPU 2 held by job 10 (bob)",
+    "#1 in the queue · waiting for a CPU slot (1 of 1 in use: job 2 (carol))",
+    "#2 in the queue · waiting for a CPU slot (1 of 1 in use: job 2 (carol))",
+    "#1 in the queue · waiting for 2 GPUs; GPU 0 held by job 1 (alice)",
+    "#2 in the queue · waiting for 1 GPU; GPU 0 held by job 1 (alice); GPU 1 wanted by job 30 (bob), ahead in the queue",
+    "#3 in the queue · waiting for job 30 (bob), ahead in the queue, which writes ../out/sft_64.pth",
+]
+# Reasons stored outside the planner: queued, handed to Slurm, held by Slurm.
+OTHERS = [(queuetext.SCHEDULER, "waiting for the scheduler"), (queuetext.SUBMITTING, "submitting to Slurm"),
+          (queuetext.slurm_submitted("77"), "Slurm job 77: submitted"),
+          (queuetext.slurm_state("77", "pending", "Resources"), "Slurm job 77: pending (Resources)"),
+          (queuetext.slurm_state("77", "pending"), "Slurm job 77: pending")]
+# Names and data that stay as they are in Chinese: units, Slurm's own words, owners, paths.
+KEPT = {"GPU", "CPU", "GiB", "pid", "Slurm", "pending", "Resources", "alice", "bob", "carol"}
 
 
-def test_queue_reasons_read_the_same_in_english_and_are_reworded_in_chinese():
-    reasons = planner_reasons() + STORED
-    kinds = " | ".join(reasons)
-    for needle in ("held by job 1 (alice)", "used by another process (pid 4242, 3.0 GiB)", "waiting for GPUs 0, 1",
-                   "does not exist on this machine", "asks for 9 GPUs", "which writes", "to succeed", "CPU slot",
-                   "waiting for 1 GPU", "waiting for 2 GPUs", "wanted by job", "ahead in the queue, which writes"):
-        assert needle in kinds, needle  # the plans above give every kind of reason
-    for reason in reasons:
+def english_words(text):
+    return [w for w in text.replace("(", " ").replace(")", " ").split()
+            if w.isascii() and w.isalpha() and w not in KEPT]
+
+
+def test_planner_reasons_word_as_before_in_english_and_wholly_in_chinese():
+    decisions = planner_decisions()
+    assert [d.reason for d in decisions] == ENGLISH
+    stored = [d.stored for d in decisions] + [text for text, _ in OTHERS]
+    for text, expected in zip(stored, ENGLISH + [words for _, words in OTHERS]):
+        assert json.loads(text)["parts"], text  # kept as messages, not as words
         with i18n.language("en"):
-            assert queuetext.reason_text(reason) == reason
+            assert queuetext.reason_text(text) == expected
         with i18n.language("zh"):
-            worded = queuetext.reason_text(reason)
-        ascii_words = [w for w in worded.replace("(", " ").replace(")", " ").split()
-                       if w.isascii() and w.isalpha() and w not in ("GPU", "CPU", "GiB", "pid", "Slurm", "pending", "Resources",
-                                                                   "alice", "bob", "carol")]
-        assert not ascii_words, (reason, worded)
-    assert queuetext.reason_text("something new; waiting for the scheduler") == "something new; waiting for the scheduler"
+            worded = queuetext.reason_text(text)
+            assert queuetext.english(text) == expected  # the CLI's and the API's wording, whatever the viewer's
+        assert not english_words(worded), (expected, worded)
     assert not i18n.missing
+
+
+def test_chinese_wording_of_nested_parts():
+    """Jobs, owners, stages and lists inside a reason are worded too, with Chinese punctuation."""
+    cpu = queueplan.plan([job(20)], [job(2, "carol"), job(3, None)], [], cpu_slots=2)
+    stage = queueplan.plan([job(17, depends_on=3)], [], [], cpu_slots=1, dependencies={3: ("running", queuetext.stage(3, 1))})
+    gpus = queueplan.plan([job(12, resources={"gpu_ids": [0, 1]})], [job(1, "alice", gpus=[0])], [gpu(0), gpu(1)],
+                          cpu_slots=1)
+    with i18n.language("zh"):
+        assert queuetext.reason_text(cpu[0].stored) == "队列第 1 位 · 等待 CPU 槽位（2 个中已用 2 个：任务 2（carol）、任务 3）"
+        assert queuetext.reason_text(stage[0].stored) == "队列第 1 位 · 等待第 2 阶段（任务 3）成功完成"
+        assert queuetext.reason_text(gpus[0].stored) == "队列第 1 位 · 等待 GPU 0、1；GPU 0 被任务 1（alice）占用"
+
+
+def test_reasons_stored_as_english_text_show_as_they_are():
+    old = ["#1 in the queue · waiting for a CPU slot (1 of 1 in use: job 9 (alice))", "waiting for the scheduler",
+           "something new; waiting for the scheduler", "{not json", '{"place": 1}']
+    for text in old:
+        for lang in i18n.LANGUAGES:
+            with i18n.language(lang):
+                assert queuetext.reason_text(text) == text
+        assert queuetext.english(text) == text
+    assert queuetext.reason_text(None) == "" and queuetext.english(None) is None
+
+
+def test_the_api_and_the_cli_give_the_reason_in_english(tmp_path, monkeypatch):
+    """`mmcore.api` (and `python -m mmcore queue`, which prints its fields) reads a stored reason in
+    English, whatever language the calling thread has; an older English row reads as it is."""
+    monkeypatch.setenv("MINIMIND_DASHBOARD_HOME", str(tmp_path / "home"))
+    store = JobStore(tmp_path / "home" / "jobs.db")
+    reasons = [planner_decisions()[0].stored, "#2 in the queue · waiting for a CPU slot"]
+    ids = [store.create("pretrain", f"w{i}", presets.demo_preset("pretrain"), ["python3", "x.py"], "/tmp", {},
+                        user="bob", waiting=1, resources={"gpu_ids": [0]}, queue_reason=reason)
+           for i, reason in enumerate(reasons)]
+    with i18n.language("zh"):
+        assert api.get(ids[0])["queue_reason"] == ENGLISH[0]
+        assert [j["queue_reason"] for j in api.list_jobs()] == [reasons[1], ENGLISH[0]]
+    store.update(ids[0], waiting=0, status="running", queue_reason=None)
+    assert api.get(ids[0])["queue_reason"] is None
+
+
+def test_slurms_reason_is_stored_as_messages(tmp_path):
+    """What squeue says of a pending job (state and reason) is stored as messages, worded when read."""
+    from mmcore import slurm
+    store = JobStore(tmp_path / "jobs.db")
+    job_id = store.create("pretrain", "held", presets.demo_preset("pretrain"), ["python3", "x.py"], "/tmp", {},
+                          user="bob", backend="slurm")
+    store.update(job_id, external_id="77", queue_reason=queuetext.slurm_submitted("77"))
+    slurm.SlurmBackend()._apply(store, store.get(job_id), {"job_state": "PENDING", "state_reason": "Priority"})
+    stored = store.get(job_id).queue_reason
+    assert queuetext.english(stored) == "Slurm job 77: pending (Priority)"
+    with i18n.language("zh"):
+        assert queuetext.reason_text(stored) == "Slurm 任务 77：pending（Priority）"
+    slurm.SlurmBackend()._apply(store, store.get(job_id), {"job_state": "PENDING", "state_reason": "None"})
+    assert queuetext.english(store.get(job_id).queue_reason) == "Slurm job 77: pending"

@@ -184,3 +184,21 @@ def test_compiled_decode_step_and_autocast_run_on_cpu(model):
         out = sample(model, ids, mask, 6, eos_id=EOS, pad_id=PAD, num_samples=2, temperature=0.8, top_k=5,
                      return_logps=True, check_every=4)
     assert out.tokens.shape == (6, 6) and torch.isfinite(out.logps).all() and (out.logps <= 0).all()
+
+
+def test_reordered_weight_decode_matches_plain_linear(model, monkeypatch):
+    """On a float32 CPU the decode step multiplies by oneDNN-reordered weights; its tokens and
+    log-probs equal those of the plain F.linear step (up to float rounding)."""
+    import model.sampling as sampling
+    if not sampling._prepacks(model.lm_head.weight):
+        pytest.skip("this torch build has no oneDNN")
+    decoder = sampling._FusedDecoder(model, 6)
+    assert decoder.linear is sampling._onednn_linear
+    assert sampling._FusedDecoder(model, 6, reorder=False).linear is F.linear  # what torch.compile traces
+    ids, mask = prompts()
+    packed = sample(model, ids, mask, 12, eos_id=EOS, pad_id=PAD, num_samples=2, greedy=True, return_logps=True)
+    monkeypatch.setattr(sampling, "_prepacks", lambda weight: False)
+    assert sampling._FusedDecoder(model, 6).linear is F.linear
+    plain = sample(model, ids, mask, 12, eos_id=EOS, pad_id=PAD, num_samples=2, greedy=True, return_logps=True)
+    assert torch.equal(packed.tokens, plain.tokens)
+    assert torch.allclose(packed.logps, plain.logps, atol=1e-5)

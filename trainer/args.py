@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass, replace
 
 from trainer import lifeline, roots
+from trainer.messages import message
 
 TRAIN_TYPES = ("pretrain", "sft", "lora", "dpo", "ppo", "grpo", "spo", "distill_reason", "distillation")
 
@@ -34,17 +35,18 @@ class Arg:
     kind: str | None = None
 
     def check(self, value):
-        """Return an error message for `value` (already of `self.type`), or None when it is valid."""
+        """Return an error message for `value` (already of `self.type`), or None when it is valid
+        (English, tagged with its message key: see trainer/messages.py)."""
         if self.kind == "name":
             return roots.name_problem(value)
         if self.choices is not None and value not in self.choices:
-            return f"must be one of {', '.join(str(c) for c in self.choices)}"
+            return message("field.one_of", "must be one of {choices}", choices=", ".join(str(c) for c in self.choices))
         if self.gt_zero and not value > 0:
-            return "must be greater than 0"
+            return message("field.positive", "must be greater than 0")
         if self.min is not None and value < self.min:
-            return f"must be at least {self.min:g}"
+            return message("field.at_least", "must be at least {n}", n=f"{self.min:g}")
         if self.max is not None and value > self.max:
-            return f"must be at most {self.max:g}"
+            return message("field.at_most", "must be at most {n}", n=f"{self.max:g}")
         return None
 
 
@@ -251,8 +253,9 @@ def cross_errors(train_type, values):
     for name in ("hidden_size", "student_hidden_size", "teacher_hidden_size"):
         value = values.get(name)
         if isinstance(value, int) and value % (2 * ATTENTION_HEADS):
-            errors[name] = (f"must be a multiple of {2 * ATTENTION_HEADS} ({ATTENTION_HEADS} attention heads, each "
-                            f"of an even size), got {value}")
+            errors[name] = message("field.head_multiple", "must be a multiple of {multiple} ({heads} attention heads, "
+                                   "each of an even size), got {got}", multiple=2 * ATTENTION_HEADS,
+                                   heads=ATTENTION_HEADS, got=value)
     return errors
 
 def _argparse_type(arg):

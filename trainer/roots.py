@@ -19,6 +19,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainer.messages import message
+
 REPO = Path(__file__).resolve().parent.parent
 TRAINER_DIR = REPO / "trainer"
 READ_ENV = "MINIMIND_READ_ROOTS"
@@ -34,9 +36,10 @@ NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 def name_problem(value):
     """Why `value` is not a plain name, or None when it is."""
     if len(value) > NAME_MAX:
-        return f"must be at most {NAME_MAX} characters"
+        return message("field.name_too_long", "must be at most {n} characters", n=NAME_MAX)
     if not NAME_RE.fullmatch(value):
-        return "must be a plain name: letters, digits, '.', '_' and '-', starting with a letter or digit (no folders)"
+        return message("field.plain_name", "must be a plain name: letters, digits, '.', '_' and '-', starting with a "
+                                           "letter or digit (no folders)")
     return None
 
 
@@ -67,8 +70,10 @@ class Roots:
         if self.allows(resolved(value, base), kind):
             return None
         roots = dict.fromkeys(self.write if kind == "write" else self.read + self.write)  # in order, once each
-        where = "write to" if kind == "write" else "read from"
-        return f"{str(value)!r} is outside the folders a job may {where} ({', '.join(str(r) for r in roots)})"
+        key, template = (("field.outside_write", "{value} is outside the folders a job may write to ({roots})")
+                         if kind == "write" else ("field.outside_read", "{value} is outside the folders a job may read "
+                                                                         "from ({roots})"))
+        return message(key, template, value=repr(str(value)), roots=", ".join(str(r) for r in roots))
 
     def env(self):
         """The environment variables that make a trainer enforce these roots."""
@@ -131,8 +136,9 @@ def path_errors(train_type, values, roots, base=TRAINER_DIR):
         return errors  # an invalid option: reported as such
     for path in written:
         if not roots.allows(resolved(path, base), "write"):
-            errors.setdefault(name_field, f"the job would write {path}, which resolves to {resolved(path, base)}: "
-                                          f"outside the folders a job may write to (a symlink?)")
+            errors.setdefault(name_field, message("field.symlink_out", "the job would write {path}, which resolves to "
+                                                  "{target}: outside the folders a job may write to (a symlink?)",
+                                                  path=str(path), target=str(resolved(path, base))))
     return errors
 
 
