@@ -202,9 +202,9 @@ def details(job):
                          column_config={"parameter": t("jobs.col.parameter"), "value": t("jobs.col.value")})
         with right:
             st.markdown(f"**{t('jobs.command')}**")
-            st.code(job.command, language="bash", wrap_lines=True)
+            st.html(tailview.command_html(job.command))
             if job.env:
-                st.code(" ".join(f"{k}={v}" for k, v in job.env.items()), language="bash")
+                st.html(tailview.command_html(" ".join(f"{k}={v}" for k, v in job.env.items())))
             st.caption(t("jobs.submitted", owner=md(jobtable.submitted_by(job)), created=jobtable.format_time(job.created_at))
                        + (t("jobs.exit_code", code=job.exit_code) if job.exit_code is not None else ""))
 
