@@ -16,7 +16,10 @@ The app runs from a copy in a temporary folder (the demo job's weights and check
 Figures on a shared machine are noisy: the browsers, the trainer and other work compete for the same
 cores.
 
-    python3 bench/bench_viewers.py [--viewers 1,5,10,20] [--window 30] [--settle 10] [--pages jobs,logs]
+A single page load varies a lot on a busy machine: `--loads N` times N first visits and N returning
+ones per group and prints their median (with the range).
+
+    python3 bench/bench_viewers.py [--viewers 1,5,10,20] [--window 30] [--settle 10] [--pages jobs,logs] [--loads 1]
 """
 import argparse
 import os
@@ -110,6 +113,12 @@ def fresh_load_s(context, url, ready_js):
         page.close()
 
 
+def load_text(seconds):
+    """ "2.31s", or the median and range of several loads: "2.31s (2.10-2.90)"."""
+    text = f"{statistics.median(seconds):.2f}s"
+    return text if len(seconds) == 1 else f"{text} ({min(seconds):.2f}-{max(seconds):.2f})"
+
+
 JOBS_READY = """() => [...document.querySelectorAll('[data-testid="stDataFrame"] table[role="grid"] td')]
                        .some(td => td.innerText.includes('finished-'))"""
 LOGS_READY = """() => document.querySelectorAll('[data-testid="stPlotlyChart"] .js-plotly-plot').length > 0"""
@@ -121,6 +130,7 @@ def main():
     parser.add_argument("--window", type=float, default=30.0)
     parser.add_argument("--settle", type=float, default=10.0)
     parser.add_argument("--pages", default="jobs,logs")
+    parser.add_argument("--loads", type=int, default=1, help="fresh loads of each kind per group (median printed)")
     args = parser.parse_args()
     # A timeout's SIGTERM must still stop the demo job and the server (the finally blocks below).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -171,10 +181,12 @@ def main():
                         step0, t0 = last_step(running_log), time.monotonic()
                         cpu, cpu_max, rss = sampler.window(args.window)
                         steps_per_min = (last_step(running_log) - step0) * 60 / (time.monotonic() - t0)
-                        first_visit = browser.new_page(chromium).context
-                        first = fresh_load_s(first_visit, server.url + urls[name], ready[name])
-                        returning = fresh_load_s(first_visit, server.url + urls[name], ready[name])
-                        first_visit.close()
+                        firsts, returnings = [], []
+                        for _ in range(args.loads):
+                            first_visit = browser.new_page(chromium).context
+                            firsts.append(fresh_load_s(first_visit, server.url + urls[name], ready[name]))
+                            returnings.append(fresh_load_s(first_visit, server.url + urls[name], ready[name]))
+                            first_visit.close()
                         for tab in tabs:
                             tab.context.close()
                         time.sleep(args.settle)
@@ -182,8 +194,8 @@ def main():
                         if one_viewer_rss is None:
                             one_viewer_rss = rss
                         print(f"{name:5} {n:>4} {cpu:>8.1f}% {cpu_max:>7.0f}% {rss / 2**20:>8.0f} "
-                              f"{first:>26.2f}s / {returning:>6.2f}s {steps_per_min:>9.0f} {after / 2**20:>10.0f} "
-                              f"({100 * (after / one_viewer_rss - 1):+.0f}%)", flush=True)
+                              f"{load_text(firsts):>27} / {load_text(returnings):>7} {steps_per_min:>9.0f} "
+                              f"{after / 2**20:>10.0f} ({100 * (after / one_viewer_rss - 1):+.0f}%)", flush=True)
                 chromium.close()
         finally:
             from mmcore import runner
