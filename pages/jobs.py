@@ -209,6 +209,9 @@ def details(job):
                        + (t("jobs.exit_code", code=job.exit_code) if job.exit_code is not None else ""))
 
         trail = audit.entries(job.id, home=store.home)
+        # The label counts the entries, and a new label is a new expander to Streamlit: carry the open
+        # state over, so a new entry (or another job) does not fold an open history.
+        state[HISTORY_OPEN_KEY] = state.get(HISTORY_OPEN_KEY, False)
         history = st.expander(t("jobs.history", n=len(trail)), icon=":material/history:", key=HISTORY_OPEN_KEY,
                               on_change="rerun")
         if history.open:

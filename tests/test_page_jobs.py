@@ -263,5 +263,8 @@ def test_history_and_audit_trail_tables_are_built_when_opened(store):
     at.run()
     assert len(at.dataframe) == 4
     assert list(at.dataframe[3].value["who"]) == ["bob", "alice"]
-    at.run()  # a rerun (the page follows the store) keeps them open
-    assert len(at.dataframe) == 4
+    audit.record("carol", "resume", job_id, {}, home=store.home)
+    at.run()  # a rerun (the page follows the store) with a new entry keeps both open
+    assert not at.exception, at.exception
+    assert "History (2)" in [e.label for e in at.expander] and len(at.dataframe) == 4
+    assert list(at.dataframe[2].value["who"]) == ["carol", "alice"]
