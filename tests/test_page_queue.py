@@ -6,6 +6,7 @@ from _pages_helpers import open_page, texts
 from mmcore import i18n, pipelines, presets, queueconf, queuetext, queueui
 from mmcore.i18n import message
 from mmcore.store import JobStore
+from mmcore.jobnote import english
 
 
 @pytest.fixture(autouse=True)
@@ -36,7 +37,7 @@ def test_jobs_shows_a_waiting_jobs_reason_and_moves_it():
     next(b for b in at.button if b.label == "Stop").click().run()
     next(b for b in at.button if b.label == "Yes, stop").click().run()
     assert not at.exception, at.exception
-    assert store.get(second).status == "stopped" and store.get(second).note == "cancelled while queued"
+    assert store.get(second).status == "stopped" and english(store.get(second).note) == "cancelled while queued"
 
 
 def test_a_waiting_jobs_reason_in_the_viewers_language():
