@@ -95,6 +95,18 @@ def finished_job():
     return job_id
 
 
+def failed_job():
+    """A finished job whose log ends with a traceback (the Logs page shows it as the last error)."""
+    import time
+    from mmcore.store import JobStore
+    job_id = finished_job()
+    store = JobStore()
+    store.update(job_id, status="failed", exit_code=1, ended_at=time.time())
+    with open(store.get(job_id).log_path, "a") as f:
+        f.write('Traceback (most recent call last):\n  File "x.py", line 1, in <module>\nValueError: bad batch\n')
+    return job_id
+
+
 def labels(at):
     """Every widget label and button text on the page."""
     found = []
@@ -166,7 +178,8 @@ OPENED = {"queue.settings_open": True, "jobs.history_open": True, "jobs.audit_op
 @pytest.mark.parametrize("page, setup, then", [
     ("pages/train.py", finished_job, None), ("pages/train.py", finished_job, train_with_errors),
     ("pages/train.py", finished_job, pipeline_section), ("pages/jobs.py", finished_job, None),
-    ("pages/jobs.py", sick_rl_job, None), ("pages/logs.py", finished_job, None), ("pages/logs.py", sick_rl_job, None),
+    ("pages/jobs.py", sick_rl_job, None), ("pages/jobs.py", failed_job, None), ("pages/logs.py", finished_job, None),
+    ("pages/logs.py", failed_job, None), ("pages/logs.py", sick_rl_job, None),
     ("pages/models.py", finished_job, None)])
 def test_every_page_in_chinese_has_no_english_left(page, setup, then):
     """Messages, captions, help texts and options too, not only labels; names and data (job names,
