@@ -322,3 +322,15 @@ def test_log_link_and_store_messages_in_chinese(tmp_path):
         assert has_chinese(str(damaged.value)) and "python -m mmcore restore" in str(damaged.value)
         assert has_chinese(storeguard.explain(sqlite3.OperationalError("database is locked"), tmp_path / "jobs.db"))
     assert not i18n.missing
+
+
+def test_an_export_name_error_is_worded_when_shown():
+    from mmcore import modelsview
+    with pytest.raises(ValueError) as raised:
+        modelsview.export_folder("../escape")
+    with i18n.language("en"):
+        assert str(raised.value) == ("The export name must be a plain name: letters, digits, '.', '_' or '-' "
+                                     "(at most 100), e.g. grpo_512")
+    with i18n.language("zh"):
+        assert str(raised.value).startswith("导出名称必须是简单名称")
+    assert not i18n.missing
