@@ -334,3 +334,13 @@ def test_an_export_name_error_is_worded_when_shown():
     with i18n.language("zh"):
         assert str(raised.value).startswith("导出名称必须是简单名称")
     assert not i18n.missing
+
+
+def test_a_too_large_upload_is_worded_when_shown(tmp_path):
+    from mmcore import logfiles
+    with pytest.raises(logfiles.UploadTooLarge) as raised:
+        logfiles.save_upload(b"x" * (2 * 1024 * 1024), "big.log", folder=tmp_path, max_mb=1)
+    assert str(raised.value) == ("big.log is 2 MB; uploads are limited to 1 MB (MINIMIND_UPLOAD_MAX_MB). "
+                                 "Copy a large log into the logs folder instead.")
+    with i18n.language("zh"):
+        assert str(raised.value) == "big.log 有 2 MB；上传限制为 1 MB（MINIMIND_UPLOAD_MAX_MB）。大的日志请复制到日志文件夹中。"
