@@ -16,8 +16,8 @@ Every refusal raises `Refused` (or a subclass) whose message says why.
 import dataclasses
 import sqlite3
 
-from mmcore import (audit, backends, forms, jobqueue, launch, queueconf, queuetext, registry, resources, roles, runner,
-                    scheduler)
+from mmcore import (audit, backends, forms, jobnote, jobqueue, launch, queueconf, queuetext, registry, resources, roles,
+                    runner, scheduler)
 from mmcore.store import JobStore
 
 #: Keys of `values` that are not parameters of a type but still mean something to `command`.
@@ -76,9 +76,10 @@ def _job(store, job_id):
 
 
 def job_dict(job):
-    """A job as a plain dict: every stored field, plus `owner` (who launched it); `queue_reason` in
-    English (the store keeps it as messages, see `mmcore.queuetext`)."""
-    return {**dataclasses.asdict(job), "owner": job.user, "queue_reason": queuetext.english(job.queue_reason)}
+    """A job as a plain dict: every stored field, plus `owner` (who launched it); `queue_reason` and
+    `note` in English (the store keeps them as messages: `mmcore.queuetext`, `mmcore.jobnote`)."""
+    return {**dataclasses.asdict(job), "owner": job.user, "queue_reason": queuetext.english(job.queue_reason),
+            "note": jobnote.english(job.note)}
 
 
 def full_values(train_type, values):

@@ -14,7 +14,7 @@ A backend answers five things for the queue and the pages:
 """
 import time
 
-from mmcore import command, runner, slurm
+from mmcore import command, jobnote, runner, slurm
 from mmcore.resources import values_for_gpus
 
 
@@ -66,7 +66,7 @@ def dispatch(store, job, gpus, settings):
         return get(job.backend).submit(store, job, gpus, settings)
     except Exception as exc:  # record it on the job rather than retrying it forever
         store.transition(job.id, "queued", status="failed", waiting=0, ended_at=time.time(), queue_reason=None,
-                         note=f"could not start on {job.backend}: {exc}")
+                         note=jobnote.stored("note.backend_failed", backend=job.backend, error=str(exc)))
         return False
 
 

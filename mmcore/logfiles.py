@@ -7,7 +7,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from mmcore.i18n import t
+from mmcore.i18n import MessageError, message, t
 from mmcore.logtext import ANSI_RE, decode, visible
 
 
@@ -61,8 +61,8 @@ UPLOAD_MAX_MB = float(os.environ.get("MINIMIND_UPLOAD_MAX_MB", 50))
 UPLOAD_KEEP_S = float(os.environ.get("MINIMIND_UPLOAD_KEEP_H", 24)) * 3600
 
 
-class UploadTooLarge(ValueError):
-    """An upload over UPLOAD_MAX_MB; the message says the limit."""
+class UploadTooLarge(MessageError):
+    """An upload over UPLOAD_MAX_MB; the message says the limit, in the language of whoever reads it."""
 
 
 def prune_uploads(folder, keep_s=None, now=None):
@@ -86,8 +86,8 @@ def save_upload(data, name, folder=None, max_mb=None):
     UploadTooLarge; uploads older than UPLOAD_KEEP_S are removed on the way."""
     max_mb = UPLOAD_MAX_MB if max_mb is None else max_mb
     if len(data) > max_mb * 1024 * 1024:
-        raise UploadTooLarge(f"{name} is {len(data) / 1024 / 1024:.0f} MB; uploads are limited to {max_mb:g} MB "
-                             f"(MINIMIND_UPLOAD_MAX_MB). Copy a large log into the logs folder instead.")
+        raise UploadTooLarge(message("logs.upload_too_large", name=name, mb=f"{len(data) / 1024 / 1024:.0f}",
+                                     max=f"{max_mb:g}", env="MINIMIND_UPLOAD_MAX_MB"))
     folder = Path(folder) if folder is not None else Path(tempfile.gettempdir()) / "minimind-dashboard-uploads"
     folder.mkdir(parents=True, exist_ok=True)
     prune_uploads(folder)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mmcore import catalogue, chat_client
-from mmcore.i18n import t
+from mmcore.i18n import MessageError, message, t
 from mmcore.paths import ROOT
 from trainer import weight_meta  # noqa: E402  (importable once mmcore.catalogue set the path)
 
@@ -187,8 +187,8 @@ def eval_chart_data(results, metric):
 
 
 def export_folder(name):
-    """The folder an export named `name` goes to (`out/hf/<name>`); ValueError for a name that is not plain."""
+    """The folder an export named `name` goes to (`out/hf/<name>`); for a name that is not plain, a
+    ValueError worded in the language of whoever reads it (`MessageError`)."""
     if not _PLAIN_NAME.fullmatch(name or "") or name in (".", ".."):
-        raise ValueError("The export name must be a plain name: letters, digits, '.', '_' or '-' (at most 100), "
-                         "e.g. grpo_512")
+        raise MessageError(message("models.export.bad_name", most=100, example="grpo_512"))
     return EXPORT_ROOT / name

@@ -9,10 +9,17 @@ import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from mmcore.i18n import MessageError, message
+
 FILE_NAME = "queue.json"
 CPU_SLOTS_ENV = "MINIMIND_CPU_SLOTS"
 BACKEND_ENV = "MINIMIND_BACKEND"
 BACKENDS = ("local", "slurm")
+# Message keys of the settings' labels on the Jobs page (the port is not on the page).
+LABELS = {"cpu_slots": "queue.cpu_slots", "foreign_memory_mib": "queue.foreign", "default_backend": "queue.default_backend",
+          "slurm_partition": "queue.slurm_partition", "slurm_account": "queue.slurm_account",
+          "slurm_time": "queue.slurm_time", "slurm_nodes": "queue.slurm_nodes", "slurm_gpus_per_node": "queue.slurm_gpus",
+          "slurm_tasks_per_node": "queue.slurm_tasks", "slurm_cpus_per_task": "queue.slurm_cpus"}
 
 
 def default_cpu_slots():
@@ -44,22 +51,27 @@ class QueueSettings:
         return self.cpu_slots if self.cpu_slots > 0 else default_cpu_slots()
 
     def problems(self):
-        """What is wrong with these values, as sentences; [] when nothing is."""
+        """What is wrong with these values, as messages worded when shown (each naming the field by its
+        label on the Jobs page's queue settings); [] when nothing is."""
         found = []
+
+        def bad(rule, name, **values):
+            label = message(LABELS[name]) if name in LABELS else name
+            found.append(message(f"queue.error.{rule}", name=name, label=label, **values))
         if self.default_backend not in BACKENDS:
-            found.append(f"default_backend must be one of {', '.join(BACKENDS)}, got {self.default_backend!r}")
+            bad("one_of", "default_backend", choices=", ".join(BACKENDS), got=repr(self.default_backend))
         for name in ("cpu_slots", "foreign_memory_mib", "slurm_gpus_per_node", "slurm_cpus_per_task"):
             if getattr(self, name) < 0:
-                found.append(f"{name} must be 0 or more")
+                bad("at_least", name, n=0)
         for name in ("slurm_nodes", "slurm_tasks_per_node"):
             if getattr(self, name) < 1:
-                found.append(f"{name} must be 1 or more")
+                bad("at_least", name, n=1)
         if not 1 <= self.slurm_rdzv_port <= 64535:
-            found.append("slurm_rdzv_port must be between 1 and 64535")
+            bad("port", "slurm_rdzv_port")
         for name in ("slurm_partition", "slurm_account", "slurm_time"):
             value = getattr(self, name)
             if value and not all(c.isalnum() or c in "-_.:," for c in value):
-                found.append(f"{name} may hold letters, digits and -_.:, only")
+                bad("characters", name)
         return found
 
 
@@ -101,10 +113,11 @@ def load(home):
 
 
 def save(home, settings):
-    """Write settings (atomically); raises ValueError listing the problems of invalid ones."""
+    """Write settings (atomically). Invalid ones raise `MessageError` (a ValueError worded in the
+    language of whoever reads it) listing every problem, and nothing is written."""
     problems = settings.problems()
     if problems:
-        raise ValueError("; ".join(problems))
+        raise MessageError(problems)
     target = path(home)
     tmp = target.with_suffix(".tmp")
     tmp.write_text(json.dumps(asdict(settings), indent=2))

@@ -30,7 +30,7 @@ from pathlib import Path
 import psutil
 
 from mmcore.metrics import job_run_dir, with_run_dir
-from mmcore import ownership, proctree, roots
+from mmcore import jobnote, ownership, proctree, roots
 from mmcore.paths import ROOT
 from mmcore.paths import default_home
 from mmcore.liveness import process_matches, process_start_time
@@ -73,7 +73,7 @@ def launch(store, job_id):
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     except OSError as exc:
         store.transition(job_id, "queued", status="failed", ended_at=time.time(),
-                         note=f"cannot start the supervisor: {exc}")
+                         note=jobnote.stored("note.cannot_start_supervisor", error=str(exc)))
         raise
     # Record the supervisor at once so reconcile() can tell a slow start from a failed one. The
     # supervisor writes the same values when it registers; whichever comes second changes nothing.
@@ -102,7 +102,7 @@ def stop(store, job_id, grace=DEFAULT_GRACE_S, wait=False):
         return False  # it ended in the meantime
     if job.supervisor_pid is None:
         now = time.time()
-        store.transition(job_id, "queued", status="stopped", ended_at=now, note="stopped before it started")
+        store.transition(job_id, "queued", status="stopped", ended_at=now, note=jobnote.stored("note.stopped_before_start"))
         return True
     # Wake the supervisor now rather than at its next poll. Only a registered (running) supervisor
     # has its signal handlers installed; a queued one sees the flag right after registering.
@@ -286,7 +286,7 @@ class Supervisor:
             Path(job.log_path).parent.mkdir(parents=True, exist_ok=True)
             self.log = open(job.log_path, "ab")
         except OSError as exc:
-            self._finish("failed", note=f"cannot open log file {job.log_path}: {exc}")
+            self._finish("failed", note=jobnote.stored("note.cannot_open_log", path=job.log_path, error=str(exc)))
             return 1
         try:
             return self._run_trainer(job)
@@ -295,7 +295,7 @@ class Supervisor:
                 _killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
             self._write_log(f"# supervisor error:\n{traceback.format_exc()}")
-            self._finish("failed", self.proc.returncode if self.proc else None, note=f"supervisor error: {exc!r}")
+            self._finish("failed", self.proc.returncode if self.proc else None, note=jobnote.stored("note.supervisor_error", error=repr(exc)))
             return 1
         finally:
             self.log.close()
@@ -322,7 +322,7 @@ class Supervisor:
         self._write_log("\n".join(header) + "\n")
 
         if self._stop_requested():
-            self._finish("stopped", note="stopped before the trainer started")
+            self._finish("stopped", note=jobnote.stored("note.stopped_before_trainer"))
             return 0
 
         # The trainer checks its paths against the same allowed folders as the launch did.
@@ -338,7 +338,7 @@ class Supervisor:
                 preexec_fn=preexec)
         except (OSError, subprocess.SubprocessError) as exc:
             self._write_log(f"# error: cannot start the trainer: {exc}\n")
-            self._finish("failed", note=f"cannot start the trainer: {exc}")
+            self._finish("failed", note=jobnote.stored("note.cannot_start_trainer", error=str(exc)))
             return 1
         pgid = self.proc.pid  # start_new_session makes the trainer its group's leader
         self._record(trainer_pid=self.proc.pid, trainer_start=process_start_time(self.proc.pid))

@@ -20,7 +20,8 @@ from types import SimpleNamespace
 
 import psutil
 
-from mmcore import backends, gpu, queueconf, queuelock, queueplan, queuetext
+from mmcore import backends, gpu, jobnote, queueconf, queuelock, queueplan, queuetext
+from mmcore.i18n import message
 from mmcore.resources import output_paths
 
 POLL_S = 0.5
@@ -110,10 +111,11 @@ class Queue:
             if not rows:
                 return blocked
             for row in rows:
-                stage = f"stage {row['dep_stage'] + 1}" if row["dep_stage"] is not None else "the job"
+                before = {"id": row["dep"], "status": message(f"status.{row['dep_status']}")}
+                note = (jobnote.stored("note.held", **before) if row["dep_stage"] is None
+                        else jobnote.stored("note.held_stage", n=row["dep_stage"] + 1, **before))
                 if self.store.update_waiting(row["id"], status="blocked", waiting=0, queue_reason=None,
-                                   ended_at=time.time(),
-                                   note=f"held: {stage} before it (job {row['dep']}) is {row['dep_status']}"):
+                                             ended_at=time.time(), note=note):
                     blocked.append(row["id"])
 
     def decide(self, settings):

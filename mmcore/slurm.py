@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from mmcore import metrics, ownership, queueconf, queuetext, roots
+from mmcore import jobnote, metrics, ownership, queueconf, queuetext, roots
 from trainer.specs import SPECS
 
 
@@ -233,7 +233,7 @@ class SlurmBackend:
     def _apply(self, store, job, info):
         if info is None:
             if store.transition(job.id, ("queued", "running"), status="lost", ended_at=time.time(),
-                                note=f"Slurm no longer knows job {job.external_id}"):
+                                note=jobnote.stored("note.slurm_unknown", id=job.external_id)):
                 _footer(job, "lost", None)
             return
         state = info.get("job_state", "")
@@ -252,7 +252,7 @@ class SlurmBackend:
                 status = "stopped"
             end = info.get("end_time") or time.time()
             if store.transition(job.id, ("queued", "running"), status=status, exit_code=code, ended_at=float(end),
-                                queue_reason=None, note=f"Slurm job {job.external_id}: {state}"):
+                                queue_reason=None, note=jobnote.stored("note.slurm_ended", id=job.external_id, state=state)):
                 _footer(job, status, code)
 
     def stop(self, store, job, grace=None):

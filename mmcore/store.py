@@ -21,7 +21,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from mmcore import storeguard
+from mmcore import jobnote, storeguard
 from mmcore.jobrow import COLUMNS, JSON_COLUMNS, MIGRATIONS, SCHEMA_VERSION, STATUSES, UPDATABLE, Job
 from mmcore.liveness import process_problem
 from mmcore.paths import DB_NAME, default_home
@@ -271,7 +271,7 @@ class JobStore:
         """Take a waiting job out of the queue: it ends as stopped. False when it was not waiting."""
         now = time.time()
         return self.update_waiting(job_id, status="stopped", waiting=0, ended_at=now, stop_requested=now,
-                                   queue_reason=None, note="cancelled while queued")
+                                   queue_reason=None, note=jobnote.stored("note.cancelled_queued"))
 
     def delete(self, job_id):
         """Remove the row (not its log; see `runner.delete`). An unknown id raises KeyError."""
@@ -305,15 +305,15 @@ class JobStore:
             if pid is None:
                 if row["status"] == "queued" and now - row["created_at"] <= self.queued_grace:
                     continue
-                note = "supervisor never started"
+                note = jobnote.stored("note.supervisor_never_started")
             else:
                 problem = process_problem(pid, row["supervisor_start"])
                 if problem is None:
                     continue
                 if problem == "reused":
-                    note = f"supervisor (pid {pid}) is gone; its pid now belongs to another process"
+                    note = jobnote.stored("note.supervisor_pid_reused", pid=pid)
                 else:
-                    note = f"supervisor (pid {pid}) exited without recording how the job ended"
+                    note = jobnote.stored("note.supervisor_exited", pid=pid)
             # Conditional on the state we read: a supervisor that finished in between wins.
             with self._write() as conn:
                 cur = conn.execute(

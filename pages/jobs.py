@@ -4,8 +4,8 @@ import time
 
 import streamlit as st
 
-from mmcore import (actions, audit, auth, forms, guard, gpu, health, jobtable, launch, livepage, logfiles, metrics, navigation,
-                    progress, queueui, registry, resumes, storeguard, tailview)
+from mmcore import (actions, audit, auth, forms, guard, gpu, health, jobnote, jobtable, launch, livepage, logfiles, metrics,
+                    navigation, progress, queueui, registry, resumes, storeguard, tailview)
 from mmcore.safetext import md, md_lines
 from mmcore.jobrow import STATUSES
 from mmcore.store import JobStore
@@ -166,7 +166,7 @@ def details(job):
         st.markdown(t("jobs.heading", id=job.id, type=md(jobtable.type_short(job.train_type)), name=md(job.name),
                       status=t(f"status.{job.status}")))
         if job.note:
-            st.caption(md(job.note))
+            st.caption(md(jobnote.note_text(job.note)))
         queueui.queue_details(store, job, user)
         findings = run_watch().summary(metrics.job_run_dir(job, store.home), job.train_type,
                                        health.load_settings(store.home)).findings

@@ -193,19 +193,19 @@ def read_runs():
         try:
             parsers = [(job_id, parser_for(path)) for job_id, path in (run.parts or [(None, run.path)])]
         except OSError as exc:
-            st.error(f"{md(run.label)}: cannot read {md(run.path)}: {md(exc)}")
+            st.error(f"{md(run.label)}: " + t("logs.cannot_read", path=md(run.path), error=md(exc)))
             continue
         parser = parsers[-1][1]
         note = logfiles.explain(parser, run.label)
         if note is not None:
             getattr(st, note[0])(md_lines(note[1]))
         if parser.last_error:
-            with st.expander(f"{md(run.label)}: last error", expanded=note is not None, icon=":material/error:"):
+            with st.expander(t("logs.last_error", run=md(run.label)), expanded=note is not None, icon=":material/error:"):
                 st.code(parser.last_error, language=None)
         joined, marks = resumes.join([(job_id, p.frame()) for job_id, p in parsers if len(p)])
         if len(joined):
             tables[run.label] = with_positions(joined, run)
-            resume_marks.extend((step, f"resumed as job {job_id}") for step, job_id in marks)
+            resume_marks.extend((step, t("logs.resumed_as", id=job_id)) for step, job_id in marks)
             types.add((run.job.train_type if run.job else None) or parser.header.get("type"))
             first = int(parser.frame()["global_step"].iloc[0]) if len(parser) else None
             summary(run, joined, parser, resumes.start_step(run.job, first) if run.job is not None else 0)

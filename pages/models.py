@@ -175,8 +175,8 @@ elif section == "Chat":
                     elif event["event"] == "done":
                         with box.container():
                             show_reply(event["text"])
-                        rate = f", {event['tokens_per_s']:.1f} tokens/s" if event.get("tokens_per_s") else ""
-                        st.caption(f"{len(event['ids'])} tokens{rate}")
+                        rate = t("models.reply_rate", rate=event["tokens_per_s"]) if event.get("tokens_per_s") else ""
+                        st.caption(t("models.reply_tokens", n=len(event["ids"])) + rate)
                         history.append({"role": "assistant", "content": event["text"]})
             except chat_client.ChatError as exc:
                 history.pop()  # the question stays unanswered: let it be asked again

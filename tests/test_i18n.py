@@ -95,6 +95,18 @@ def finished_job():
     return job_id
 
 
+def failed_job():
+    """A finished job whose log ends with a traceback (the Logs page shows it as the last error)."""
+    import time
+    from mmcore.store import JobStore
+    job_id = finished_job()
+    store = JobStore()
+    store.update(job_id, status="failed", exit_code=1, ended_at=time.time())
+    with open(store.get(job_id).log_path, "a") as f:
+        f.write('Traceback (most recent call last):\n  File "x.py", line 1, in <module>\nValueError: bad batch\n')
+    return job_id
+
+
 def labels(at):
     """Every widget label and button text on the page."""
     found = []
@@ -166,7 +178,8 @@ OPENED = {"queue.settings_open": True, "jobs.history_open": True, "jobs.audit_op
 @pytest.mark.parametrize("page, setup, then", [
     ("pages/train.py", finished_job, None), ("pages/train.py", finished_job, train_with_errors),
     ("pages/train.py", finished_job, pipeline_section), ("pages/jobs.py", finished_job, None),
-    ("pages/jobs.py", sick_rl_job, None), ("pages/logs.py", finished_job, None), ("pages/logs.py", sick_rl_job, None),
+    ("pages/jobs.py", sick_rl_job, None), ("pages/jobs.py", failed_job, None), ("pages/logs.py", finished_job, None),
+    ("pages/logs.py", failed_job, None), ("pages/logs.py", sick_rl_job, None),
     ("pages/models.py", finished_job, None)])
 def test_every_page_in_chinese_has_no_english_left(page, setup, then):
     """Messages, captions, help texts and options too, not only labels; names and data (job names,
@@ -309,3 +322,25 @@ def test_log_link_and_store_messages_in_chinese(tmp_path):
         assert has_chinese(str(damaged.value)) and "python -m mmcore restore" in str(damaged.value)
         assert has_chinese(storeguard.explain(sqlite3.OperationalError("database is locked"), tmp_path / "jobs.db"))
     assert not i18n.missing
+
+
+def test_an_export_name_error_is_worded_when_shown():
+    from mmcore import modelsview
+    with pytest.raises(ValueError) as raised:
+        modelsview.export_folder("../escape")
+    with i18n.language("en"):
+        assert str(raised.value) == ("The export name must be a plain name: letters, digits, '.', '_' or '-' "
+                                     "(at most 100), e.g. grpo_512")
+    with i18n.language("zh"):
+        assert str(raised.value).startswith("导出名称必须是简单名称")
+    assert not i18n.missing
+
+
+def test_a_too_large_upload_is_worded_when_shown(tmp_path):
+    from mmcore import logfiles
+    with pytest.raises(logfiles.UploadTooLarge) as raised:
+        logfiles.save_upload(b"x" * (2 * 1024 * 1024), "big.log", folder=tmp_path, max_mb=1)
+    assert str(raised.value) == ("big.log is 2 MB; uploads are limited to 1 MB (MINIMIND_UPLOAD_MAX_MB). "
+                                 "Copy a large log into the logs folder instead.")
+    with i18n.language("zh"):
+        assert str(raised.value) == "big.log 有 2 MB；上传限制为 1 MB（MINIMIND_UPLOAD_MAX_MB）。大的日志请复制到日志文件夹中。"

@@ -6,6 +6,7 @@ from _pages_helpers import open_page, texts
 from mmcore import i18n, pipelines, presets, queueconf, queuetext, queueui
 from mmcore.i18n import message
 from mmcore.store import JobStore
+from mmcore.jobnote import english
 
 
 @pytest.fixture(autouse=True)
@@ -36,7 +37,7 @@ def test_jobs_shows_a_waiting_jobs_reason_and_moves_it():
     next(b for b in at.button if b.label == "Stop").click().run()
     next(b for b in at.button if b.label == "Yes, stop").click().run()
     assert not at.exception, at.exception
-    assert store.get(second).status == "stopped" and store.get(second).note == "cancelled while queued"
+    assert store.get(second).status == "stopped" and english(store.get(second).note) == "cancelled while queued"
 
 
 def test_a_waiting_jobs_reason_in_the_viewers_language():
@@ -109,3 +110,18 @@ def test_queue_settings_are_saved_by_an_admin():
     next(b for b in at.button if b.label == "Save").click().run()
     assert not at.exception, at.exception
     assert queueconf.load(JobStore().home).cpu_slots == 3
+
+
+def test_bad_queue_settings_are_refused_in_the_viewers_language():
+    with i18n.language("zh"):
+        at = open_page("pages/jobs.py", state={i18n.STATE_KEY: "zh", queueui.SETTINGS_OPEN_KEY: True})
+        next(w for w in at.text_input if w.label == i18n.t("queue.slurm_partition")).set_value("gpu queue")
+        next(b for b in at.button if b.label == i18n.t("queue.save")).click().run()
+    assert not at.exception, at.exception
+    errors = texts(at.error)
+    assert errors == ["未保存：Slurm 分区（slurm_partition）只能包含字母、数字和 -_.:,"], errors
+    assert queueconf.load(JobStore().home).slurm_partition == ""  # nothing saved
+    with pytest.raises(ValueError) as raised:
+        queueconf.save(JobStore().home, queueconf.QueueSettings(slurm_partition="gpu queue", slurm_nodes=0))
+    assert str(raised.value) == ("Slurm nodes (slurm_nodes) must be 1 or more; "
+                                 "Slurm partition (slurm_partition) may hold letters, digits and -_.:, only")

@@ -15,6 +15,7 @@ import pytest
 
 from _runner_helpers import alive, wait_for
 from mmcore import queuelock, queueconf, queuetext
+from mmcore.jobnote import english
 from mmcore.paths import ROOT
 from mmcore.store import JobStore
 
@@ -134,4 +135,4 @@ def test_waiting_jobs_say_why(tmp_path):
             backends.stop(store, job_id, grace=1)
         wait_for(lambda: all(store.get(i).finished for i in ids), 30, what="both to end")
         time.sleep(0.1)
-    assert store.get(ids[1]).note == "cancelled while queued"
+    assert english(store.get(ids[1]).note) == "cancelled while queued"

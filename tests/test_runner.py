@@ -13,6 +13,7 @@ from _runner_helpers import alive, group_alive, script, wait_for
 from mmcore import jobtable, progress, runner
 from mmcore.paths import ROOT
 from mmcore.store import JobStore
+from mmcore.jobnote import english
 
 
 @pytest.fixture
@@ -94,7 +95,7 @@ def test_trainer_that_cannot_start_fails_with_a_note(store, tmp_path):
     runner.launch(store, job_id)
     job = finished(store, job_id)
     assert job.status == "failed" and job.exit_code is None and job.trainer_pid is None
-    assert "cannot start the trainer" in job.note and "no-such-torchrun" in job.note
+    assert "cannot start the trainer" in english(job.note) and "no-such-torchrun" in english(job.note)
     text = log_text(job)
     assert "# error: cannot start the trainer" in text and "# finished: failed" in text
 
@@ -177,7 +178,7 @@ def test_stop_queued_job_without_supervisor_and_unknown_ids(store, tmp_path):
     job_id = submit(store, [sys.executable, "-c", "pass"], tmp_path)
     assert runner.stop(store, job_id) is True
     job = store.get(job_id)
-    assert job.status == "stopped" and job.note == "stopped before it started"
+    assert job.status == "stopped" and english(job.note) == "stopped before it started"
     with pytest.raises(KeyError):
         runner.stop(store, 999)
     with pytest.raises(ValueError, match="only a queued job can be launched"):
@@ -195,7 +196,7 @@ def test_stop_requested_before_the_supervisor_registered(store, tmp_path):
     assert store.get(job_id).status == "queued" and store.get(job_id).stop_requested is not None
     assert supervise(store, job_id).returncode == 0
     job = store.get(job_id)
-    assert job.status == "stopped" and job.trainer_pid is None and job.note == "stopped before the trainer started"
+    assert job.status == "stopped" and job.trainer_pid is None and english(job.note) == "stopped before the trainer started"
     assert "should not run" not in log_text(job).splitlines()
     placeholder.kill()
     placeholder.wait()
@@ -208,7 +209,7 @@ def test_killed_supervisor_makes_the_job_lost(store, tmp_path):
     trainer = store.get(job_id).trainer_pid
     os.kill(supervisor, signal.SIGKILL)
     job = wait_for(lambda: store.reconcile() == [job_id] and store.get(job_id), what="job to be lost")
-    assert job.ended_at is not None and f"supervisor (pid {supervisor})" in job.note
+    assert job.ended_at is not None and f"supervisor (pid {supervisor})" in english(job.note)
     # Nobody would record its ending, so the trainer is told to stop too.
     wait_for(lambda: not alive(trainer), what="the orphaned trainer to exit")
 
@@ -220,7 +221,7 @@ def test_reused_supervisor_pid_makes_the_job_lost(store, tmp_path):
     store.update(job_id, supervisor_start=store.get(job_id).supervisor_start - 3600)
     store.reconcile()
     job = store.get(job_id)
-    assert job.status == "lost" and "another process" in job.note
+    assert job.status == "lost" and "another process" in english(job.note)
 
 
 def test_job_outlives_the_process_that_launched_it(store, tmp_path):
@@ -305,7 +306,7 @@ def test_launch_failure_marks_the_job_failed(store, tmp_path, monkeypatch):
     with pytest.raises(OSError):
         runner.launch(store, job_id)
     job = store.get(job_id)
-    assert job.status == "failed" and "cannot start the supervisor" in job.note
+    assert job.status == "failed" and "cannot start the supervisor" in english(job.note)
 
 
 # -- the final progress summary -------------------------------------------------------------------

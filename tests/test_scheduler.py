@@ -10,6 +10,7 @@ from mmcore import backends, gpu, jobqueue, presets, queueconf, resources, sched
 from mmcore.paths import TRAINER_DIR
 from mmcore.liveness import process_start_time
 from mmcore.store import JobStore
+from mmcore.jobnote import english
 
 _names = itertools.count()
 GIB = 1 << 30
@@ -167,7 +168,7 @@ def test_priority_and_moves_change_the_order(store):
 def test_cancel_takes_a_job_out_of_the_queue(store):
     a, b = job(store), job(store)
     assert backends.stop(store, a)
-    assert store.get(a).status == "stopped" and store.get(a).note == "cancelled while queued"
+    assert store.get(a).status == "stopped" and english(store.get(a).note) == "cancelled while queued"
     assert not backends.stop(store, a)
     assert [j.id for j in scheduler.waiting_jobs(store)] == [b]
 
@@ -202,7 +203,7 @@ def test_stages_wait_for_the_stage_before_and_are_held_when_it_fails(store):
     store.update(first, status="failed")
     queue = scheduler.Queue(store, list_gpus=lambda: [])
     assert queue.block_after_failures() == [second, third]
-    assert store.get(third).status == "blocked" and f"job {second}" in store.get(third).note
+    assert store.get(third).status == "blocked" and f"job {second}" in english(store.get(third).note)
 
 
 def test_resources_from_values():

@@ -12,6 +12,7 @@ from _trainer_helpers import DEMO, head_jsonl
 from mmcore import actions, backends, jobqueue, logparse, presets, queueconf, resources, slurm
 from mmcore.paths import ROOT, TRAINER_DIR
 from mmcore.store import JobStore
+from mmcore.jobnote import english
 
 pytestmark = [pytest.mark.timeout(400),
               pytest.mark.skipif(not shutil.which("sbatch") or not shutil.which("slurmctld"),
@@ -109,7 +110,7 @@ def test_scancel_from_the_shell_is_reconciled(tmp_path, home):
     assert running
     subprocess.run(["scancel", home.get(job_id).external_id], check=True)
     job = wait_for(lambda: _finished(home, job_id), 120, 0.5, "the cancel to be seen")
-    assert job.status == "stopped" and job.note.endswith("CANCELLED")
+    assert job.status == "stopped" and english(job.note).endswith("CANCELLED")
 
 
 def test_two_task_torchrun_rendezvous_trains(tmp_path, home):

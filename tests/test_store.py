@@ -11,6 +11,7 @@ import pytest
 
 from mmcore.jobrow import MIGRATIONS, SCHEMA_VERSION
 from mmcore.store import JobStore
+from mmcore.jobnote import english
 
 ARGV = [sys.executable, "-c", "print('hi')"]
 
@@ -153,7 +154,7 @@ def test_running_job_with_dead_supervisor_becomes_lost(store):
     assert store.reconcile() == [job_id]
     job = store.get(job_id)
     assert job.status == "lost" and job.ended_at is not None
-    assert "supervisor" in job.note
+    assert "supervisor" in english(job.note)
 
 
 def test_pid_reuse_is_detected_by_start_time(store):
@@ -165,7 +166,7 @@ def test_pid_reuse_is_detected_by_start_time(store):
     assert store.reconcile() == [reused]
     assert store.get(live).status == "running"
     job = store.get(reused)
-    assert job.status == "lost" and "another process" in job.note
+    assert job.status == "lost" and "another process" in english(job.note)
 
 
 def test_queued_job_without_supervisor_is_lost_after_grace(store):
@@ -176,7 +177,7 @@ def test_queued_job_without_supervisor_is_lost_after_grace(store):
     counts = store.counts()
     assert counts["queued"] == 1 and counts["lost"] == 1
     assert store.get(fresh).status == "queued"
-    assert store.get(stale).note == "supervisor never started"
+    assert english(store.get(stale).note) == "supervisor never started"
 
 
 def test_queued_job_with_dead_supervisor_is_lost(store):
