@@ -471,13 +471,15 @@ class MiniMindForCausalLM(PreTrainedModel, GenerationMixin):
         return self.lm_head
 
     def _next_token_loss(self, input_ids, attention_mask, position_ids, document_ids, labels):
-        """`loss_only`: the body runs on every position but the last (as upstream's X = ids[:-1]: the
-        last token predicts nothing), and the head and cross entropy only where a label counts -
-        without the gather when every label counts (full rows)."""
+        """`loss_only`: the head and cross entropy run only where a label counts - without the gather
+        when every label counts (full rows). A dense body skips the last position (it predicts
+        nothing); a MoE body keeps it, since upstream's router auxiliary loss counts every position."""
         def cut(x):
-            return None if x is None else x[:, :-1]
+            return x if x is None or self.config.use_moe else x[:, :-1]
         hidden_states, _, aux_loss = self.model(cut(input_ids), cut(attention_mask), None, False, cut(position_ids),
                                                 cut(document_ids))
+        if self.config.use_moe:
+            hidden_states = hidden_states[:, :-1]
         targets = labels[:, 1:]
         counted = targets != -100
         if bool(counted.all()):
