@@ -119,7 +119,7 @@ def load_text(seconds):
     return text if len(seconds) == 1 else f"{text} ({min(seconds):.2f}-{max(seconds):.2f})"
 
 
-JOBS_READY = """() => [...document.querySelectorAll('[data-testid="stDataFrame"] table[role="grid"] td')]
+JOBS_READY = """() => [...document.querySelectorAll('.minimind-table td')]
                        .some(td => td.innerText.includes('finished-'))"""
 LOGS_READY = """() => document.querySelectorAll('[data-testid="stPlotlyChart"] .js-plotly-plot').length > 0"""
 

@@ -3,8 +3,13 @@
 Plain functions the Jobs and Logs pages and the sidebar share. A row's progress comes from
 `mmcore.progress.ProgressCache`, which reads only what changed since the last refresh.
 """
+import base64
+import csv
 import datetime
 import getpass
+import html
+import io
+import math
 import os
 import socket
 import time
@@ -121,22 +126,95 @@ def job_row(job, prog, now=None):
     }
 
 
-# Pixels per character and around the text of a cell, in Streamlit's table font (13-14 px sans).
-CHAR_PX = 7.5
-CELL_PAD_PX = 24
-# Columns whose width follows their longest text, so that nothing is cut: (column, min px, max px).
-FITTED_COLUMNS = (("name", 90, 360), ("metric", 90, 200), ("started", 90, 160), ("submitted_by", 80, 200),
-                  ("step", 50, 120), ("type", 50, 110), ("status", 70, 110))
+TABLE_HEIGHT_PX = 440  # the jobs table scrolls inside this height, its header row staying in view
+_TABLE_CSS = """<style>
+.minimind-table{{overflow:auto;border:1px solid rgba(128,128,128,0.25);border-radius:0.5rem}}
+.minimind-table table{{border-collapse:separate;border-spacing:0;width:100%;font-size:0.85rem;margin:0}}
+.minimind-table th,.minimind-table td{{white-space:nowrap;padding:0.3rem 0.6rem;text-align:left;border:none;
+border-bottom:1px solid rgba(128,128,128,0.15);vertical-align:middle}}
+.minimind-table th{{position:sticky;top:0;z-index:1;background:{header};font-weight:600}}
+.minimind-table td.num{{text-align:right;font-variant-numeric:tabular-nums}}
+.minimind-table .bar{{display:inline-block;width:56px;height:6px;border-radius:3px;margin-right:0.4rem;
+background:rgba(128,128,128,0.25);vertical-align:middle}}
+.minimind-table .bar>span{{display:block;height:100%;border-radius:3px;background:#ff4b4b}}
+.minimind-table img{{vertical-align:middle}}
+</style>"""
+# Sticky header cells need an opaque background: the page's own, by theme.
+_HEADER_BACKGROUND = {"light": "#f7f7f9", "dark": "#1b1e26"}
+SPARK_W, SPARK_H = 80, 20
+SPARK_COLOR = "#3d8bd9"  # reads on light and dark themes alike
 
 
-def fitted_widths(rows, headers):
-    """Pixel widths of the table's text columns that fit their longest cell or header (within each
-    column's bounds): column -> px. `headers`: column -> header text as shown."""
-    widths = {}
-    for column, low, high in FITTED_COLUMNS:
-        longest = max([len(str(row.get(column) or "")) for row in rows] + [len(headers.get(column, column))])
-        widths[column] = int(min(high, max(low, longest * CHAR_PX + CELL_PAD_PX)))
-    return widths
+def sparkline_svg(values, width=SPARK_W, height=SPARK_H):
+    """A series as a small SVG line (one value: a dot; a constant series: a flat line); "" when it
+    has no finite value."""
+    points = [float(v) for v in values or () if v is not None and math.isfinite(float(v))]
+    if not points:
+        return ""
+    low, high = min(points), max(points)
+    span = high - low
+    pad = 2.0
+
+    def y(v):
+        return height / 2 if span == 0 else pad + (height - 2 * pad) * (high - v) / span
+
+    head = f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}">'
+    if len(points) == 1:
+        return f'{head}<circle cx="{width / 2:.1f}" cy="{y(points[0]):.1f}" r="2" fill="{SPARK_COLOR}"/></svg>'
+    step = (width - 2 * pad) / (len(points) - 1)
+    coords = " ".join(f"{pad + i * step:.1f},{y(v):.1f}" for i, v in enumerate(points))
+    return f'{head}<polyline fill="none" stroke="{SPARK_COLOR}" stroke-width="1.3" points="{coords}"/></svg>'
+
+
+def sparkline_img(values, width=SPARK_W, height=SPARK_H):
+    """The sparkline as an <img> (a page's HTML is sanitised without SVG; an image's data is not
+    HTML); its tooltip gives the first and last value. "" when there is nothing to draw."""
+    svg = sparkline_svg(values, width, height)
+    if not svg:
+        return ""
+    points = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    data = base64.b64encode(svg.encode()).decode()
+    return (f'<img width="{width}" height="{height}" alt="" title="{points[0]:.4g} → {points[-1]:.4g}" '
+            f'src="data:image/svg+xml;base64,{data}">')
+
+
+def _cell(column, value):
+    if column == "progress":
+        percent = max(0.0, min(100.0, float(value or 0)))
+        return (f'<td data-column="progress"><span class="bar"><span style="width:{percent:.1f}%"></span></span>'
+                f'{percent:.0f}%</td>')
+    if column == "trend":
+        return f'<td data-column="trend">{sparkline_img(value)}</td>'
+    css = ' class="num"' if column == "id" else ""
+    return f'<td data-column="{column}"{css}>{html.escape("" if value is None else str(value))}</td>'
+
+
+def table_html(rows, columns, headers, helps=None, theme="light", height=TABLE_HEIGHT_PX):
+    """Rows (dicts) as a plain HTML table: `columns` in order, `headers` column -> header text, `helps`
+    column -> a header's tooltip. Cells never wrap or cut (the table scrolls sideways instead); the
+    header row stays in view while it scrolls. A progress column is drawn as a bar, a trend column (a
+    list of numbers) as a sparkline; all text is escaped.
+
+    Plain HTML rather than `st.dataframe`: the data grid is a large script a fresh page loads and runs
+    before it draws a row, most of a fresh Jobs page's load time."""
+    helps = helps or {}
+    css = _TABLE_CSS.format(header=_HEADER_BACKGROUND.get(theme, _HEADER_BACKGROUND["light"]))
+    head = "".join(
+        f'<th data-column="{c}"' + (f' title="{html.escape(helps[c])}"' if helps.get(c) else "")
+        + f">{html.escape(headers.get(c, c))}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(_cell(c, row.get(c)) for c in columns) + "</tr>" for row in rows)
+    return f'{css}<div class="minimind-table" style="max-height:{int(height)}px"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+def rows_csv(rows, columns, headers):
+    """The table as CSV text (header row as shown; a trend as its values joined by spaces)."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow([headers.get(c, c) for c in columns])
+    for row in rows:
+        writer.writerow([" ".join(f"{v:.6g}" for v in row.get(c) or ()) if c == "trend" else row.get(c, "")
+                         for c in columns])
+    return out.getvalue()
 
 
 def format_started(ts, now=None):

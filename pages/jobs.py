@@ -22,6 +22,7 @@ CONFIRM_KEY = "jobs.awaiting_confirmation"  # ("stop" | "delete", job id) of the
 SELECT_KEY = "jobs.selected"  # the selected job's id (the selector's own key changes with its options)
 PROGRESS_S = 10.0  # a running job's progress in the table follows its log at most this often (a rerun per tab)
 LIMITS = (50, 200, 1000, None)
+PARAMS_HEIGHT_PX = 360  # the selected job's parameters scroll within this height
 # Whether the job's history and the audit trail are open: their tables are built only while they are,
 # so a fresh page has only the jobs table's grid to draw before it is usable.
 HISTORY_OPEN_KEY = "jobs.history_open"
@@ -198,8 +199,9 @@ def details(job):
         left, right = st.columns(2)
         with left:
             st.markdown(f"**{t('jobs.parameters')}**")
-            st.dataframe(jobtable.params_rows(job), hide_index=True, width="stretch",
-                         column_config={"parameter": t("jobs.col.parameter"), "value": t("jobs.col.value")})
+            st.html(jobtable.table_html(jobtable.params_rows(job), ("parameter", "value"),
+                                        {"parameter": t("jobs.col.parameter"), "value": t("jobs.col.value")},
+                                        theme=st.context.theme.type, height=PARAMS_HEIGHT_PX))
         with right:
             st.markdown(f"**{t('jobs.command')}**")
             st.html(tailview.command_html(job.command))
@@ -252,28 +254,12 @@ def jobs_view():
         row["status"] = t(f"status.{row['status']}")
     order = list(jobtable.COLUMNS)
     order[order.index("metric") + 1:order.index("metric") + 1] = ["trend", "health"]
-    headers = {column: t(f"jobs.col.{column}") for column in ("name", "metric", "started", "submitted_by", "step", "type",
-                                                              "status")}
-    width = jobtable.fitted_widths(rows, headers)  # text columns as wide as their longest cell: nothing cut
-    st.dataframe(
-        rows, hide_index=True, width="stretch", column_order=order,
-        column_config={
-            "id": st.column_config.NumberColumn("ID", format="%d", width=40),
-            "type": st.column_config.TextColumn(headers["type"], width=width["type"]),
-            "name": st.column_config.TextColumn(headers["name"], width=width["name"]),
-            "status": st.column_config.TextColumn(headers["status"], width=width["status"]),
-            "progress": st.column_config.ProgressColumn(t("jobs.col.progress"), format="%.0f%%", min_value=0, max_value=100,
-                                                        width=100),
-            "step": st.column_config.TextColumn(headers["step"], width=width["step"]),
-            "metric": st.column_config.TextColumn(headers["metric"], width=width["metric"]),
-            "trend": st.column_config.LineChartColumn(t("jobs.col.trend"), width=90, help=t("jobs.col.trend.help")),
-            "health": st.column_config.TextColumn(t("jobs.col.health"), width=110, help=t("jobs.col.health.help")),
-            "eta": st.column_config.TextColumn(t("jobs.col.eta"), width=60),
-            "started": st.column_config.TextColumn(headers["started"], width=width["started"],
-                                                   help=t("jobs.col.started.help")),
-            "duration": st.column_config.TextColumn(t("jobs.col.duration"), width=70),
-            "submitted_by": st.column_config.TextColumn(headers["submitted_by"], width=width["submitted_by"]),
-        })
+    headers = {column: t(f"jobs.col.{column}") for column in order if column != "id"} | {"id": "ID"}
+    helps = {column: t(f"jobs.col.{column}.help") for column in ("trend", "health", "started")}
+    st.html(jobtable.table_html(rows, order, headers, helps, theme=st.context.theme.type))
+    st.download_button(t("jobs.download"), jobtable.rows_csv(rows, order, headers), mime="text/csv",
+                       file_name=time.strftime("minimind-jobs-%Y%m%d-%H%M.csv"), icon=":material/download:",
+                       on_click="ignore", key="jobs.download")
     if total > len(jobs):
         st.caption(t("jobs.showing", n=len(jobs), total=total))
 

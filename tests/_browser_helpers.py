@@ -319,6 +319,23 @@ def dataframe_cells(page, index=0):
     }""", index)
 
 
+def table_cells(page, index=0):
+    """The cells of the `index`-th plain table the pages draw (`mmcore.jobtable.table_html`: the jobs
+    table, a job's parameters), row by row, header row first."""
+    return page.evaluate("""(index) => {
+        const table = document.querySelectorAll('.minimind-table table')[index];
+        if (!table) return null;
+        return [...table.querySelectorAll('tr')].map(tr => [...tr.querySelectorAll('th, td')].map(c => c.innerText.trim()));
+    }""", index)
+
+
+def wait_for_table_cell(page, text, timeout=30.0):
+    """Wait until a cell of a plain table (the jobs table) shows `text`."""
+    page.wait_for_function("""(text) => [...document.querySelectorAll('.minimind-table td')]
+                              .some(td => td.innerText.includes(text))""", arg=text, timeout=timeout * 1000,
+                           polling=200)
+
+
 def wait_for_dataframe_cell(page, text, timeout=30.0):
     """Wait until a cell of some st.dataframe shows `text` (the grid fills its hidden table a few
     frames after the canvas is drawn)."""

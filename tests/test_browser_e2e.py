@@ -162,11 +162,11 @@ def test_rl_forms_then_demo_pretrain_from_launch_to_chart(dashboard):
         assert status == "succeeded", f"job {job_id} ended {status} (store: {in_store}); log tail:\n{log_tail}"
         browser.wait_for_rerun(page)
         assert_no_exception(page, "jobs-finished")
-        # The grid mirrors its cells into a hidden table a few frames after drawing: poll it briefly.
+        # The table follows the store on the page's next tick: poll it briefly.
         deadline, listed = time.monotonic() + 30, []
         while not (listed and any("succeeded" in cell for cell in listed[0])) and time.monotonic() < deadline:
             time.sleep(0.5)
-            rows = browser.dataframe_cells(page, 0)
+            rows = browser.table_cells(page, 0)
             listed = [row for row in rows or [] if str(job_id) in row and name in row]
         assert listed and any("succeeded" in cell for cell in listed[0]), \
             f"the jobs table has no succeeded row for job {job_id}: {rows}"

@@ -50,11 +50,8 @@ def chromium():
 
 
 def wait_for_table_text(page, text, timeout_s):
-    """Wait until a cell of the page's first table shows `text` (the canvas mirrors its visible cells
-    in a hidden grid table)."""
-    page.wait_for_function("""(text) => [...document.querySelectorAll('[data-testid="stDataFrame"] table[role="grid"] td')]
-                              .some(td => td.innerText.includes(text))""", arg=text, timeout=timeout_s * 1000,
-                           polling=200)
+    """Wait until a cell of the jobs table shows `text`."""
+    browser.wait_for_table_cell(page, text, timeout_s)
 
 
 def test_a_job_launched_in_one_browser_shows_on_the_other_without_a_click(server, chromium):

@@ -108,7 +108,7 @@ def test_signed_in_people_act_by_their_roles(site):
     bob = sign_in(chromium, url, "bob@example.com")
     bob.goto(f"{url}/jobs?job={job_id}")
     browser.wait_for_rerun(bob, 60)
-    assert "alice@example.com" in bob.locator('[data-testid="stDataFrame"]').first.inner_text() or \
+    assert "alice@example.com" in bob.locator('.minimind-table').first.inner_text() or \
         "alice@example.com" in bob.locator('[data-testid="stMain"]').inner_text()
     assert bob.get_by_role("button", name="Stop").is_disabled()
     assert bob.get_by_role("button", name="Delete").is_disabled()

@@ -4,6 +4,7 @@ import time
 import pytest
 
 from mmcore import jobtable, progress
+from _tables import html_tables
 from mmcore.gpu import GpuInfo
 from mmcore.jobrow import Job
 
@@ -104,17 +105,39 @@ def test_job_label():
     assert jobtable.job_label(job) == "12 — sft-a"
 
 
-def test_text_columns_fit_their_longest_cell():
-    """Name, Started and the latest value are as wide as their text (the table cut them before)."""
-    rows = [{"name": "sft-lora-medical-zh-20261202-1530-resume", "metric": "Actor loss 0.1234",
-             "started": "12-02 17:39", "submitted_by": "alice@gpu-node-17", "step": "1200/3400",
-             "type": "LoRA", "status": "succeeded"}]
-    headers = {"name": "Name", "metric": "Latest loss / reward", "started": "Started"}
-    width = jobtable.fitted_widths(rows, headers)
-    for column in ("name", "metric", "started", "submitted_by", "step", "status"):
-        text = max(str(rows[0][column]), headers.get(column, ""), key=len)
-        assert width[column] >= len(text) * 7, (column, width[column])
-    assert jobtable.fitted_widths([{"name": "n" * 500}], {})["name"] <= 360  # a huge name stays in bounds
+def test_table_shows_every_cell_whole_and_escaped():
+    """Name, Started and the latest value are never cut (cells do not wrap; the table scrolls
+    sideways), markup in a job's name is shown as text, progress is a bar and a trend a sparkline."""
+    rows = [{"id": 7, "name": "sft-lora-medical-zh-20261202-1530-resume <script>x</script>",
+             "metric": "Actor loss 0.1234", "started": "12-02 17:39", "progress": 42.0, "trend": [3.0, 2.0, 2.5, 1.0]},
+            {"id": 8, "name": "one-point", "metric": "", "started": "", "progress": 0.0, "trend": [0.5]},
+            {"id": 9, "name": "no-metrics", "metric": "", "started": "", "progress": 100.0, "trend": []}]
+    columns = ("id", "name", "progress", "metric", "trend", "started")
+    body = jobtable.table_html(rows, columns, {"id": "ID", "name": "名称"}, {"trend": 'Reward "or" loss'}, theme="dark")
+    assert "<script>" not in body and "&lt;script&gt;" in body
+    assert "white-space:nowrap" in body and "position:sticky" in body and "#1b1e26" in body
+    (table,) = html_tables(body)
+    assert table["headers"]["name"] == "名称" and table["headers"]["metric"] == "metric"
+    assert 'title="Reward &quot;or&quot; loss"' in body
+    first, one, empty = table["rows"]
+    assert first["name"] == rows[0]["name"] and first["metric"] == "Actor loss 0.1234" and first["id"] == "7"
+    assert first["progress"] == "42%" and 'style="width:42.0%"' in body
+    ys = [y for _, y in first["trend"]]
+    assert len(ys) == 4 and ys[3] == max(ys) and ys[0] == min(ys)  # the highest value is at the top
+    assert len(one["trend"]) == 1 and empty["trend"] == "" and empty["progress"] == "100%"
+
+
+def test_sparkline_skips_values_that_are_not_numbers():
+    assert jobtable.sparkline_svg([]) == jobtable.sparkline_svg([float("nan"), None]) == ""
+    flat = html_tables(jobtable.table_html([{"trend": [2.0, 2.0, 2.0]}], ["trend"], {}))[0]["rows"][0]["trend"]
+    assert {y for _, y in flat} == {jobtable.SPARK_H / 2}
+
+
+def test_table_as_csv():
+    import csv
+    import io
+    text = jobtable.rows_csv([{"id": 1, "name": "a,b", "trend": [0.5, 0.25]}], ("id", "name", "trend"), {"name": "Name"})
+    assert list(csv.reader(io.StringIO(text))) == [["id", "Name", "trend"], ["1", "a,b", "0.5 0.25"]]
 
 
 def test_started_is_short():
