@@ -6,7 +6,8 @@ For each page and number of tabs, over a window of `--window` seconds with the t
 - the server process's CPU (psutil, sampled every second; % of one core: mean and max) and RSS;
 - a fresh tab's load time of that page (navigation to the page drawn, while the others watch), on a
   first visit (empty browser cache) and for a returning viewer (the app's scripts cached);
-- the running job's steps per minute (from its log), which shares the machine with all of this.
+- the running job's steps per minute (from its log), which shares the machine with all of this;
+- the CPU the browsers' processes used over the window (% of one core: every tab's drawing).
 
 After each group the tabs are closed and the server's RSS is measured again after `--settle` seconds,
 against its one-viewer figure. Targets: 10 tabs on Jobs under 10% of one core on average, a fresh Jobs
@@ -99,6 +100,19 @@ class Sampler:
         return self.proc.memory_info().rss
 
 
+def browser_cpu_s():
+    """CPU seconds used so far by this process's browser processes (Chromium and its renderers)."""
+    total = 0.0
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if "chrom" in child.name():
+                times = child.cpu_times()
+                total += times.user + times.system
+        except psutil.Error:
+            pass
+    return total
+
+
 def fresh_load_s(context, url, ready_js):
     """Seconds from navigating a new tab of `context` to `url` until `ready_js` holds (the page is
     drawn). A new context is a first visit (the browser's cache empty); a context that has shown the
@@ -167,7 +181,7 @@ def main():
                 print(f"0 viewers: server CPU {cpu0:.1f}% mean / {cpu0_max:.0f}% max of one core, "
                       f"RSS {rss0 / 2**20:.0f} MiB")
                 header = (f"{'page':5} {'tabs':>4} {'CPU mean':>9} {'CPU max':>8} {'RSS MiB':>8} "
-                          f"{'fresh load (first visit / returning)':>37} {'steps/min':>9} {'RSS after close':>16}")
+                          f"{'fresh load (first visit / returning)':>37} {'steps/min':>9} {'RSS after close':>16} {'browsers CPU':>12}")
                 print(header)
                 for name in args.pages.split(","):
                     one_viewer_rss = None
@@ -178,9 +192,11 @@ def main():
                             tab.goto(server.url + urls[name], wait_until="domcontentloaded", timeout=180_000)
                             tab.wait_for_function(ready[name], timeout=180_000, polling=250)
                             tabs.append(tab)
-                        step0, t0 = last_step(running_log), time.monotonic()
+                        step0, t0, browser0 = last_step(running_log), time.monotonic(), browser_cpu_s()
                         cpu, cpu_max, rss = sampler.window(args.window)
-                        steps_per_min = (last_step(running_log) - step0) * 60 / (time.monotonic() - t0)
+                        elapsed = time.monotonic() - t0
+                        steps_per_min = (last_step(running_log) - step0) * 60 / elapsed
+                        browser_cpu = 100 * (browser_cpu_s() - browser0) / elapsed
                         firsts, returnings = [], []
                         for _ in range(args.loads):
                             first_visit = browser.new_page(chromium).context
@@ -195,7 +211,8 @@ def main():
                             one_viewer_rss = rss
                         print(f"{name:5} {n:>4} {cpu:>8.1f}% {cpu_max:>7.0f}% {rss / 2**20:>8.0f} "
                               f"{load_text(firsts):>27} / {load_text(returnings):>7} {steps_per_min:>9.0f} "
-                              f"{after / 2**20:>10.0f} ({100 * (after / one_viewer_rss - 1):+.0f}%)", flush=True)
+                              f"{after / 2**20:>10.0f} ({100 * (after / one_viewer_rss - 1):+.0f}%) "
+                              f"{browser_cpu:>11.0f}%", flush=True)
                 chromium.close()
         finally:
             from mmcore import runner

@@ -10,6 +10,7 @@ import getpass
 import html
 import io
 import math
+import unicodedata
 import os
 import socket
 import time
@@ -138,7 +139,10 @@ border-bottom:1px solid rgba(128,128,128,0.15);vertical-align:middle}}
 background:rgba(128,128,128,0.25);vertical-align:middle}}
 .minimind-table .bar>span{{display:block;height:100%;border-radius:3px;background:#ff4b4b}}
 .minimind-table img{{vertical-align:middle}}
-</style>"""
+.minimind-table-head,.minimind-table-rows{{border:none;border-radius:0;overflow:visible}}
+.minimind-table table.fixed{{table-layout:fixed}}
+.minimind-table table.fixed td,.minimind-table table.fixed th{{overflow:hidden}}
+{sticky}</style>"""
 # Sticky header cells need an opaque background: the page's own, by theme.
 _HEADER_BACKGROUND = {"light": "#f7f7f9", "dark": "#1b1e26"}
 SPARK_W, SPARK_H = 80, 20
@@ -198,12 +202,85 @@ def table_html(rows, columns, headers, helps=None, theme="light", height=TABLE_H
     Plain HTML rather than `st.dataframe`: the data grid is a large script a fresh page loads and runs
     before it draws a row, most of a fresh Jobs page's load time."""
     helps = helps or {}
-    css = _TABLE_CSS.format(header=_HEADER_BACKGROUND.get(theme, _HEADER_BACKGROUND["light"]))
-    head = "".join(
+    head = _header_row(columns, headers, helps)
+    body = "".join(_row(columns, row) for row in rows)
+    return (f'{_css(theme)}<div class="minimind-table" style="max-height:{int(height)}px"><table>'
+            f'<thead>{head}</thead><tbody>{body}</tbody></table></div>')
+
+
+def _css(theme, key=None):
+    # `key`: the Streamlit container (a scrolling one) the parts are drawn in, the header first, in its
+    # own container. Streamlit wraps that container in a block of its own height: the wrapper (the
+    # first child) is what sticks. Without padding, no row shows above the header.
+    sticky = (f".st-key-{key}{{{{padding:0}}}}.st-key-{key}>div:first-child{{{{position:sticky;top:0;z-index:2}}}}"
+              if key else "")
+    return _TABLE_CSS.format(header=_HEADER_BACKGROUND.get(theme, _HEADER_BACKGROUND["light"]),
+                             sticky=sticky.replace("{{", "{").replace("}}", "}"))
+
+
+def _header_row(columns, headers, helps):
+    return "<tr>" + "".join(
         f'<th data-column="{c}"' + (f' title="{html.escape(helps[c])}"' if helps.get(c) else "")
-        + f">{html.escape(headers.get(c, c))}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(_cell(c, row.get(c)) for c in columns) + "</tr>" for row in rows)
-    return f'{css}<div class="minimind-table" style="max-height:{int(height)}px"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+        + f">{html.escape(headers.get(c, c))}</th>" for c in columns) + "</tr>"
+
+
+def _row(columns, row):
+    return "<tr>" + "".join(_cell(c, row.get(c)) for c in columns) + "</tr>"
+
+
+# Least widths of the columns drawn as pictures: a progress bar and its "100%", a sparkline.
+_PICTURE_CH = {"progress": 13, "trend": 12}
+
+
+def text_width_ch(text):
+    """How many `ch` (widths of "0") a text needs in the table's font, generously: wide (CJK)
+    characters count two, others 1.15."""
+    return sum(2.0 if unicodedata.east_asian_width(ch) in "WF" else 1.15 for ch in str(text))
+
+
+def column_widths(rows, columns, headers):
+    """Each column's width in ch: its longest cell or header (headers are bold: 10% more)."""
+    widths = {}
+    for c in columns:
+        cells = [0.0] if c in _PICTURE_CH else [text_width_ch("" if row.get(c) is None else row[c]) for row in rows]
+        widths[c] = math.ceil(max(cells + [_PICTURE_CH.get(c, 0), 1.1 * text_width_ch(headers.get(c, c))]))
+    return widths
+
+
+ROW_PX, HEAD_PX = 33, 40  # a drawn row's and the header's height
+
+
+def parts_height(n_rows, most=TABLE_HEIGHT_PX):
+    """The height (px) of a container that shows `n_rows` rows and their header without scrolling,
+    up to `most`."""
+    return min(most, HEAD_PX + ROW_PX * max(1, n_rows) + 4)
+
+
+def table_parts(rows, columns, headers, helps=None, theme="light", changing=(), key=None):
+    """The rows as a header and blocks of rows, each its own HTML table with the same fixed column
+    widths, to be drawn one under the other: (header html, [block html, ...]).
+
+    A page redraws an HTML element only when its text changed; `changing[i]` says whether row i changes
+    while the page is open (an active job's progress), and consecutive rows alike share a block, so a
+    running job redraws its own block, not the whole table. `key`: the key of the scrolling Streamlit
+    container the parts are drawn in; drawn first, in a container of its own inside it, the header
+    stays in view while the rows scroll."""
+    helps = helps or {}
+    widths = column_widths(rows, columns, headers)
+    total = sum(widths.values())
+    pad = 1.2 * len(columns)  # rem: each cell's padding
+    cols = "<colgroup>" + "".join(f'<col style="width:calc({w}ch + 1.2rem)">' for w in widths.values()) + "</colgroup>"
+    table = f'<table class="fixed" style="min-width:calc({total}ch + {pad:.1f}rem)">{cols}'
+    head = (f'{_css(theme, key)}<div class="minimind-table minimind-table-head">{table}<thead>'
+            f'{_header_row(columns, headers, helps)}</thead></table></div>')
+    changing = list(changing) + [False] * (len(rows) - len(changing))
+    blocks, start = [], 0
+    for i in range(1, len(rows) + 1):
+        if i == len(rows) or changing[i] != changing[start]:
+            body = "".join(_row(columns, row) for row in rows[start:i])
+            blocks.append(f'<div class="minimind-table minimind-table-rows">{table}<tbody>{body}</tbody></table></div>')
+            start = i
+    return head, blocks
 
 
 def rows_csv(rows, columns, headers):

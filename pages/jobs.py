@@ -22,6 +22,7 @@ CONFIRM_KEY = "jobs.awaiting_confirmation"  # ("stop" | "delete", job id) of the
 SELECT_KEY = "jobs.selected"  # the selected job's id (the selector's own key changes with its options)
 PROGRESS_S = 10.0  # a running job's progress in the table follows its log at most this often (a rerun per tab)
 LIMITS = (50, 200, 1000, None)
+TABLE_KEY = "jobs_table"  # the jobs table's container (its header row sticks to the top while it scrolls)
 PARAMS_HEIGHT_PX = 360  # the selected job's parameters scroll within this height
 # Whether the job's history and the audit trail are open: their tables are built only while they are,
 # so a fresh page has only the jobs table's grid to draw before it is usable.
@@ -256,7 +257,14 @@ def jobs_view():
     order[order.index("metric") + 1:order.index("metric") + 1] = ["trend", "health"]
     headers = {column: t(f"jobs.col.{column}") for column in order if column != "id"} | {"id": "ID"}
     helps = {column: t(f"jobs.col.{column}.help") for column in ("trend", "health", "started")}
-    st.html(jobtable.table_html(rows, order, headers, helps, theme=st.context.theme.type))
+    # Blocks of rows that redraw only when their text changes: a running job redraws its own rows.
+    head, blocks = jobtable.table_parts(rows, order, headers, helps, theme=st.context.theme.type,
+                                        changing=[job.active for job in jobs], key=TABLE_KEY)
+    with st.container(height=jobtable.parts_height(len(rows)), gap=None, border=True, key=TABLE_KEY):
+        with st.container(key=f"{TABLE_KEY}_head"):
+            st.html(head)
+        for block in blocks:
+            st.html(block)
     st.download_button(t("jobs.download"), jobtable.rows_csv(rows, order, headers), mime="text/csv",
                        file_name=time.strftime("minimind-jobs-%Y%m%d-%H%M.csv"), icon=":material/download:",
                        on_click="ignore", key="jobs.download")

@@ -319,14 +319,13 @@ def dataframe_cells(page, index=0):
     }""", index)
 
 
-def table_cells(page, index=0):
-    """The cells of the `index`-th plain table the pages draw (`mmcore.jobtable.table_html`: the jobs
-    table, a job's parameters), row by row, header row first."""
-    return page.evaluate("""(index) => {
-        const table = document.querySelectorAll('.minimind-table table')[index];
+def jobs_table_cells(page):
+    """The cells of the Jobs page's table (`mmcore.jobtable.table_parts`), row by row, header first."""
+    return page.evaluate("""() => {
+        const table = document.querySelector('.st-key-jobs_table');
         if (!table) return null;
         return [...table.querySelectorAll('tr')].map(tr => [...tr.querySelectorAll('th, td')].map(c => c.innerText.trim()));
-    }""", index)
+    }""")
 
 
 def wait_for_table_cell(page, text, timeout=30.0):

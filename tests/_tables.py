@@ -52,21 +52,27 @@ class _TableReader(HTMLParser):
             self.row[self.column] += data
 
 
-def html_tables(body):
-    """Every table in an HTML string: a list of {"headers": {column: text}, "rows": [{column: text}]};
-    a sparkline (an SVG image) reads as its list of (x, y) points."""
-    reader = _TableReader()
-    reader.feed(body)
+def html_tables(*bodies):
+    """Every table in HTML strings: a list of {"headers": {column: text}, "rows": [{column: text}]};
+    a sparkline (an SVG image) reads as its list of (x, y) points. A table of rows only (a block of
+    `jobtable.table_parts`) continues the table before it."""
     out = []
-    for table in reader.tables:
-        headers = next((row for header, row in table if header), {})
-        out.append({"headers": headers, "rows": [row for header, row in table if not header]})
+    for body in bodies:
+        reader = _TableReader()
+        reader.feed(body)
+        for table in reader.tables:
+            headers = next((row for header, row in table if header), None)
+            rows = [row for header, row in table if not header]
+            if headers is None and out:
+                out[-1]["rows"].extend(rows)
+            else:
+                out.append({"headers": headers or {}, "rows": rows})
     return out
 
 
 def page_tables(at):
     """The HTML tables of an AppTest page, in page order."""
-    return [table for h in at.get("html") for table in html_tables(h.proto.body)]
+    return html_tables(*[h.proto.body for h in at.get("html")])
 
 
 def visible_text(body):

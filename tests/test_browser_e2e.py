@@ -166,7 +166,7 @@ def test_rl_forms_then_demo_pretrain_from_launch_to_chart(dashboard):
         deadline, listed = time.monotonic() + 30, []
         while not (listed and any("succeeded" in cell for cell in listed[0])) and time.monotonic() < deadline:
             time.sleep(0.5)
-            rows = browser.table_cells(page, 0)
+            rows = browser.jobs_table_cells(page)
             listed = [row for row in rows or [] if str(job_id) in row and name in row]
         assert listed and any("succeeded" in cell for cell in listed[0]), \
             f"the jobs table has no succeeded row for job {job_id}: {rows}"

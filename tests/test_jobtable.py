@@ -1,4 +1,5 @@
 """The jobs table: formatting, rows and URL job ids."""
+import re
 import time
 
 import pytest
@@ -147,3 +148,32 @@ def test_started_is_short():
     assert jobtable.format_started(datetime.datetime(2026, 11, 30, 9, 5).timestamp(), now) == "11-30 09:05"
     assert jobtable.format_started(datetime.datetime(2025, 11, 30, 9, 5).timestamp(), now) == "2025-11-30 09:05"
     assert jobtable.format_started(None) == ""
+
+
+def test_table_parts_redraw_only_the_rows_that_change():
+    """The jobs table as a header and blocks: finished jobs' blocks keep their exact text when a
+    running job's row moves on (so the browser leaves them alone), and all parts share the columns'
+    widths (so they line up)."""
+    def rows(step):
+        return [{"id": 4, "name": "queued", "step": ""}, {"id": 3, "name": "running", "step": f"{step}/900"},
+                {"id": 2, "name": "done-名字", "step": "900/900"}, {"id": 1, "name": "done", "step": "900/900"}]
+    changing = [True, True, False, False]
+    head, blocks = jobtable.table_parts(rows(5), ("id", "name", "step"), {"name": "名称"}, changing=changing,
+                                        key="jobs_table")
+    later_head, later = jobtable.table_parts(rows(6), ("id", "name", "step"), {"name": "名称"}, changing=changing,
+                                             key="jobs_table")
+    assert len(blocks) == 2 and later[1] == blocks[1] and later[0] != blocks[0] and later_head == head
+    (table,) = html_tables(head, *blocks)
+    assert [r["name"] for r in table["rows"]] == ["queued", "running", "done-名字", "done"]
+    assert table["headers"]["name"] == "名称"
+    cols = re.findall(r"<colgroup>.*?</colgroup>", head + "".join(blocks))
+    assert len(cols) == 3 and len(set(cols)) == 1
+    assert ".st-key-jobs_table{padding:0}" in head and ".st-key-jobs_table>div:first-child{position:sticky" in head
+    widths = jobtable.column_widths(rows(5), ("id", "name", "step"), {"name": "名称"})
+    assert widths["name"] >= 2 * 2 + 5  # "done-名字": wide characters count double
+    assert widths["step"] >= len("900/900")
+
+
+def test_parts_height_fits_a_short_table_and_caps_a_long_one():
+    assert jobtable.parts_height(2) < jobtable.parts_height(5) < jobtable.TABLE_HEIGHT_PX
+    assert jobtable.parts_height(500) == jobtable.TABLE_HEIGHT_PX
