@@ -77,8 +77,20 @@ def test_learning_rates_are_drawn_as_logged_even_when_smoothing():
 def test_metric_figure_thins_long_runs():
     df = run_table(np.linspace(5, 1, 100_000), total=100_000)
     fig = charts.metric_figure("loss", {"long": df}, smoothing=0.6, max_points=1000)
-    assert 900 <= len(fig.data[0].x) <= 1001
-    assert fig.data[0].x[-1] == 100_000  # the last point is always kept
+    assert 900 <= len(fig.data[0].x) <= 1002
+    assert fig.data[0].x[0] == 1 and fig.data[0].x[-1] == 100_000  # the first and last points are always kept
+    assert list(fig.data[0].x) == sorted(fig.data[0].x)
+
+
+def test_thinning_keeps_the_spikes():
+    """A one-step loss spike (or dip) in a long run still shows after thinning, at its step."""
+    y = np.full(50_000, 2.0)
+    y[12_345], y[40_000] = 9.0, 0.5
+    df = run_table(y, total=50_000)
+    fig = charts.metric_figure("loss", {"long": df}, smoothing=0, max_points=500)
+    xs, ys = list(fig.data[0].x), list(fig.data[0].y)
+    assert len(xs) <= 502 and max(ys) == 9.0 and min(ys) == 0.5
+    assert xs[ys.index(9.0)] == df["global_step"][12_345] and xs[ys.index(0.5)] == df["global_step"][40_000]
 
 
 def test_metric_order_and_defaults():
