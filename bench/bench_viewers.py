@@ -10,7 +10,9 @@ For each page and number of tabs, over a window of `--window` seconds with the t
 - the CPU the browsers' processes used over the window (% of one core: every tab's drawing).
 
 After each group the tabs are closed and the server's RSS is measured again after `--settle` seconds,
-against its one-viewer figure. Targets: 10 tabs on Jobs under 10% of one core on average, a fresh Jobs
+against its one-viewer figure. Streamlit keeps a closed tab's session for
+`server.disconnectedSessionTTL` (120 s by default): a settle shorter than that measures the closed
+sessions too (`--settle 135` measures what is given back once they are gone). Targets: 10 tabs on Jobs under 10% of one core on average, a fresh Jobs
 page under 2 s, RSS back within 20% of the one-viewer figure once the tabs are closed.
 
 The app runs from a copy in a temporary folder (the demo job's weights and checkpoints go there).
