@@ -154,6 +154,18 @@ def field_error(message):
     return t(key, **message.params) if key else str(message)
 
 
+def relabel(session_state, *keys):
+    """Call before drawing keyed widgets whose option labels are translated (select boxes,
+    multiselects, radios). Streamlit keeps such a widget's choice as the text of its label, so after
+    a language switch the browser would show, and send back, the other language's label, and the
+    choice would fall back to its default at the next run. Setting each value again before its widget
+    is drawn sends the label in the viewer's language. (A widget whose value is set this way must not
+    also be given a default other than its first option: Streamlit warns about both.)"""
+    for key in keys:
+        if key in session_state:
+            session_state[key] = session_state[key]
+
+
 def choose_language(session_state, cookies=None, locale=None, accept_language=None):
     """Set the session's language on its first run (later runs keep it) and return it.
 

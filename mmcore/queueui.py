@@ -40,6 +40,7 @@ def launch_what():
     """One job (the form) or a pipeline (templates): a choice at the top of Train."""
     if forms.CLONE_KEY in st.session_state:  # "Clone to Train" from Jobs opens the job's form
         st.session_state["queue.launch_what"] = "job"
+    i18n.relabel(st.session_state, "queue.launch_what")
     return st.radio(t("queue.launch"), ("job", "pipeline"), format_func=lambda v: t(f"queue.launch.{v}"),
                     horizontal=True, key="queue.launch_what", label_visibility="collapsed")
 
@@ -51,7 +52,8 @@ def backend_choice(store, key):
         return "local"
     options = list(BACKEND_LABELS)
     default = options.index(settings.default_backend) if settings.default_backend in options else 0
-    backend = st.radio(t("queue.run_on"), options, index=default, format_func=lambda b: t(f"queue.backend.{b}"),
+    i18n.relabel(st.session_state, key)
+    backend = st.radio(t("queue.run_on"), options, index=0 if key in st.session_state else default, format_func=lambda b: t(f"queue.backend.{b}"),
                        horizontal=True, key=key,
                        help=t("queue.run_on.help"))
     if backend == "slurm":

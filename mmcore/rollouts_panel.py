@@ -8,7 +8,7 @@ markdown or HTML.
 """
 import streamlit as st
 
-from mmcore import rlview, rollouts
+from mmcore import i18n, rlview, rollouts
 from mmcore.safetext import md
 from mmcore.i18n import t
 
@@ -51,6 +51,7 @@ def show(stored):
     reward_range = None
     if hi > lo:
         reward_range = filters[0].slider(t("logs.reward_range"), lo, hi, (lo, hi), key=f"logs.rollouts.range.{step}")
+    i18n.relabel(st.session_state, "logs.rollouts.truncated")
     truncated = filters[1].selectbox(t("logs.truncated"), ("all", "only", "none"), key="logs.rollouts.truncated",
                                      format_func=lambda v: t(f"logs.truncated.{v}"))
     format_failures = filters[2].checkbox(t("logs.format_failures"), key="logs.rollouts.format",

@@ -4,7 +4,7 @@ import time
 
 import streamlit as st
 
-from mmcore import (actions, audit, auth, forms, guard, gpu, health, jobnote, jobtable, launch, livepage, logfiles, metrics,
+from mmcore import (actions, audit, auth, forms, guard, gpu, health, i18n, jobnote, jobtable, launch, livepage, logfiles, metrics,
                     navigation, progress, queueui, registry, resumes, storeguard, tailview)
 from mmcore.safetext import md, md_lines
 from mmcore.jobrow import STATUSES
@@ -52,12 +52,13 @@ types = registry.TYPES
 
 st.title(t("jobs.title"))
 
+i18n.relabel(state, "jobs.status_filter", "jobs.type_filter", "jobs.limit")
 filters = st.columns([2, 2, 1])
 status_filter = filters[0].multiselect(t("jobs.status"), STATUSES, key="jobs.status_filter", placeholder=t("jobs.all_statuses"),
                                        format_func=lambda s: t(f"status.{s}"))
 type_filter = filters[1].multiselect(t("jobs.type"), list(types), format_func=lambda k: t(f"type.{k}"),
                                      key="jobs.type_filter", placeholder=t("jobs.all_types"))
-limit = filters[2].selectbox(t("jobs.show"), LIMITS, index=1,
+limit = filters[2].selectbox(t("jobs.show"), LIMITS, index=0 if "jobs.limit" in state else LIMITS.index(200),
                              format_func=lambda n: t("jobs.show_all") if n is None else t("jobs.show_latest", n=n),
                              key="jobs.limit")
 

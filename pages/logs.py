@@ -9,7 +9,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from mmcore import (audit, auth, charts, guard, health, jobtable, livepage, logfiles, logheader, logparse, metrics,
+from mmcore import (audit, auth, charts, guard, health, i18n, jobtable, livepage, logfiles, logheader, logparse, metrics,
                     navigation, progress, queueui, resumes, rlview, rollouts, rollouts_panel, savedviews, storeguard,
                     tailview, urlstate, viewsui)
 from mmcore.safetext import md, md_lines
@@ -235,6 +235,7 @@ def show_runs():
                 icon=":material/compare_arrows:")
 
     x_options = charts.x_choices(tables)
+    i18n.relabel(state, X_KEY)
     if state.get(X_KEY) not in x_options:
         state[X_KEY] = "step"
     if state.get(SMOOTH_KEY) not in SMOOTHING_CHOICES:
@@ -324,6 +325,7 @@ def show_records():
             panels.setdefault(panel.key, panel)
     if panels:
         st.subheader(t("logs.records"))
+        i18n.relabel(state, "logs.rl.x")
         x = st.radio(t("logs.x_axis"), list(metrics.X_AXES), format_func=rlview.x_label, horizontal=True,
                      key="logs.rl.x", help=t("logs.records.x.help"))
         grid = st.columns(2)

@@ -8,7 +8,7 @@ members' and admins' actions, checked and audited by mmcore.modelguard.
 import pandas as pd
 import streamlit as st
 
-from mmcore import auth, catalogue, chat_client, evaluate, modelguard, modelsview, navigation, preflight, roles
+from mmcore import auth, catalogue, chat_client, evaluate, i18n, modelguard, modelsview, navigation, preflight, roles
 from mmcore.paths import ROOT
 from mmcore.i18n import t
 from mmcore.safetext import md
@@ -33,6 +33,7 @@ except Exception as exc:  # an unreadable job store: show the files anyway, unat
     store, entries = None, catalogue.scan(None)
 home = store.home if store is not None else None  # where the audit trail is
 targets = modelsview.chat_targets(entries)
+i18n.relabel(state, "models.section", "models.compare.source", "models.eval.how")
 section = st.radio(t("models.section"), SECTIONS, horizontal=True, key="models.section", label_visibility="collapsed",
                    format_func=lambda s: t(f"models.section.{s}"))
 

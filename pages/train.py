@@ -27,6 +27,7 @@ if queueui.launch_what() == "pipeline":
 
 cloned = forms.take_clone(state, gpu_ids)
 state.setdefault(forms.TYPE_KEY, next(iter(labels)))
+i18n.relabel(state, forms.TYPE_KEY)
 train_type = st.selectbox(t("train.type"), list(labels), format_func=lambda k: t(f"type.{k}"), key=forms.TYPE_KEY,
                           on_change=lambda: state.pop(forms.LAUNCHED_KEY, None),  # it was about the other form
                           help=t("train.type.help"))
@@ -84,6 +85,7 @@ def field(p):
 
 def device_fields():
     modes = forms.device_modes(gpu_ids)
+    i18n.relabel(state, forms.field_key(train_type, "device_mode"))
     st.radio(t("train.device"), modes, format_func=lambda m: t(f"device.{m}"), horizontal=True,
              key=forms.field_key(train_type, "device_mode"),
              help=t("train.device.help"))

@@ -107,16 +107,26 @@ def test_delete_leaves_the_selector_and_panel_in_agreement(server, chromium):
 
 
 def test_language_switch_is_remembered_by_the_browser(server, chromium):
-    """简体中文 from the sidebar switch: the page and its navigation change at once, and a new tab of
-    the same browser opens in Chinese (the choice is kept in a cookie)."""
+    """简体中文 from the sidebar switch: the page and its navigation change at once, a choice made in
+    English stays chosen and reads in Chinese (also after the next run), and a new tab of the same
+    browser opens in Chinese (the choice is kept in a cookie)."""
     context = chromium.new_context(viewport={"width": 1400, "height": 900}, locale="en-US")
     page = context.new_page()
     with browser.screenshot_on_failure(page, "live-language"):
         browser.open_app(page, server.url)
         browser.go_to(page, "Jobs")
+        browser.choose(page, "Show", "latest 50")
+        browser.wait_for_rerun(page)
         browser.choose(page, "Language", "简体中文")
         page.wait_for_function("""() => [...document.querySelectorAll('h1')].some(h => h.innerText.includes('任务'))""",
                                timeout=30_000)
+        shown = """() => [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stSelectbox"] input')]
+                         .map(i => i.value)"""
+        browser.wait_for_rerun(page)
+        assert "最新 50 个" in page.evaluate(shown), page.evaluate(shown)  # not "latest 50"
+        page.get_by_role("button", name="刷新").click()  # the next run keeps the choice
+        browser.wait_for_rerun(page)
+        assert "最新 50 个" in page.evaluate(shown), page.evaluate(shown)
         assert page.locator('a[data-testid="stSidebarNavLink"]', has_text="日志").count() == 1
         assert not browser.exceptions(page)
         browser.screenshot(page, "live-jobs-zh")

@@ -36,6 +36,22 @@ def text_of(key):
     return i18n.table("zh")[key]
 
 
+def test_relabel_sets_each_kept_choice_again():
+    """Setting a widget's value again makes Streamlit send its label in the current language."""
+    class State(dict):
+        def __init__(self, **values):
+            super().__init__(**values)
+            self.written = []
+
+        def __setitem__(self, key, value):
+            self.written.append(key)
+            super().__setitem__(key, value)
+
+    state = State(**{"jobs.limit": 50, "other": 1})
+    i18n.relabel(state, "jobs.limit", "jobs.type_filter")
+    assert state.written == ["jobs.limit"] and state["jobs.limit"] == 50 and "jobs.type_filter" not in state
+
+
 def test_t_formats_in_the_chosen_language():
     with i18n.language("zh"):
         assert t("app.job_counts", running=2, queued=1) == "**任务** · 运行中 2 · 排队 1"
