@@ -12,8 +12,9 @@ For each page and number of tabs, over a window of `--window` seconds with the t
 After each group the tabs are closed and the server's RSS is measured again after `--settle` seconds,
 against its one-viewer figure. Streamlit keeps a closed tab's session for
 `server.disconnectedSessionTTL` (120 s by default): a settle shorter than that measures the closed
-sessions too (`--settle 135` measures what is given back once they are gone). Targets: 10 tabs on Jobs under 10% of one core on average, a fresh Jobs
-page under 2 s, RSS back within 20% of the one-viewer figure once the tabs are closed.
+sessions too (`--settle 135` measures what is given back once they are gone). Targets: 10 tabs on
+Jobs under 10% of one core on average, a fresh Jobs page under 2 s, RSS back within 20% of the
+one-viewer figure once the tabs are closed.
 
 The app runs from a copy in a temporary folder (the demo job's weights and checkpoints go there).
 Figures on a shared machine are noisy: the browsers, the trainer and other work compete for the same

@@ -10,10 +10,10 @@ import getpass
 import html
 import io
 import math
-import unicodedata
 import os
 import socket
 import time
+import unicodedata
 import zlib
 
 from mmcore import registry
@@ -149,10 +149,14 @@ SPARK_W, SPARK_H = 80, 20
 SPARK_COLOR = "#3d8bd9"  # reads on light and dark themes alike
 
 
+def _finite(values):
+    return [float(v) for v in values or () if v is not None and math.isfinite(float(v))]
+
+
 def sparkline_svg(values, width=SPARK_W, height=SPARK_H):
     """A series as a small SVG line (one value: a dot; a constant series: a flat line); "" when it
     has no finite value."""
-    points = [float(v) for v in values or () if v is not None and math.isfinite(float(v))]
+    points = _finite(values)
     if not points:
         return ""
     low, high = min(points), max(points)
@@ -176,7 +180,7 @@ def sparkline_img(values, width=SPARK_W, height=SPARK_H):
     svg = sparkline_svg(values, width, height)
     if not svg:
         return ""
-    points = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    points = _finite(values)
     data = base64.b64encode(svg.encode()).decode()
     return (f'<img width="{width}" height="{height}" alt="" title="{points[0]:.4g} → {points[-1]:.4g}" '
             f'src="data:image/svg+xml;base64,{data}">')
@@ -212,10 +216,9 @@ def _css(theme, key=None):
     # `key`: the Streamlit container (a scrolling one) the parts are drawn in, the header first, in its
     # own container. Streamlit wraps that container in a block of its own height: the wrapper (the
     # first child) is what sticks. Without padding, no row shows above the header.
-    sticky = (f".st-key-{key}{{{{padding:0}}}}.st-key-{key}>div:first-child{{{{position:sticky;top:0;z-index:2}}}}"
+    sticky = (f".st-key-{key}{{padding:0}}.st-key-{key}>div:first-child{{position:sticky;top:0;z-index:2}}"
               if key else "")
-    return _TABLE_CSS.format(header=_HEADER_BACKGROUND.get(theme, _HEADER_BACKGROUND["light"]),
-                             sticky=sticky.replace("{{", "{").replace("}}", "}"))
+    return _TABLE_CSS.format(header=_HEADER_BACKGROUND.get(theme, _HEADER_BACKGROUND["light"]), sticky=sticky)
 
 
 def _header_row(columns, headers, helps):

@@ -1,6 +1,5 @@
 """Reading back the plain HTML tables the pages draw (`mmcore.jobtable.table_html`)."""
 import base64
-import html
 import re
 from html.parser import HTMLParser
 
@@ -74,6 +73,3 @@ def page_tables(at):
     """The HTML tables of an AppTest page, in page order."""
     return html_tables(*[h.proto.body for h in at.get("html")])
 
-
-def visible_text(body):
-    return html.unescape(re.sub(r"<[^>]+>", "", re.sub(r"<(style|title)>.*?</\1>", "", body, flags=re.S)))
