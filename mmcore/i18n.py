@@ -166,6 +166,12 @@ def relabel(session_state, *keys):
             session_state[key] = session_state[key]
 
 
+def keep_choice(session_state, key, default):
+    """`relabel` for a widget whose default is not its first option: its choice (`default` on the
+    first run) is always set through session state, so draw the widget without `index`."""
+    session_state[key] = session_state.get(key, default)
+
+
 def choose_language(session_state, cookies=None, locale=None, accept_language=None):
     """Set the session's language on its first run (later runs keep it) and return it.
 

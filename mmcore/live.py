@@ -9,22 +9,33 @@ store's and the logs' change markers at most once per `interval`, however many t
 - the logs: size and modification time of each active job's log, and of the logs folder.
 
 Each check gives a `Snapshot` with two counters, `store_version` and `logs_version`, bumped when
-their marker changed. A tab keeps the snapshot it last drew (`Seen`) and reruns only when
+their marker changed, and one counter per file a tab shows (`file_versions`, for files registered
+through `paths_marker`). A tab keeps the snapshot it last drew (`Seen`) and reruns only when
 `should_rerun` says so: at once for a store change (a new or ended job), and at most every
 `progress_s` for a log that only grew (progress, charts). Work done on a rerun is shared between
-sessions by keying caches on these counters. The tab side (a tick only while the tab is visible, the
-"updated N s ago" line) is `mmcore.livepage`.
+sessions by keying caches on these counters.
+
+`MarkerFile` publishes each snapshot as a small JSON file that Streamlit serves as a static file: a
+tab's ticker fetches it and runs nothing on the server until something it shows changed. The tab side
+(the ticker, the "updated N s ago" line) is `mmcore.livepage`.
 """
+import atexit
+import hashlib
+import json
 import os
+import secrets
 import sqlite3
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from mmcore.jobrow import ACTIVE_STATUSES
 
 CHECK_S = 1.0  # at most one look at the markers per second for the whole server
 RECONCILE_S = 5.0  # how often the watch notices jobs whose supervisor died (a few process probes)
+FILES_TTL_S = 600.0  # a file no tab asked about for this long is no longer watched
+MARKER_PREFIX = "live-"  # MarkerFile names: live-<pid>-<token>.json
 
 
 def file_marker(path):
@@ -45,6 +56,7 @@ class Snapshot:
     checked_at: float
     counts: dict = field(default_factory=dict)  # status -> number of jobs, as of store_version
     error: str | None = None  # why the store could not be read at the last check
+    file_versions: dict = field(default_factory=dict)  # path -> counter, for the files tabs show
 
 
 class ChangeWatch:
@@ -68,6 +80,7 @@ class ChangeWatch:
         self._active_logs = ()
         self._reconciled_at = float("-inf")
         self._path_markers = {}  # path -> (checked_at, marker)
+        self._files = {}  # path -> [marker at the last check, version, last asked]
         now = clock()
         self._snapshot = Snapshot(0, 0, now, float("-inf"))
 
@@ -105,9 +118,25 @@ class ChangeWatch:
         if logs != self._logs_marker:
             self._logs_marker = logs
             logs_version += 1
-        changed = (store_version, logs_version) != (snap.store_version, snap.logs_version)
+        files_changed = self._check_files(now)
+        changed = files_changed or (store_version, logs_version) != (snap.store_version, snap.logs_version)
         self._snapshot = Snapshot(store_version, logs_version, now if changed else snap.changed_at, now,
-                                  counts, error)
+                                  counts, error, {path: entry[1] for path, entry in self._files.items()})
+
+    def _check_files(self, now):
+        """Bump the version of each watched file whose marker changed; forget files nobody asked about
+        for FILES_TTL_S. Whether any version moved."""
+        changed = False
+        for path, entry in list(self._files.items()):
+            if now - entry[2] > FILES_TTL_S:
+                del self._files[path]
+                continue
+            marker = file_marker(path)
+            if marker != entry[0]:
+                entry[0] = marker
+                entry[1] += 1
+                changed = True
+        return changed
 
     def poll(self):
         """The latest snapshot, checking the markers first if the last check is `interval` old."""
@@ -117,9 +146,15 @@ class ChangeWatch:
                 self._check(now)
             return self._snapshot
 
+    def file_versions(self, paths):
+        """path -> the counter of each of `paths` that is watched (see `paths_marker`)."""
+        with self._lock:
+            return {path: self._files[path][1] for path in paths if path in self._files}
+
     def paths_marker(self, paths):
         """A value that changes when any of `paths` changes (size, mtime, inode), each file looked at
-        no more than once per `interval` for the whole server."""
+        no more than once per `interval` for the whole server. The paths are watched from then on:
+        each check bumps their counters in `Snapshot.file_versions`."""
         now = self._clock()
         markers = []
         with self._lock:
@@ -128,11 +163,106 @@ class ChangeWatch:
                 if cached is None or now - cached[0] >= self.interval:
                     cached = self._path_markers[path] = (now, file_marker(path))
                 markers.append(cached[1])
+                entry = self._files.get(path)
+                if entry is None:
+                    self._files[path] = [cached[1], 1, now]
+                else:
+                    entry[2] = now
             if len(self._path_markers) > 4096:  # paths nobody asks for any more
                 stale = [p for p, (at, _) in self._path_markers.items() if now - at > 60]
                 for p in stale:
                     del self._path_markers[p]
         return tuple(markers)
+
+
+def path_key(path):
+    """A file's name in the published marker: a digest, so the marker names no path."""
+    return hashlib.sha256(str(path).encode("utf-8", "surrogateescape")).hexdigest()[:16]
+
+
+def marker_body(snap):
+    """What a tab needs from a snapshot: counters and times only (the file is served to anyone who
+    knows its name, without sign-in)."""
+    return {"store": snap.store_version, "logs": snap.logs_version,
+            "files": {path_key(path): version for path, version in snap.file_versions.items()},
+            "changed_at": snap.changed_at, "checked_at": snap.checked_at, "error": snap.error is not None}
+
+
+class MarkerFile:
+    """The watch's snapshot as a JSON file in `folder` (Streamlit's static folder), rewritten by one
+    thread every `interval`: what a tab's ticker fetches instead of running a script on the server.
+
+    The name holds the server's pid and a random token: servers may share a folder, and the name
+    cannot be guessed. `start()` also removes the files of servers that are gone.
+    """
+
+    def __init__(self, watch, folder, interval=CHECK_S):
+        self.watch = watch
+        self.folder = Path(folder)
+        self.interval = interval
+        self.name = f"{MARKER_PREFIX}{os.getpid()}-{secrets.token_hex(8)}.json"
+        self.path = self.folder / self.name
+        self._stop = threading.Event()
+        self._thread = None
+
+    def write(self):
+        """Check the watch and publish its snapshot (atomically: a tab never reads half a file)."""
+        body = marker_body(self.watch.poll())
+        tmp = self.path.with_name(f".{self.name}.tmp")
+        tmp.write_text(json.dumps(body), encoding="utf-8")
+        os.replace(tmp, self.path)
+        return body
+
+    def start(self):
+        """Publish once (OSError when the folder cannot be written) and keep publishing."""
+        remove_stale_markers(self.folder)
+        self.write()
+        self._thread = threading.Thread(target=self._run, name="live-marker", daemon=True)
+        self._thread.start()
+        atexit.register(self.close)
+        return self
+
+    def _run(self):
+        while not self._stop.wait(self.interval):
+            try:
+                self.write()
+            except OSError:
+                pass  # a full or read-only disk: the tabs see a stale marker and tick the server instead
+
+    def close(self):
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+        for path in (self.path, self.path.with_name(f".{self.name}.tmp")):
+            try:
+                path.unlink()
+            except FileNotFoundError:
+                pass
+
+
+def remove_stale_markers(folder):
+    """Remove the marker files of server processes that no longer exist."""
+    for path in Path(folder).glob(f"{MARKER_PREFIX}*.json"):
+        try:
+            pid = int(path.name[len(MARKER_PREFIX):].split("-", 1)[0])
+        except ValueError:
+            continue
+        if pid == os.getpid() or _alive(pid):
+            continue
+        try:
+            path.unlink()
+        except OSError:
+            pass
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
 
 
 @dataclass

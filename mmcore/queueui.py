@@ -51,11 +51,10 @@ def backend_choice(store, key):
     if not slurm.available():
         return "local"
     options = list(BACKEND_LABELS)
-    default = options.index(settings.default_backend) if settings.default_backend in options else 0
-    i18n.relabel(st.session_state, key)
-    backend = st.radio(t("queue.run_on"), options, index=0 if key in st.session_state else default, format_func=lambda b: t(f"queue.backend.{b}"),
-                       horizontal=True, key=key,
-                       help=t("queue.run_on.help"))
+    i18n.keep_choice(st.session_state, key,
+                     settings.default_backend if settings.default_backend in options else options[0])
+    backend = st.radio(t("queue.run_on"), options, format_func=lambda b: t(f"queue.backend.{b}"), horizontal=True,
+                       key=key, help=t("queue.run_on.help"))
     if backend == "slurm":
         rows = slurm.cluster_summary()
         if rows:

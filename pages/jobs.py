@@ -20,7 +20,7 @@ FLASH_KEY = "jobs.flash"  # (kind, message, unix time) of the last action, shown
 FLASH_S = 10.0  # long enough to read, though the page refreshes itself every few seconds
 CONFIRM_KEY = "jobs.awaiting_confirmation"  # ("stop" | "delete", job id) of the action awaiting confirmation
 SELECT_KEY = "jobs.selected"  # the selected job's id (the selector's own key changes with its options)
-PROGRESS_S = 10.0  # a running job's progress in the table follows its log at most this often (a rerun per tab)
+PROGRESS_S = 10.0  # a running job's progress in the table follows its log at most this often
 LIMITS = (50, 200, 1000, None)
 TABLE_KEY = "jobs_table"  # the jobs table's container (its header row sticks to the top while it scrolls)
 PARAMS_HEIGHT_PX = 360  # the selected job's parameters scroll within this height
@@ -52,14 +52,14 @@ types = registry.TYPES
 
 st.title(t("jobs.title"))
 
-i18n.relabel(state, "jobs.status_filter", "jobs.type_filter", "jobs.limit")
+i18n.relabel(state, "jobs.status_filter", "jobs.type_filter")
+i18n.keep_choice(state, "jobs.limit", 200)
 filters = st.columns([2, 2, 1])
 status_filter = filters[0].multiselect(t("jobs.status"), STATUSES, key="jobs.status_filter", placeholder=t("jobs.all_statuses"),
                                        format_func=lambda s: t(f"status.{s}"))
 type_filter = filters[1].multiselect(t("jobs.type"), list(types), format_func=lambda k: t(f"type.{k}"),
                                      key="jobs.type_filter", placeholder=t("jobs.all_types"))
-limit = filters[2].selectbox(t("jobs.show"), LIMITS, index=0 if "jobs.limit" in state else LIMITS.index(200),
-                             format_func=lambda n: t("jobs.show_all") if n is None else t("jobs.show_latest", n=n),
+limit = filters[2].selectbox(t("jobs.show"), LIMITS, format_func=lambda n: t("jobs.show_all") if n is None else t("jobs.show_latest", n=n),
                              key="jobs.limit")
 
 wanted_id, problem = jobtable.parse_job_id(st.query_params.get("job"))
@@ -233,8 +233,11 @@ def details(job):
             st.html(tailview.tail_html(lines))
 
 
+@st.fragment
 def jobs_view():
-    """The table and the selected job; the fragment reruns on its own while jobs are active."""
+    """The table and the selected job. A fragment: a running job's progress (its log grew) redraws
+    this part alone, at most every PROGRESS_S; a new or ended job reruns the whole page."""
+    livepage.fragment_ticker("jobs.progress", logs=True, progress_s=PROGRESS_S)
     show_flash()
     queueui.pipelines_section(store, user)
     try:
@@ -250,8 +253,9 @@ def jobs_view():
     jobs, parents = resumes.table_order(jobs, store.home)  # a job's resumes sit under it: one run
     rows = jobtable.mark_resumes(jobtable.job_rows(jobs, cache), parents)
     settings = health.load_settings(store.home)
+    follower = run_watch()
     for row, job in zip(rows, jobs):  # the trend and health of each job's metrics stream
-        summary = run_watch().summary(metrics.job_run_dir(job, store.home), job.train_type, settings)
+        summary = follower.summary(metrics.job_run_dir(job, store.home), job.train_type, settings)
         row["trend"], row["health"] = summary.trend, health.badge(summary.findings)
         row["status"] = t(f"status.{row['status']}")
     order = list(jobtable.COLUMNS)
@@ -304,7 +308,7 @@ def audit_rows(entries):
             for e in entries]
 
 
-livepage.follow(logs=True, progress_s=PROGRESS_S)
+livepage.follow()  # the page reruns for new and ended jobs; jobs_view follows the logs itself
 st.button(t("jobs.refresh"), key="jobs.refresh", icon=":material/refresh:")
 queueui.settings_section(store, user)
 jobs_view()

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = "/usr/bin/chromium"
 # What the app needs to run and to train; out/, checkpoints/, runs/ and user data sets stay behind.
-APP_PARTS = (".streamlit", "streamlit_app.py", "pages", "mmcore", "trainer", "model", "dataset")
+APP_PARTS = (".streamlit", "streamlit_app.py", "static", "pages", "mmcore", "trainer", "model", "dataset")
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
@@ -54,7 +54,7 @@ def copy_app(dest):
     """
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
-    skip = shutil.ignore_patterns("__pycache__", "*.pyc", "out", "checkpoints", "runs")
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc", "out", "checkpoints", "runs", "live-*.json", ".live-*.tmp")
     for name in APP_PARTS:
         src = ROOT / name
         if src.is_dir():
@@ -87,8 +87,10 @@ class StreamlitServer:
     in their own sessions and are not part of the group. Server output goes to `log_path`.
     """
 
-    def __init__(self, app_dir, home, log_path, port=None, start_timeout=60.0, address="127.0.0.1", unset_env=()):
+    def __init__(self, app_dir, home, log_path, port=None, start_timeout=60.0, address="127.0.0.1", unset_env=(),
+                 options=()):
         self.app_dir = Path(app_dir)
+        self.options = tuple(options)  # more `streamlit run` options, e.g. ("--server.enableStaticServing", "false")
         self.address = address  # "0.0.0.0": every interface, as a dashboard served to a team
         self.unset_env = tuple(unset_env)  # variables of this process the server must not see
         self.home = Path(home)
@@ -103,7 +105,7 @@ class StreamlitServer:
                "MINIMIND_DASHBOARD_HOME": str(self.home), "PYTHONPATH": str(self.app_dir), "PYTHONUNBUFFERED": "1"}
         argv = [sys.executable, "-m", "streamlit", "run", "streamlit_app.py",
                 "--server.headless", "true", "--server.address", self.address, "--server.port", str(self.port),
-                "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"]
+                "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none", *self.options]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(argv, cwd=self.app_dir, env=env, stdin=subprocess.DEVNULL,

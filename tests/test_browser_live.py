@@ -1,6 +1,8 @@
 """Two viewers on one dashboard in headless Chromium: a job launched in one browser appears on the
-other's Jobs page within seconds without a click, and deleting the selected job leaves a selector
-that agrees with the panel (no stale choice, no crash on the next click)."""
+other's Jobs page within seconds without a click, an idle tab costs the server nothing (it only
+fetches the published change marker), a server without static serving still keeps tabs live, and
+deleting the selected job leaves a selector that agrees with the panel (no stale choice, no crash on
+the next click)."""
 import re
 import time
 
@@ -79,6 +81,58 @@ def test_a_job_launched_in_one_browser_shows_on_the_other_without_a_click(server
         assert shown_after < SHOWN_WITHIN_S
         assert not browser.exceptions(a)
     browser.stop_jobs(server.home)
+
+
+MARKER_FETCHES = "performance.getEntriesByType('resource').filter(e => e.name.includes('/app/static/live-')).length"
+
+
+def test_an_idle_tab_only_fetches_the_change_marker(server, chromium):
+    """Nothing changes: the tab fetches the server's marker file every few seconds, the server runs no
+    script for it and sends it nothing, and the "updated" line stays current. Then a job added to the
+    store reaches the tab as before (and the server's messages are seen)."""
+    page = browser.new_page(chromium)
+    frames = []
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: frames.append(len(payload))))
+    with browser.screenshot_on_failure(page, "live-idle"):
+        browser.open_app(page, server.url)
+        page.evaluate("performance.setResourceTimingBufferSize(100000)")
+        browser.go_to(page, "Jobs")
+        wait_for_table_text(page, "alpha", 30)
+        # waits that deliver the page's events (time.sleep would hold them back until the next call)
+        page.wait_for_timeout(4000)  # the one look after the page's run (what it follows) is over
+        frames.clear()
+        fetched = page.evaluate(MARKER_FETCHES)
+        page.wait_for_timeout(6000)
+        assert page.evaluate(MARKER_FETCHES) - fetched >= 2
+        assert frames == [], f"the server sent {len(frames)} messages to an idle tab"
+        line = page.get_by_text(re.compile(r"Live · updated \d+ s ago"))
+        assert int(re.search(r"(\d+) s ago", line.inner_text()).group(1)) <= 3
+        finished_job(JobStore(server.home), "added-while-idle")
+        wait_for_table_text(page, "added-while-idle", SHOWN_WITHIN_S)
+        assert frames, "the rerun's messages were not seen: the idle window proved nothing"
+        assert not browser.exceptions(page)
+
+
+def test_without_static_serving_tabs_still_follow_the_store(tmp_path, chromium):
+    """`server.enableStaticServing` off (no marker can be served): the ticker asks the server at
+    every tick instead, and a new job still shows within seconds."""
+    app_dir = browser.copy_app(tmp_path / "app")
+    (tmp_path / "home").mkdir()
+    store = JobStore(tmp_path / "home")
+    finished_job(store, "alpha")
+    with browser.StreamlitServer(app_dir, home=tmp_path / "home", log_path=tmp_path / "streamlit.log",
+                                 options=("--server.enableStaticServing", "false")) as srv:
+        page = browser.new_page(chromium)
+        with browser.screenshot_on_failure(page, "live-no-static"):
+            browser.open_app(page, srv.url)
+            page.evaluate("performance.setResourceTimingBufferSize(100000)")
+            browser.go_to(page, "Jobs")
+            wait_for_table_text(page, "alpha", 30)
+            assert page.get_by_text(re.compile(r"Live · updated \d+ s ago")).count() == 1
+            finished_job(store, "added-without-marker")
+            wait_for_table_text(page, "added-without-marker", SHOWN_WITHIN_S)
+            assert page.evaluate(MARKER_FETCHES) == 0 and not browser.exceptions(page)
+        assert not list((app_dir / "static").glob("live-*.json"))
 
 
 def test_delete_leaves_the_selector_and_panel_in_agreement(server, chromium):

@@ -51,6 +51,12 @@ def test_relabel_sets_each_kept_choice_again():
     i18n.relabel(state, "jobs.limit", "jobs.type_filter")
     assert state.written == ["jobs.limit"] and state["jobs.limit"] == 50 and "jobs.type_filter" not in state
 
+    fresh = State()
+    i18n.keep_choice(fresh, "jobs.limit", 200)  # first run: the default, set through the state
+    i18n.keep_choice(state, "jobs.limit", 200)  # later runs: the kept choice, set again
+    assert fresh.written == ["jobs.limit"] and fresh["jobs.limit"] == 200
+    assert state.written == ["jobs.limit", "jobs.limit"] and state["jobs.limit"] == 50
+
 
 def test_t_formats_in_the_chosen_language():
     with i18n.language("zh"):

@@ -1,6 +1,8 @@
 """Change detection shared by every viewer: one look at the store's and the logs' markers per
 interval for the whole server, and a tab reruns only when something it shows changed."""
+import json
 import os
+import time
 
 import pytest
 
@@ -133,3 +135,81 @@ def test_the_watch_connection_survives_stores_opened_beside_it(store):
     snap = watch.poll()
     assert snap.error is None and snap.counts["queued"] == 1
     assert [job.name for job in store.list()] == ["other"]
+
+
+def test_watched_files_get_a_version_that_moves_when_they_change(store, tmp_path):
+    clock = Clock()
+    watch = live.ChangeWatch(store, interval=1.0, reconcile_every=1e9, clock=clock)
+    path = tmp_path / "upload.log"
+    path.write_text("a\n")
+    watch.paths_marker([str(path)])  # a tab shows it: watched from now on
+    assert watch.file_versions([str(path), "/not/watched"]) == {str(path): 1}
+    clock.now += 1.0
+    quiet = watch.poll()
+    assert quiet.file_versions == {str(path): 1}
+    path.write_text("a\nb\n")
+    clock.now += 1.0
+    grown = watch.poll()
+    assert grown.file_versions == {str(path): 2} and grown.changed_at == clock.now
+    clock.now += live.FILES_TTL_S + 1  # nobody asked about it since: no longer watched
+    assert watch.poll().file_versions == {}
+
+
+def test_the_marker_file_holds_counters_and_times_only(store, tmp_path):
+    watch = live.ChangeWatch(store, interval=0, reconcile_every=1e9)
+    secret = tmp_path / "secret-name.log"
+    secret.write_text("x\n")
+    watch.paths_marker([str(secret)])
+    folder = tmp_path / "static"
+    folder.mkdir()
+    marker = live.MarkerFile(watch, folder, interval=0.05)
+    body = marker.write()
+    text = marker.path.read_text()
+    assert json.loads(text) == body
+    assert body["store"] == 1 and body["error"] is False
+    assert body["files"] == {live.path_key(str(secret)): 1}
+    assert "secret-name" not in text and str(tmp_path) not in text
+    assert marker.path.name.startswith(f"live-{os.getpid()}-") and len(marker.path.name) > len("live-1-.json") + 12
+
+
+def test_the_marker_file_follows_the_store_and_is_removed_on_close(store, tmp_path):
+    watch = live.ChangeWatch(store, interval=0, reconcile_every=1e9)
+    folder = tmp_path / "static"
+    folder.mkdir()
+    marker = live.MarkerFile(watch, folder, interval=0.05).start()
+    try:
+        first = json.loads(marker.path.read_text())
+        JobStore(store.path).create("sft", "from another browser", {}, ["python", "x.py"], "/tmp", {})
+        deadline = time.time() + 5
+        while json.loads(marker.path.read_text())["store"] == first["store"] and time.time() < deadline:
+            time.sleep(0.05)
+        assert json.loads(marker.path.read_text())["store"] == first["store"] + 1
+    finally:
+        marker.close()
+    assert list(folder.iterdir()) == []
+
+
+def test_markers_of_gone_servers_are_removed(store, tmp_path):
+    import subprocess
+    import sys
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    folder = tmp_path / "static"
+    folder.mkdir()
+    stale = folder / f"live-{gone}-0123456789abcdef.json"
+    stale.write_text("{}")
+    alive = folder / f"live-{os.getppid()}-0123456789abcdef.json"
+    alive.write_text("{}")
+    other = folder / "logo.png"
+    other.write_bytes(b"\x89PNG")
+    marker = live.MarkerFile(live.ChangeWatch(store, interval=0, reconcile_every=1e9), folder, interval=60).start()
+    try:
+        assert not stale.exists() and alive.exists() and other.exists() and marker.path.exists()
+    finally:
+        marker.close()
+
+
+def test_an_unwritable_folder_is_refused_at_start(store, tmp_path):
+    marker = live.MarkerFile(live.ChangeWatch(store, interval=0, reconcile_every=1e9), tmp_path / "missing")
+    with pytest.raises(OSError):
+        marker.start()
