@@ -63,8 +63,8 @@ class ChangeWatch:
     """The store's and the active logs' change markers, checked at most once per `interval`.
 
     Thread-safe: every session of the server calls `poll()`; only the first call in each interval
-    looks at anything, the others get the same snapshot. `paths_marker(paths)` does the same for
-    files a page shows that are not active jobs' logs (uploads, files of the logs folder).
+    looks at anything, the others get the same snapshot. `paths_marker(paths)` watches files a page
+    shows that are not active jobs' logs (uploads, files of the logs folder) in the same checks.
     """
 
     def __init__(self, store, interval=CHECK_S, reconcile_every=RECONCILE_S, clock=time.time):
@@ -79,7 +79,6 @@ class ChangeWatch:
         self._logs_marker = object()
         self._active_logs = ()
         self._reconciled_at = float("-inf")
-        self._path_markers = {}  # path -> (checked_at, marker)
         self._files = {}  # path -> [marker at the last check, version, last asked]
         now = clock()
         self._snapshot = Snapshot(0, 0, now, float("-inf"))
@@ -152,27 +151,20 @@ class ChangeWatch:
             return {path: self._files[path][1] for path in paths if path in self._files}
 
     def paths_marker(self, paths):
-        """A value that changes when any of `paths` changes (size, mtime, inode), each file looked at
-        no more than once per `interval` for the whole server. The paths are watched from then on:
-        each check bumps their counters in `Snapshot.file_versions`."""
-        now = self._clock()
-        markers = []
+        """A value that changes when any of `paths` changes (size, mtime, inode), as of the last check
+        (each file looked at no more than once per `interval` for the whole server). The paths are
+        watched from then on: each check bumps their counters in `Snapshot.file_versions`."""
         with self._lock:
+            now = self._clock()
             for path in paths:
-                cached = self._path_markers.get(path)
-                if cached is None or now - cached[0] >= self.interval:
-                    cached = self._path_markers[path] = (now, file_marker(path))
-                markers.append(cached[1])
                 entry = self._files.get(path)
                 if entry is None:
-                    self._files[path] = [cached[1], 1, now]
+                    self._files[path] = [file_marker(path), 1, now]
                 else:
                     entry[2] = now
-            if len(self._path_markers) > 4096:  # paths nobody asks for any more
-                stale = [p for p, (at, _) in self._path_markers.items() if now - at > 60]
-                for p in stale:
-                    del self._path_markers[p]
-        return tuple(markers)
+            if now - self._snapshot.checked_at >= self.interval:
+                self._check(now)
+            return tuple(self._files[path][0] for path in paths)
 
 
 def path_key(path):

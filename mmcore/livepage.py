@@ -99,12 +99,6 @@ def follow(logs=False, paths=(), progress_s=5.0):
     seen.progress_s = progress_s
 
 
-def ago_text(seconds):
-    """ "3 s" / "2 min" for the Updated line."""
-    seconds = max(0, int(seconds))
-    return t("live.seconds", n=seconds) if seconds < 120 else t("live.minutes", n=seconds // 60)
-
-
 def _ticked():
     pass  # the trigger itself reruns the fragment
 
@@ -112,6 +106,17 @@ def _ticked():
 def _marker_url(marker):
     """The published marker's address, relative to the page (so a `server.baseUrlPath` is kept)."""
     return f"app/static/{marker.name}" if marker is not None else None
+
+
+def _tick_data(scope, marker, w, snap, drawn, paths):
+    """What the ticker component needs: the marker's address, what the tab drew and follows (`drawn`,
+    a `live.Seen`; `paths`, its files), and the snapshot it drew from, in the marker's form (the
+    component draws the "updated" line from it until it fetches a newer one)."""
+    return {"scope": scope, "url": _marker_url(marker), "interval_s": TICK_S,
+            "store": drawn.store_version, "logs": drawn.logs_version, "drawn_at": drawn.drawn_at,
+            "follow_logs": drawn.follow_logs, "progress_s": drawn.progress_s,
+            "files": {live.path_key(path): version for path, version in w.file_versions(paths).items()},
+            "snapshot": live.marker_body(snap)}
 
 
 def fragment_ticker(key, logs=False, paths=(), progress_s=5.0):
@@ -123,11 +128,8 @@ def fragment_ticker(key, logs=False, paths=(), progress_s=5.0):
         return
     snap = w.poll()
     w.paths_marker(paths)  # watched from now on
-    _tick(data={"scope": "fragment", "url": _marker_url(marker), "interval_s": TICK_S,
-                "store": snap.store_version, "logs": snap.logs_version, "drawn_at": time.time(),
-                "follow_logs": logs, "progress_s": progress_s,
-                "files": {live.path_key(path): version for path, version in w.file_versions(paths).items()},
-                "error": snap.error is not None, "text": ""}, key=key, on_tick_change=_ticked)
+    drawn = live.Seen(snap.store_version, snap.logs_version, time.time(), follow_logs=logs, progress_s=progress_s)
+    _tick(data=_tick_data("fragment", marker, w, snap, drawn, paths), key=key, on_tick_change=_ticked)
 
 
 @st.fragment
@@ -138,28 +140,17 @@ def ticker():
     seen = state.get(SEEN_KEY)
     w, marker = _shared()
     if w is None:  # the store cannot be opened: the page and the sidebar say so; look again each tick
-        _tick(data={"scope": "page", "url": None, "interval_s": TICK_S, "text": ""}, key="live.tick",
-              on_tick_change=_ticked)
+        _tick(data={"scope": "page", "url": None, "interval_s": TICK_S}, key="live.tick", on_tick_change=_ticked)
         return
     snap = w.poll()
     own = state.get(PATHS_KEY, ())
     paths = w.paths_marker(own) if seen is not None and seen.paths else ()
     if live.should_rerun(seen, snap, paths):
         st.rerun()
-    now = time.time()
-    pending = seen is not None and live.should_rerun(seen, snap, paths, now=now, progress_s=0)
-    updated = seen.drawn_at if pending or seen is None else max(seen.drawn_at, snap.checked_at)
-    drawn = seen or live.Seen(snap.store_version, snap.logs_version, now)
-    _tick(data={
-        "scope": "page", "url": _marker_url(marker), "interval_s": TICK_S, "sync": sync,
-        "store": drawn.store_version, "logs": drawn.logs_version, "drawn_at": drawn.drawn_at,
-        "follow_logs": drawn.follow_logs, "progress_s": drawn.progress_s,
-        "files": {live.path_key(path): version for path, version in w.file_versions(own).items()},
-        "error": snap.error is not None,
-        "text": "" if snap.error else t("live.updated", ago=ago_text(now - updated)),
-        "help": t("live.updated.help", changed=ago_text(now - snap.changed_at)),
-        "texts": {"updated": t("live.updated", ago="{ago}"), "help": t("live.updated.help", changed="{changed}"),
-                  "seconds": t("live.seconds", n="{n}"), "minutes": t("live.minutes", n="{n}")},
-    }, key="live.tick", on_tick_change=_ticked)
+    drawn = seen or live.Seen(snap.store_version, snap.logs_version, time.time())
+    texts = {"updated": t("live.updated", ago="{ago}"), "help": t("live.updated.help", changed="{changed}"),
+             "seconds": t("live.seconds", n="{n}"), "minutes": t("live.minutes", n="{n}")}
+    _tick(data={**_tick_data("page", marker, w, snap, drawn, own), "sync": sync, "texts": texts},
+          key="live.tick", on_tick_change=_ticked)
     if snap.error:
         st.caption(t("live.error", error=snap.error))

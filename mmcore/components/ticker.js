@@ -1,7 +1,8 @@
 // The live pages' ticker (see mmcore/livepage.py). While the tab is visible it fetches the server's
 // published change marker (a static file) every `interval_s` and reruns the fragment holding it only
 // when something this tab shows has changed; it also keeps the "updated N s ago" line current. A hidden
-// tab fetches nothing. Without a marker (none published, unreachable, or not advancing) it falls back to
+// tab fetches nothing. The line is drawn from the snapshot the page was drawn from until a newer
+// marker is fetched. Without a marker (none published, unreachable, or not advancing) it falls back to
 // rerunning the fragment at every tick, which asks the server's watch directly.
 //
 // Scope "page" (the sidebar's ticker) follows everything and its fragment reruns the app; scope
@@ -81,13 +82,20 @@ async function tick(live) {
   } else if (now - live.lastAdvance > STALE_MS) {
     return blind(live);  // nobody publishes any more
   }
-  if (data.scope === "page" && m.error !== data.error) return trigger(live, "error:" + m.error);
+  if (data.scope === "page" && m.error !== data.snapshot.error) return trigger(live, "error:" + m.error);
   if (due(data, m, m.checked_at, data.progress_s)) return trigger(live, JSON.stringify([m.store, m.logs, m.files]));
-  if (data.scope !== "page" || data.error) return;  // no line here, or the fragment says why it is not live
+  show(live, m);
+}
+
+// The "updated N s ago" line for marker (or snapshot) `m`: the page's ticker only, and not while the
+// store cannot be read (the fragment says why).
+function show(live, m) {
+  const data = live.data;
+  live.line.hidden = data.scope !== "page" || !m || m.error;
+  if (live.line.hidden) return;
   const updated = due(data, m, Infinity, 0) ? data.drawn_at : Math.max(data.drawn_at, m.checked_at);
   live.line.textContent = data.texts.updated.replace("{ago}", agoText(data.texts, m.checked_at - updated));
   live.line.title = data.texts.help.replace("{changed}", agoText(data.texts, m.checked_at - m.changed_at));
-  live.line.hidden = false;
 }
 
 function stop(live) {
@@ -114,9 +122,7 @@ export default function (component) {
   live.data = data;
   live.setTriggerValue = setTriggerValue;
   if (data.sync) live.syncPending = true;
-  live.line.textContent = data.text || "";
-  live.line.title = data.help || "";
-  live.line.hidden = !data.text;
+  show(live, data.snapshot);
   return () => {
     if (live.generation === generation) stop(live);
   };
