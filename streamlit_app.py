@@ -10,10 +10,13 @@ import sqlite3
 import streamlit as st
 import streamlit.components.v1 as components
 
-from mmcore import auth, gpu, i18n, jobtable, livepage, navigation, queuelock
-from mmcore.safetext import md
-from mmcore.i18n import t
-from mmcore.store import JobStore
+from mmcore.access import auth
+from mmcore.base import gpu, i18n
+from mmcore.base.i18n import t
+from mmcore.base.safetext import md
+from mmcore.jobs import jobtable, scheduler_lock
+from mmcore.jobs.jobstore import JobStore
+from mmcore.widgets import livepage, navigation
 
 st.set_page_config(page_title="MiniMind Train Dashboard", page_icon="🧠", layout="wide")
 navigation.mark_entry(st.session_state)
@@ -95,7 +98,7 @@ def status_panel(gpus):
         store = JobStore()
         counts = store.counts()
         # A queue left without its scheduler (a crash, a reboot) gets one back while anyone looks.
-        queuelock.ensure_running(store)
+        scheduler_lock.ensure_running(store)
     except Exception as exc:  # a broken or locked database must not take the navigation down with it
         st.error(t("app.store_unavailable", error=exc))
     else:

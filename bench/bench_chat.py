@@ -16,19 +16,16 @@ generate()'s with the cache.
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 
+import torch
+from bench_generate import parse_size, timed_generate
+
+from mmcore.models import chat_client
+from model.model_minimind import MiniMindConfig, MiniMindForCausalLM
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "bench"))
-
-import torch  # noqa: E402
-
-from bench_generate import parse_size, timed_generate  # noqa: E402
-from mmcore import chat_client  # noqa: E402
-from model.model_minimind import MiniMindConfig, MiniMindForCausalLM  # noqa: E402
 
 PROMPT = [{"role": "user", "content": "Tell me a long story about a small model that learned to talk."}]
 

@@ -1,11 +1,11 @@
 """The bundled demo chain on CPU, exactly as the dashboard launches it: does GRPO's reward rise?
 
 Runs pretrain -> SFT -> reasoning distill -> GRPO (reward model `none`: format + rule rewards) with
-the Demo preset's values (`mmcore.presets.demo_preset`) and the dashboard's own command builder
-(`mmcore.command.build_command`, device cpu), in a temporary copy of the repository layout, so
+the Demo preset's values (`mmcore.train.preset_table.demo_preset`) and the dashboard's own command builder
+(`mmcore.train.commandline.build_command`, device cpu), in a temporary copy of the repository layout, so
 nothing in the repository's out/ or checkpoints/ is touched. Prints each stage's time and the mean
 GRPO reward over the first and the last 20% of its progress records (parsed by
-`mmcore.logparse.parse_file`).
+`mmcore.logs.log_parser.parse_file`).
 
 Targets: the last 20%'s mean reward clearly above the first's; the whole chain under 15 minutes on
 2 CPU cores.
@@ -21,17 +21,15 @@ import argparse
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from mmcore.logs.log_parser import parse_file
+from mmcore.train.commandline import build_command
+from mmcore.train.preset_table import demo_preset
 
-from mmcore.command import build_command  # noqa: E402
-from mmcore.logparse import parse_file  # noqa: E402
-from mmcore.presets import demo_preset  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 CHAIN = ("pretrain", "sft", "distill_reason", "grpo")
 

@@ -9,14 +9,11 @@ generation of the 512x8 model at least 5x faster than recomputing the whole sequ
     python3 bench/bench_generate.py --sizes 512x8 --batch-sizes 1 --device cpu --threads 1
 """
 import argparse
-import os
-import sys
 import time
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from model.model_minimind import MiniMindConfig, MiniMindForCausalLM  # noqa: E402
+from model.model_minimind import MiniMindConfig, MiniMindForCausalLM
 
 
 def parse_size(text):

@@ -1,4 +1,4 @@
-"""Speed and memory of the log parser (mmcore.logparse) on a synthetic 200 MB training log.
+"""Speed and memory of the log parser (mmcore.logs.log_parser) on a synthetic 200 MB training log.
 
 The log mixes every progress-line format (pretrain, distillation, newer upstream, GRPO, SPO, PPO) with
 as many noise lines: warnings, tqdm bars with `\\r` rewrites, ANSI colours, resume notices,
@@ -23,10 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from mmcore.logs.log_parser import LogParser, parse_file
 
-from mmcore.logparse import LogParser, parse_file  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 PROGRESS_FORMATS = (
     "Epoch:[{e}/2]({s}/44160) loss:{a:.6f} lr:{lr:.12f} epoch_Time:{t:.1f}min:",
@@ -104,14 +103,14 @@ def peak_rss_of_parse(path):
     # VmHWM (the peak RSS of this process image) rather than ru_maxrss, which a child inherits
     # from its parent across fork and exec.
     code = (
-        "import sys; sys.path.insert(0, sys.argv[2]);"
-        "from mmcore.logparse import parse_file;"
+        "import sys;"
+        "from mmcore.logs.log_parser import parse_file;"
         "hwm = lambda: int([l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1]);"
         "base = hwm();"
         "df = parse_file(sys.argv[1]);"
         "print(len(df), base / 1024, hwm() / 1024)"
     )
-    out = subprocess.run([sys.executable, "-c", code, str(path), str(ROOT)], check=True,
+    out = subprocess.run([sys.executable, "-c", code, str(path)], cwd=ROOT, check=True,
                          capture_output=True, text=True).stdout.split()
     return int(out[0]), float(out[1]), float(out[2])
 

@@ -40,7 +40,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 ENTRY = "streamlit_app.py"
 PAGES = {  # name -> (script, which big job it selects: None, "pretrain" or "grpo")
@@ -96,7 +95,7 @@ def write_log(path, job_id, train_type, name, argv, cwd, status, records, epochs
 def big_jobs(home):
     """{"pretrain": id, "grpo": id} of the big-log jobs of a store this script filled before."""
     os.environ["MINIMIND_DASHBOARD_HOME"] = str(home)
-    from mmcore.store import JobStore
+    from mmcore.jobs.jobstore import JobStore
 
     jobs = JobStore().list(limit=None)
     return {t: next(job.id for job in jobs if job.name == f"{t}-big") for t in ("pretrain", "grpo")}
@@ -105,9 +104,11 @@ def big_jobs(home):
 def fill_store(home, n_jobs, big_records, seed=0):
     """Create the jobs and their logs in `home`; return {"pretrain": id, "grpo": id} of the big ones."""
     os.environ["MINIMIND_DASHBOARD_HOME"] = str(home)
-    from mmcore import command, forms, progress, registry
-    from mmcore.liveness import process_start_time
-    from mmcore.store import JobStore
+    from mmcore.base.process_identity import process_start_time
+    from mmcore.jobs import progress
+    from mmcore.jobs.jobstore import JobStore
+    from mmcore.train import commandline, train_types
+    from mmcore.widgets import train_form
 
     rng = random.Random(seed)
     store = JobStore()
@@ -116,9 +117,9 @@ def fill_store(home, n_jobs, big_records, seed=0):
     keeper = sqlite3.connect(store.path)
     keeper.execute("SELECT COUNT(*) FROM jobs").fetchone()  # opens the WAL index, which makes it count
     commands = {}
-    for t in registry.TYPES:
-        values = forms.command_values(t, forms.initial_form(t))
-        commands[t] = (values, command.build_command(t, values))
+    for t in train_types.TYPES:
+        values = train_form.command_values(t, train_form.initial_form(t))
+        commands[t] = (values, commandline.build_command(t, values))
     statuses = [s for s, weight in STATUS_MIX for _ in range(weight)]
     # Active jobs need a live supervisor, or the store marks them lost: this process stands in.
     me, my_start = os.getpid(), process_start_time(os.getpid())
@@ -144,7 +145,7 @@ def fill_store(home, n_jobs, big_records, seed=0):
             store.update(job_id, final_progress=progress.final_progress(store.get(job_id)).as_dict())
         return job_id
 
-    types = list(registry.TYPES)
+    types = list(train_types.TYPES)
     for i in range(n_jobs - 2):
         t = types[i % len(types)]
         add(t, rng.choice(statuses), rng.randint(5, 60), f"{t}-run-{i:04d}")

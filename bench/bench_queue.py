@@ -20,11 +20,12 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from mmcore import gpu, jobqueue, presets, queueconf, queuelock, queueplan, scheduler  # noqa: E402
-from mmcore.liveness import process_start_time  # noqa: E402
-from mmcore.store import JobStore  # noqa: E402
+from mmcore.base import gpu
+from mmcore.base.process_identity import process_start_time
+from mmcore.jobs import scheduler_lock
+from mmcore.jobs.jobstore import JobStore
+from mmcore.queue import jobqueue, queueconf, queueplan, scheduler
+from mmcore.train import preset_table
 
 
 def start_latency(rounds):
@@ -35,7 +36,7 @@ def start_latency(rounds):
         for r in range(rounds):
             ids = []
             for i, seconds in enumerate((1.0, 0.2)):
-                values = {**presets.demo_preset("pretrain"), "save_weight": f"bench{r}_{i}"}
+                values = {**preset_table.demo_preset("pretrain"), "save_weight": f"bench{r}_{i}"}
                 job_id = jobqueue.submit(store, "pretrain", values, gpu_count=0, check=False)
                 # The job notes when its own code starts (psutil's process start times are derived from
                 # the boot time in whole seconds, too coarse to compare with the store's times).
@@ -52,7 +53,7 @@ def start_latency(rounds):
             first, second = jobs
             code_started = float((Path(tmp) / f"started-{r}-1").read_text())
             results.append((second.started_at - first.ended_at, code_started - first.ended_at))
-        queuelock_pid = queuelock.running_pid(store)
+        queuelock_pid = scheduler_lock.running_pid(store)
         if queuelock_pid:
             os.kill(queuelock_pid, 15)
     return results
@@ -89,7 +90,7 @@ class SimNVML:
 def decision_cost(queued, rounds):
     with tempfile.TemporaryDirectory(prefix="bench-queue-") as tmp:
         store = JobStore(Path(tmp) / "jobs.db")
-        base = presets.demo_preset("pretrain")
+        base = preset_table.demo_preset("pretrain")
         running = store.create("pretrain", "holder", {**base, "save_weight": "holder"}, ["python3", "x.py"],
                                str(Path(tmp)), {}, resources={}, waiting=0)
         gpu_holder = store.create("pretrain", "gpu holder", {**base, "save_weight": "gholder"}, ["python3", "x.py"],

@@ -9,7 +9,7 @@
 3. The Logs page (AppTest) on a records folder whose store holds 100,000 responses: the time to open a
    step and to filter it (reward range, truncated, text search). Target: under 0.5 s each.
 
-    python3 bench/bench_rollouts.py [--steps 10] [--rounds 2] [--responses 100000]
+    python3 -m bench.bench_rollouts [--steps 10] [--rounds 2] [--responses 100000]
 
 Figures are wall-clock times on whatever else the machine is doing: run it on a quiet machine.
 """
@@ -18,19 +18,16 @@ import os
 import random
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+from mmcore.runs import metric_stream, rollout_store
+from mmcore.train.commandline import build_command
+from mmcore.train.preset_table import demo_preset
+from trainer.rules import records
 
-from mmcore import metrics, rollouts  # noqa: E402
-from mmcore.command import build_command  # noqa: E402
-from mmcore.presets import demo_preset  # noqa: E402
-from trainer import records  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def store_bytes(run_dir):
@@ -47,15 +44,20 @@ def demo_grpo(layout, run_dir, keep_groups, steps, threads):
     proc = subprocess.run(command.argv, cwd=command.cwd, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"demo GRPO failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
-    df = metrics.read(run_dir)
+    df = metric_stream.read(run_dir)
     assert len(df) == steps, (len(df), steps)
     tokens = df["tokens"].diff()
     return list(df["time/step_s"].iloc[1:]), list(tokens.iloc[1:])
 
 
 def bench_trainer(args):
-    from _trainer_helpers import DEMO, head_jsonl, make_repo_copy, save_random_weights
-    from trainer import roots
+    from tests._trainer_helpers import (
+        DEMO,
+        head_jsonl,
+        make_repo_copy,
+        save_random_weights,
+    )
+    from trainer.rules import roots
     with tempfile.TemporaryDirectory(prefix="bench-rollouts-") as tmp:
         # The runs read and write in the temporary folder: allow it beside the default roots.
         defaults = roots.default_roots()
@@ -74,7 +76,7 @@ def bench_trainer(args):
                 times[mode] += step_s
                 tokens[mode] += step_tokens
                 if mode == "on":
-                    sizes.append(store_bytes(run_dir) / max(rollouts.counts(run_dir)[1], 1) * 1000)
+                    sizes.append(store_bytes(run_dir) / max(rollout_store.counts(run_dir)[1], 1) * 1000)
                 print(f"  round {r + 1} store {mode}: mean step {statistics.mean(step_s):.3f} s, "
                       f"{statistics.mean(step_tokens):.0f} tokens a step", flush=True)
         on, off = statistics.mean(times["on"]), statistics.mean(times["off"])
@@ -115,7 +117,7 @@ def bench_view(args):
     from streamlit.testing.v1 import AppTest
     with tempfile.TemporaryDirectory(prefix="bench-rollouts-view-") as tmp:
         os.environ["MINIMIND_DASHBOARD_HOME"] = tmp
-        run_dir = metrics.records_dir(tmp) / "big-grpo"
+        run_dir = metric_stream.records_dir(tmp) / "big-grpo"
         rec = records.RunRecords(run_dir, "grpo", rollouts=True, meta={"group_size": 4})
         text = "<think>\n" + "let me think about it " * 8 + "\n</think>\n<answer>\n42\n</answer>"
         steps = args.responses // 16
@@ -126,7 +128,7 @@ def bench_view(args):
                 rec.log(step, 0, step, {"loss": 0.1, "reward": 0.5, "reward/format/mean": 0.4, "accuracy": 0.3,
                                         "length/mean": 30.0, "frac_reward_zero_std": 0.2}, step * 4, step * 400)
         rec.close()
-        n = rollouts.counts(run_dir)[1]
+        n = rollout_store.counts(run_dir)[1]
         print(f"built a store of {n:,} responses in {time.perf_counter() - started:.1f} s: "
               f"{store_bytes(run_dir) / n * 1000 / 1024:.0f} KiB per 1,000 responses")
 
@@ -167,7 +169,7 @@ def bench_view(args):
             not at.checkbox(key="logs.rollouts.format").value).run())
         t = time.perf_counter()
         for _ in range(20):
-            rollouts.query(run_dir, rng.randint(1, steps), reward_min=0.5, text="think")
+            rollout_store.query(run_dir, rng.randint(1, steps), reward_min=0.5, text="think")
         print(f"(query alone, step + reward + text: {(time.perf_counter() - t) / 20 * 1000:.1f} ms)")
 
 

@@ -27,7 +27,6 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 
 #: Model sizes for the pretrain measurement. Both use the pretrain script's default max_seq_len (512),
 #: which is what an upstream-style loop pads every sample to.
@@ -65,6 +64,7 @@ def pad_to_max_collate(pad_id, max_len):
 def run_pretrain_case(config_name, batching, data_path, device, threads=0, warmup=1):
     """Time `steps` pretraining steps (after `warmup` untimed ones) in this process; return a result dict."""
     import torch
+
     from dataset.lm_dataset import PretrainDataset, pad_collate
     from trainer import trainer_utils as tu
     from trainer.loop import make_optimizer
@@ -151,6 +151,7 @@ def bench_grpo(args):
     """GRPO seconds per step of a random-init model with rule rewards, split into sampling (generate
     with the KV cache), rewards and the update (policy + reference passes, backward, optimizer step)."""
     import torch
+
     from dataset.lm_dataset import RLAIFDataset, pad_collate
     from trainer import trainer_utils as tu
     from trainer.loop import make_optimizer
@@ -241,6 +242,7 @@ class RLParts:
 
     def __init__(self, algo, model_name, device, reward_model_path="none"):
         import torch
+
         from trainer import trainer_utils as tu
         from trainer.rl.setup import Critic
         cfg = RL_MODELS[model_name]
@@ -297,7 +299,8 @@ def current_rl_step(algo):
 
 
 def _current_rollout(timer, parts, batch, n=1):
-    from trainer.rl import rewards, rollout as rl_rollout
+    from trainer.rl import rewards
+    from trainer.rl import rollout as rl_rollout
     a = parts.args
     with timer.part("sample"):  # prompt encoding included: it is a small part of a step
         ro = rl_rollout.rollout(parts.policy, parts.tokenizer, batch["prompt"], batch["answer"], a.max_seq_len,
@@ -311,6 +314,7 @@ def _current_rollout(timer, parts, batch, n=1):
 
 def _current_policy_and_reference(timer, parts, ro):
     import torch
+
     from trainer.rl import rollout as rl_rollout
     with timer.part("policy_forward"):
         logps, aux = rl_rollout.rollout_logps(parts.policy, ro)
@@ -347,8 +351,10 @@ def _current_ppo(timer, parts, batch):
     """As train_ppo.py: the old actor's pass is skipped on the steps right after its refresh (every
     update_old_actor_freq steps), where the rollout's own log-probs are the old actor's."""
     import torch
+
     from bench.rl_baseline import optimizer_step
-    from trainer.rl import losses, rollout as rl_rollout
+    from trainer.rl import losses
+    from trainer.rl import rollout as rl_rollout
     a = parts.args
     parts.ppo_steps = getattr(parts, "ppo_steps", -1) + 1
     ro, rewards = _current_rollout(timer, parts, batch)
@@ -374,6 +380,7 @@ def bench_rl(args, algo):
     """Seconds per step of `algo` and their split, for each model, baseline and current interleaved
     step by step in this process (the same batches for both), plus sampled tokens per second."""
     import torch
+
     from bench.rl_baseline import StepTimer
 
     if args.threads:
@@ -454,6 +461,7 @@ def bench_pretrain_compute(args):
     rows. (2) Bundled data: useful tokens/s of `--pack 1` against today's pad-to-longest batching.
     All cases of a model run interleaved step by step in this process, on the same weights."""
     import torch
+
     from dataset.lm_dataset import PackedPretrainDataset, PretrainDataset, pad_collate
     from trainer import trainer_utils as tu
 

@@ -23,7 +23,7 @@ cores.
 A single page load varies a lot on a busy machine: `--loads N` times N first visits and N returning
 ones per group and prints their median (with the range).
 
-    python3 bench/bench_viewers.py [--viewers 1,5,10,20] [--window 30] [--settle 10] [--pages jobs,logs] [--loads 1]
+    python3 -m bench.bench_viewers [--viewers 1,5,10,20] [--window 30] [--settle 10] [--pages jobs,logs] [--loads 1]
 """
 import argparse
 import os
@@ -39,11 +39,11 @@ from pathlib import Path
 
 import psutil
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+from tests import (
+    _browser_helpers as browser,  # (the tests' real-server and Chromium harness)
+)
 
-import _browser_helpers as browser  # noqa: E402  (the tests' real-server and Chromium harness)
+ROOT = Path(__file__).resolve().parent.parent
 
 FINISHED_LOG = "".join(f"Epoch:[1/1]({s}/200) loss:{5 - s / 100:.6f} lr:0.000500000000 epoch_Time:0.0min:\n"
                        for s in range(10, 201, 10))
@@ -52,7 +52,7 @@ STEP = re.compile(rb"Epoch:\[(\d+)/\d+\]\((\d+)/(\d+)\)")
 SETUP = textwrap.dedent("""
     import json, sys, time
     from mmcore import forms, launch
-    from mmcore.store import JobStore
+    from mmcore.jobs.jobstore import JobStore
     store = JobStore()
     log = sys.argv[1]
     now = time.time()
@@ -164,7 +164,7 @@ def main():
         env = {**os.environ, "MINIMIND_DASHBOARD_HOME": str(home), "PYTHONPATH": str(app)}
         job_id = int(subprocess.run([sys.executable, "-c", SETUP, FINISHED_LOG], cwd=app, env=env, check=True,
                                     capture_output=True, text=True).stdout.split()[-1])
-        from mmcore.store import JobStore
+        from mmcore.jobs.jobstore import JobStore
         store = JobStore(home)
         running_log = store.get(job_id).log_path
         print(f"store: 200 finished jobs, job {job_id} training (demo pretrain on the CPU)")
@@ -218,7 +218,7 @@ def main():
                               f"{browser_cpu:>11.0f}%", flush=True)
                 chromium.close()
         finally:
-            from mmcore import runner
+            from mmcore.jobs import runner
             runner.stop(store, job_id, grace=5, wait=True)
 
 

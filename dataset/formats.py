@@ -18,11 +18,11 @@ import json
 import os
 from array import array
 
-from trainer.specs import SPECS
+from trainer.rules.specs import SPECS
 
 KINDS = ("pretrain", "sft", "dpo", "rlaif")
 
-#: The data format each training type reads (trainer/specs.py says it).
+#: The data format each training type reads (trainer/rules/specs.py says it).
 KIND_OF_TYPE = {key: s.data_kind for key, s in SPECS.items()}
 
 ROLES = ("system", "user", "assistant", "tool")

@@ -14,7 +14,13 @@ import os
 import torch
 from torch.utils.data import Dataset
 
-from dataset.formats import KIND_OF_TYPE, DataFormatError, rlaif_roles, scan_file, validate_file
+from dataset.formats import (
+    KIND_OF_TYPE,
+    DataFormatError,
+    rlaif_roles,
+    scan_file,
+    validate_file,
+)
 
 # DataLoader workers are forked after the tokenizer has been used; its thread pool must not be.
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")

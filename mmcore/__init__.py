@@ -1,8 +1,3 @@
-"""The dashboard's core: importable without torch or transformers.
-
-Importing it puts the repository root on `sys.path`, so `trainer.args`, `trainer.specs` and
-`dataset.formats` (torch-free by design) import however the dashboard was started.
-"""
-from mmcore.paths import ensure_root_on_path
-
-ensure_root_on_path()
+"""The dashboard's core: its wings (base, access, train, jobs, queue, logs, runs, models), the one
+action layer (`mmcore.actions`) and the Streamlit widgets that pages compose (`mmcore.widgets`).
+See docs/ARCHITECTURE.md for the map."""

@@ -5,20 +5,31 @@
     api.get(job_id)["status"]
     api.stop(job_id)
 
-The same rules as the pages apply: the acting user's role (`mmcore.roles`), the value checks and
+The same rules as the pages apply: the acting user's role (`mmcore.access.roles`), the value checks and
 preflight of the Train page (paths inside the allowed roots, files no other active job writes), and
-every action lands in the audit trail (`mmcore.audit`). `user` is the acting identity, trusted as
+every action lands in the audit trail (`mmcore.access.audit`). `user` is the acting identity, trusted as
 given: only someone with a shell on the dashboard's host can call this. None means the OS user.
-The job store is the dashboard's (`$MINIMIND_DASHBOARD_HOME`, see `mmcore.store`).
+The job store is the dashboard's (`$MINIMIND_DASHBOARD_HOME`, see `mmcore.jobs.jobstore`).
 
 Every refusal raises `Refused` (or a subclass) whose message says why.
 """
 import dataclasses
 import sqlite3
 
-from mmcore import (audit, backends, forms, jobnote, jobqueue, launch, queueconf, queuetext, registry, resources, roles,
-                    runner, scheduler)
-from mmcore.store import JobStore
+from mmcore.access import audit, roles
+from mmcore.jobs import jobnote, runner
+from mmcore.jobs.jobstore import JobStore
+from mmcore.queue import (
+    backends,
+    jobqueue,
+    launch,
+    queueconf,
+    queuetext,
+    resources,
+    scheduler,
+)
+from mmcore.train import train_types
+from mmcore.widgets import train_form
 
 #: Keys of `values` that are not parameters of a type but still mean something to `command`.
 DEVICE_KEYS = ("device", "gpus")
@@ -77,7 +88,7 @@ def _job(store, job_id):
 
 def job_dict(job):
     """A job as a plain dict: every stored field, plus `owner` (who launched it); `queue_reason` and
-    `note` in English (the store keeps them as messages: `mmcore.queuetext`, `mmcore.jobnote`)."""
+    `note` in English (the store keeps them as messages: `mmcore.queue.queuetext`, `mmcore.jobs.jobnote`)."""
     return {**dataclasses.asdict(job), "owner": job.user, "queue_reason": queuetext.english(job.queue_reason),
             "note": jobnote.english(job.note)}
 
@@ -88,30 +99,30 @@ def full_values(train_type, values):
     Raises Refused for an unknown type or a key that is not a field of the type.
     """
     try:
-        t = registry.get_type(train_type)
+        t = train_types.get_type(train_type)
     except KeyError as exc:
         raise Refused(exc.args[0]) from None
     unknown = sorted(set(values) - set(t.names) - set(DEVICE_KEYS))
     if unknown:
         raise Refused(f"{t.label} has no field {', '.join(repr(k) for k in unknown)}; "
                       f"its fields are {', '.join(t.names)}")
-    full = {k: v for k, v in registry.defaults(train_type).items()}
+    full = {k: v for k, v in train_types.defaults(train_type).items()}
     full.update(values)
     return full
 
 
 def submit(train_type, values, user=None, name=None, backend=None, gpus=None):
-    """Queue a job of `train_type` with `values` (as `mmcore.command.build_argv` takes them; missing
+    """Queue a job of `train_type` with `values` (as `mmcore.train.commandline.build_argv` takes them; missing
     fields take the script's defaults); returns the new job's id. `user` owns the job.
 
-    `backend`: "local" or "slurm" (None: the configured default, see `mmcore.queueconf`). `gpus`:
+    `backend`: "local" or "slurm" (None: the configured default, see `mmcore.queue.queueconf`). `gpus`:
     a number of GPUs (any free ones: the queue picks them) or a list of GPU ids; None keeps the
     device in `values` (CPU when none is given on a machine without GPUs).
     """
     user = _acting(user)
     _require(user, "launch")
     full = full_values(train_type, values)
-    name = name or forms.default_job_name(train_type)
+    name = name or train_form.default_job_name(train_type)
     store = open_store()
     try:
         backend = backend or queueconf.load(store.home).default_backend

@@ -18,13 +18,10 @@ import shutil
 import sys
 import tempfile
 
-if __package__ in (None, ""):  # run as a script: make `model` importable
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import torch
 
-import torch  # noqa: E402
-
-from mmcore.export import DTYPE_NAMES, add_export_options  # noqa: E402  (torch-free)
-from model.weights import BUNDLED_TOKENIZER, WeightFileError, load_model  # noqa: E402
+from model.weights import BUNDLED_TOKENIZER, WeightFileError, load_model
+from trainer.rules.export_options import DTYPE_NAMES, add_export_options
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
                    "merges.txt", "chat_template.jinja")

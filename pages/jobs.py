@@ -4,13 +4,20 @@ import time
 
 import streamlit as st
 
-from mmcore import (actions, audit, auth, forms, guard, gpu, health, i18n, jobnote, jobtable, launch, livepage, logfiles, metrics,
-                    navigation, progress, queueui, registry, resumes, storeguard, tailview)
-from mmcore.safetext import md, md_lines
-from mmcore.jobrow import STATUSES
-from mmcore.store import JobStore
-from mmcore.watch import RunWatch
-from mmcore.i18n import t
+from mmcore.access import audit, auth
+from mmcore.actions import guard, job_acts
+from mmcore.base import gpu, i18n
+from mmcore.base.i18n import t
+from mmcore.base.safetext import md, md_lines
+from mmcore.jobs import jobnote, jobtable, progress, storeguard
+from mmcore.jobs.jobrow import STATUSES
+from mmcore.jobs.jobstore import JobStore
+from mmcore.logs import logfiles, tailview
+from mmcore.queue import launch
+from mmcore.runs import health, metric_stream, resumes
+from mmcore.runs.trend_watch import RunWatch
+from mmcore.train import train_types
+from mmcore.widgets import livepage, navigation, queue_panel, train_form
 
 navigation.ensure_app_navigation()
 
@@ -48,7 +55,7 @@ except (sqlite3.Error, RuntimeError, OSError) as exc:  # missing, damaged, locke
     st.error(md(storeguard.explain(exc)))
     st.stop()
 cache = progress_cache()
-types = registry.TYPES
+types = train_types.TYPES
 
 st.title(t("jobs.title"))
 
@@ -117,7 +124,7 @@ def on_resume(job_id):
 
 def on_delete(job_id):
     job = store.get(job_id)
-    refusal = (guard.refusal(user, "delete", job) if job else None) or actions.delete_refusal(store, job_id)
+    refusal = (guard.refusal(user, "delete", job) if job else None) or job_acts.delete_refusal(store, job_id)
     if refusal:
         flash("error", refusal)
     else:
@@ -170,8 +177,8 @@ def details(job):
                       status=t(f"status.{job.status}")))
         if job.note:
             st.caption(md(jobnote.note_text(job.note)))
-        queueui.queue_details(store, job, user)
-        findings = run_watch().summary(metrics.job_run_dir(job, store.home), job.train_type,
+        queue_panel.queue_details(store, job, user)
+        findings = run_watch().summary(metric_stream.job_run_dir(job, store.home), job.train_type,
                                        health.load_settings(store.home)).findings
         for finding in findings:
             st.warning(t("jobs.finding", title=finding.title, step=finding.since_step, message=finding.message,
@@ -193,7 +200,7 @@ def details(job):
         if clone and (why := guard.clone(store, job, user)):
             flash("error", why)
         elif clone:
-            state[forms.CLONE_KEY] = forms.clone_request(job)
+            state[train_form.CLONE_KEY] = train_form.clone_request(job)
             st.switch_page("pages/train.py")
 
         confirm(job)
@@ -239,7 +246,7 @@ def jobs_view():
     this part alone, at most every PROGRESS_S; a new or ended job reruns the whole page."""
     livepage.fragment_ticker("jobs.progress", logs=True, progress_s=PROGRESS_S)
     show_flash()
-    queueui.pipelines_section(store, user)
+    queue_panel.pipelines_section(store, user)
     try:
         jobs = store.list(status=status_filter or None, train_type=type_filter or None, limit=limit)
         total = store.count(status=status_filter or None, train_type=type_filter or None)
@@ -255,7 +262,7 @@ def jobs_view():
     settings = health.load_settings(store.home)
     follower = run_watch()
     for row, job in zip(rows, jobs):  # the trend and health of each job's metrics stream
-        summary = follower.summary(metrics.job_run_dir(job, store.home), job.train_type, settings)
+        summary = follower.summary(metric_stream.job_run_dir(job, store.home), job.train_type, settings)
         row["trend"], row["health"] = summary.trend, health.badge(summary.findings)
         row["status"] = t(f"status.{row['status']}")
     order = list(jobtable.COLUMNS)
@@ -310,7 +317,7 @@ def audit_rows(entries):
 
 livepage.follow()  # the page reruns for new and ended jobs; jobs_view follows the logs itself
 st.button(t("jobs.refresh"), key="jobs.refresh", icon=":material/refresh:")
-queueui.settings_section(store, user)
+queue_panel.settings_section(store, user)
 jobs_view()
 
 if auth.session_role(state) == "admin":

@@ -9,12 +9,30 @@ from pathlib import Path
 
 import streamlit as st
 
-from mmcore import (audit, auth, charts, guard, health, i18n, jobtable, livepage, logfiles, logheader, logparse, metrics,
-                    navigation, progress, queueui, resumes, rlview, rollouts, rollouts_panel, savedviews, storeguard,
-                    tailview, urlstate, viewsui)
-from mmcore.safetext import md, md_lines
-from mmcore.store import JobStore
-from mmcore.i18n import t
+from mmcore.access import audit, auth
+from mmcore.actions import guard
+from mmcore.base import i18n
+from mmcore.base.i18n import t
+from mmcore.base.safetext import md, md_lines
+from mmcore.jobs import jobtable, progress, storeguard
+from mmcore.jobs.jobstore import JobStore
+from mmcore.logs import (
+    charts,
+    log_parser,
+    logfiles,
+    logheader,
+    savedviews,
+    tailview,
+    urlstate,
+)
+from mmcore.runs import health, metric_stream, resumes, rlview, rollout_store
+from mmcore.widgets import (
+    livepage,
+    navigation,
+    queue_panel,
+    rollouts_panel,
+    views_panel,
+)
 
 navigation.ensure_app_navigation()
 
@@ -51,8 +69,8 @@ class Run:
     def train_type(self):
         if self.job is not None:
             return self.job.train_type
-        if self.run_dir is not None and metrics.has_rollouts(self.run_dir):
-            return rollouts.meta(self.run_dir).get("train_type")
+        if self.run_dir is not None and metric_stream.has_rollouts(self.run_dir):
+            return rollout_store.meta(self.run_dir).get("train_type")
         return None
 
 
@@ -61,7 +79,7 @@ def parser_for(path):
     parsers = state.setdefault(PARSERS_KEY, {})
     parser = parsers.get(path)
     if parser is None:
-        parser = parsers[path] = logparse.LogParser(path)
+        parser = parsers[path] = log_parser.LogParser(path)
     parser.update()
     return parser
 
@@ -85,7 +103,7 @@ if problem := savedviews.open_requested(state, st.query_params, views, user):
     st.warning(md(problem))
 for problem in urlstate.apply("logs", state, st.query_params):
     st.warning(md(problem))
-stage_ids, problem = queueui.pipeline_jobs(store, st.query_params.get("pipeline"))
+stage_ids, problem = queue_panel.pipeline_jobs(store, st.query_params.get("pipeline"))
 if problem:
     st.error(md(problem))
 elif stage_ids and state.get("logs.query_pipeline") != st.query_params.get("pipeline"):
@@ -106,8 +124,8 @@ log_files = sorted((p for p in store.logs_dir.glob("*.log") if str(p) not in job
 if FILES_KEY in state:
     state[FILES_KEY] = [name for name in state[FILES_KEY] if name in {p.name for p in log_files}]
 
-job_dirs = [metrics.job_run_dir(job, store.home) for job in jobs.values()]
-run_folders = metrics.list_run_dirs(store.home, exclude=job_dirs)
+job_dirs = [metric_stream.job_run_dir(job, store.home) for job in jobs.values()]
+run_folders = metric_stream.list_run_dirs(store.home, exclude=job_dirs)
 if FOLDERS_KEY in state:
     state[FOLDERS_KEY] = [name for name in state[FOLDERS_KEY] if name in {p.name for p in run_folders}]
 
@@ -120,12 +138,12 @@ chosen_files = sources[1].multiselect(
     help=t("logs.files.help", folder=store.logs_dir))
 chosen_folders = sources[2].multiselect(
     t("logs.folders"), [p.name for p in run_folders], key=FOLDERS_KEY, placeholder=t("logs.folders.placeholder"),
-    help=t("logs.folders.help", folder=metrics.records_dir(store.home)))
+    help=t("logs.folders.help", folder=metric_stream.records_dir(store.home)))
 uploads = sources[3].file_uploader(
     t("logs.upload"), type=["log", "txt"], accept_multiple_files=True, key="logs.upload",
     help=t("logs.upload.help"))
 
-viewsui.section(views, user, auth.session_role(state) == "admin", st.context.url or "")
+views_panel.section(views, user, auth.session_role(state) == "admin", st.context.url or "")
 
 # A job and its resumes are one run: one line, whichever of them was chosen.
 lines = resumes.lineages(jobs.values(), store.home)
@@ -137,10 +155,10 @@ for i in chosen_jobs:
     charted.add(tuple(lineage))
     last = jobs[lineage[-1]]
     label = jobtable.job_label(last) + (t("logs.resumed_from", ids=", ".join(map(str, lineage[:-1]))) if len(lineage) > 1 else "")
-    runs.append(Run(label, last.log_path, last, metrics.job_run_dir(last, store.home),
+    runs.append(Run(label, last.log_path, last, metric_stream.job_run_dir(last, store.home),
                     parts=[(j, jobs[j].log_path) for j in lineage]))
 runs += [Run(name, str(store.logs_dir / name)) for name in chosen_files]
-runs += [Run(name, None, None, metrics.records_dir(store.home) / name) for name in chosen_folders]
+runs += [Run(name, None, None, metric_stream.records_dir(store.home) / name) for name in chosen_folders]
 for upload in uploads or []:
     try:
         path = logfiles.save_upload(upload.getvalue(), upload.name, folder=store.home / "uploads")
@@ -161,7 +179,7 @@ if not runs:
     st.stop()
 
 livepage.follow(paths=[run.path for run in runs if run.path]
-                + [str(Path(run.run_dir) / metrics.METRICS_FILE) for run in runs if run.run_dir is not None],
+                + [str(Path(run.run_dir) / metric_stream.METRICS_FILE) for run in runs if run.run_dir is not None],
                 progress_s=FOLLOW_S)
 
 
@@ -171,8 +189,8 @@ def with_positions(df, run):
     """A log's table with one name per metric and, where the run has records, the samples, tokens
     and wall time of each step (so it can be charted against them too)."""
     df = charts.unify(df)
-    if run.run_dir is not None and metrics.has_metrics(run.run_dir):
-        positions = metrics.read(run.run_dir)
+    if run.run_dir is not None and metric_stream.has_metrics(run.run_dir):
+        positions = metric_stream.read(run.run_dir)
         extra = [c for c in ("samples", "tokens", "elapsed_s") if c in positions.columns and c not in df.columns]
         if extra and len(positions):
             df = df.merge(positions[["global_step", *extra]], on="global_step", how="left")
@@ -185,7 +203,7 @@ def read_runs():
     resume_marks.clear()
     for run in runs:
         if run.path is None:  # a records folder alone: chart its metrics stream
-            df = metrics.read(run.run_dir)
+            df = metric_stream.read(run.run_dir)
             if len(df):
                 tables[run.label] = charts.unify(df)
                 types.add(run.train_type)
@@ -310,11 +328,11 @@ def show_records():
         lacks = rlview.missing_records(run.run_dir, run.train_type)
         if lacks:  # an old or uploaded log: charted from its lines, and it says what it lacks
             st.caption(f"{md(run.label)}: " + "; ".join(lacks) + ".")
-    recorded = [run for run in runs if metrics.has_metrics(run.run_dir)]
+    recorded = [run for run in runs if metric_stream.has_metrics(run.run_dir)]
     if not recorded:
         return
     settings = health.load_settings(store.home)
-    frames = [(run.label, metrics.read(run.run_dir)) for run in recorded]
+    frames = [(run.label, metric_stream.read(run.run_dir)) for run in recorded]
     for (label, df) in frames:
         for finding in health.evaluate(df, settings):
             st.warning(t("logs.finding", run=md(label), title=finding.title, step=finding.since_step, message=finding.message,
@@ -326,7 +344,7 @@ def show_records():
     if panels:
         st.subheader(t("logs.records"))
         i18n.relabel(state, "logs.rl.x")
-        x = st.radio(t("logs.x_axis"), list(metrics.X_AXES), format_func=rlview.x_label, horizontal=True,
+        x = st.radio(t("logs.x_axis"), list(metric_stream.X_AXES), format_func=rlview.x_label, horizontal=True,
                      key="logs.rl.x", help=t("logs.records.x.help"))
         grid = st.columns(2)
         for i, panel in enumerate(panels.values()):
@@ -339,7 +357,7 @@ def show_records():
                     state[rollouts_panel.WANTED_KEY] = step  # open that step in the Rollouts view
     with st.expander(t("logs.thresholds"), icon=":material/tune:"):
         health_settings_form(settings)
-    stored = [(run.label, run.run_dir) for run in recorded if metrics.has_rollouts(run.run_dir)]
+    stored = [(run.label, run.run_dir) for run in recorded if metric_stream.has_rollouts(run.run_dir)]
     if stored:
         # its own fragment: choosing a step or a filter redraws only the Rollouts view
         st.fragment(rollouts_panel.show)(stored)

@@ -1,20 +1,25 @@
 """Models: every checkpoint the runs wrote; chat with one, compare several, export one to transformers.
 
-Models run in the chat worker process (see mmcore.chat_client); this page never imports torch.
+Models run in the chat worker process (see mmcore.models.chat_client); this page never imports torch.
 Model output is user data: it is shown as plain text (never markdown/HTML), reasoning folded.
 Everyone may browse the catalogue and the evaluation results; chat, compare, evaluate and export are
-members' and admins' actions, checked and audited by mmcore.modelguard.
+members' and admins' actions, checked and audited by mmcore.actions.modelguard.
 """
 import pandas as pd
 import streamlit as st
 
-from mmcore import auth, catalogue, chat_client, evaluate, i18n, modelguard, modelsview, navigation, preflight, roles
-from mmcore.paths import ROOT
-from mmcore.i18n import t
-from mmcore.safetext import md
-from mmcore.store import JobStore
-from trainer import roots as allowed_roots
-from trainer import specs
+from mmcore.access import auth, roles
+from mmcore.actions import modelguard
+from mmcore.base import i18n
+from mmcore.base.i18n import t
+from mmcore.base.paths import ROOT
+from mmcore.base.safetext import md
+from mmcore.jobs.jobstore import JobStore
+from mmcore.models import catalogue, chat_client, eval_jobs, modelsview
+from mmcore.train import preflight
+from mmcore.widgets import navigation
+from trainer.rules import roots as allowed_roots
+from trainer.rules import specs
 
 navigation.ensure_app_navigation()
 
@@ -238,7 +243,7 @@ elif section == "Compare":
                                                               **answer["rewards"], "length": answer["tokens"]}))
 
 elif section == "Evaluate":
-    evals = evaluate.eval_store_for(store) if store is not None else None
+    evals = eval_jobs.eval_store_for(store) if store is not None else None
     runs = sorted({e.job_id for e in entries if e.job_id is not None and e.chattable}, reverse=True)
     how = st.radio(t("models.evaluate"), ("Checkpoints", "A run's checkpoints"), horizontal=True, key="models.eval.how",
                    format_func=lambda s: t("models.eval.checkpoints") if s == "Checkpoints" else t("models.eval.run_checkpoints"),

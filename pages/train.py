@@ -3,10 +3,16 @@ import sqlite3
 
 import streamlit as st
 
-from mmcore import auth, forms, gpu, guard, i18n, launch, navigation, queueui, registry, storeguard
-from mmcore.safetext import md
-from mmcore.store import JobStore
-from mmcore.i18n import t
+from mmcore.access import auth
+from mmcore.actions import guard
+from mmcore.base import gpu, i18n
+from mmcore.base.i18n import t
+from mmcore.base.safetext import md
+from mmcore.jobs import storeguard
+from mmcore.jobs.jobstore import JobStore
+from mmcore.queue import launch
+from mmcore.train import train_types
+from mmcore.widgets import navigation, queue_panel, train_form
 
 navigation.ensure_app_navigation()
 
@@ -14,51 +20,51 @@ state = st.session_state
 gpus = gpu.list_gpus()
 gpu_ids = [g.index for g in gpus]
 gpu_names = {g.index: f"GPU {g.index}: {g.name}" for g in gpus}
-labels = forms.type_labels()
+labels = train_form.type_labels()
 
 st.title(t("train.title"))
 if store_problem := storeguard.problem():
     st.error(md(store_problem))  # launching needs the job store: say so before the form is filled in
 
-if queueui.launch_what() == "pipeline":
+if queue_panel.launch_what() == "pipeline":
     if not store_problem:
-        queueui.pipeline_section(JobStore(), len(gpus), auth.session_user(state))
+        queue_panel.pipeline_section(JobStore(), len(gpus), auth.session_user(state))
     st.stop()
 
-cloned = forms.take_clone(state, gpu_ids)
-state.setdefault(forms.TYPE_KEY, next(iter(labels)))
-i18n.relabel(state, forms.TYPE_KEY)
-train_type = st.selectbox(t("train.type"), list(labels), format_func=lambda k: t(f"type.{k}"), key=forms.TYPE_KEY,
-                          on_change=lambda: state.pop(forms.LAUNCHED_KEY, None),  # it was about the other form
+cloned = train_form.take_clone(state, gpu_ids)
+state.setdefault(train_form.TYPE_KEY, next(iter(labels)))
+i18n.relabel(state, train_form.TYPE_KEY)
+train_type = st.selectbox(t("train.type"), list(labels), format_func=lambda k: t(f"type.{k}"), key=train_form.TYPE_KEY,
+                          on_change=lambda: state.pop(train_form.LAUNCHED_KEY, None),  # it was about the other form
                           help=t("train.type.help"))
 if cloned:
     st.info(t("train.cloned", id=cloned[1]))
-forms.ensure_form(state, train_type, gpu_ids)
+train_form.ensure_form(state, train_type, gpu_ids)
 
 
 def fill(train_type, form):
     """Button callback: replace every field of a type (callbacks run before the widgets are drawn)."""
-    forms.store_form(state, train_type, form)
+    train_form.store_form(state, train_type, form)
 
 
 left, right, _ = st.columns([1, 1, 3])
-left.button(t("train.demo"), on_click=fill, args=(train_type, forms.preset_form(train_type, gpu_ids)),
+left.button(t("train.demo"), on_click=fill, args=(train_type, train_form.preset_form(train_type, gpu_ids)),
             help=t("train.demo.help"))
-right.button(t("train.reset"), on_click=fill, args=(train_type, forms.initial_form(train_type, gpu_ids)),
+right.button(t("train.reset"), on_click=fill, args=(train_type, train_form.initial_form(train_type, gpu_ids)),
              help=t("train.reset.help"))
 
 # Checked before drawing, so each field can show its own message right under it.
-form = forms.read_form(state, train_type)
-check = forms.check_form(train_type, form, len(gpus))
+form = train_form.read_form(state, train_type)
+check = train_form.check_form(train_type, form, len(gpus))
 
 
 def field_label(name):
     """A field's label in the viewer's language."""
-    return t(f"param.{name}") if f"param.{name}" in i18n.table("en") else registry.field_label(name, train_type)
+    return t(f"param.{name}") if f"param.{name}" in i18n.table("en") else train_types.field_label(name, train_type)
 
 
 def section_title(group):
-    short = registry.TYPES[train_type].short
+    short = train_types.TYPES[train_type].short
     return t("group.type_specific", type=short) if group == "type_specific" else t(f"group.{group}")
 
 
@@ -68,13 +74,13 @@ def show_error(name):
 
 
 def field(p):
-    key = forms.field_key(train_type, p.name)
-    help_text = t("train.param.help", help=forms.param_help(train_type, p), default=p.default_text or t("train.none"))
+    key = train_form.field_key(train_type, p.name)
+    help_text = t("train.param.help", help=train_form.param_help(train_type, p), default=p.default_text or t("train.none"))
     if p.widget in ("select", "checkbox"):
-        st.selectbox(field_label(p.name), forms.select_options(p), key=key, help=help_text)
+        st.selectbox(field_label(p.name), train_form.select_options(p), key=key, help=help_text)
     elif p.widget == "number":
-        low, high = forms.number_bounds(p)
-        st.number_input(field_label(p.name), min_value=low, max_value=high, value=None, step=forms.number_step(p),
+        low, high = train_form.number_bounds(p)
+        st.number_input(field_label(p.name), min_value=low, max_value=high, value=None, step=train_form.number_step(p),
                         format=None if p.type is int else "%g", key=key, help=help_text, placeholder=p.default_text)
     else:
         st.text_input(field_label(p.name), key=key, help=help_text, placeholder=p.default_text)
@@ -84,23 +90,23 @@ def field(p):
 
 
 def device_fields():
-    modes = forms.device_modes(gpu_ids)
-    i18n.relabel(state, forms.field_key(train_type, "device_mode"))
+    modes = train_form.device_modes(gpu_ids)
+    i18n.relabel(state, train_form.field_key(train_type, "device_mode"))
     st.radio(t("train.device"), modes, format_func=lambda m: t(f"device.{m}"), horizontal=True,
-             key=forms.field_key(train_type, "device_mode"),
+             key=train_form.field_key(train_type, "device_mode"),
              help=t("train.device.help"))
-    mode = state[forms.field_key(train_type, "device_mode")]
+    mode = state[train_form.field_key(train_type, "device_mode")]
     if not gpus:
         st.caption(t("train.no_gpu"))
     elif mode == "single":
-        st.selectbox(t("train.gpu"), gpu_ids, format_func=gpu_names.get, key=forms.field_key(train_type, "gpu"))
+        st.selectbox(t("train.gpu"), gpu_ids, format_func=gpu_names.get, key=train_form.field_key(train_type, "gpu"))
     elif mode == "multi":
-        st.multiselect(t("train.gpus"), gpu_ids, format_func=gpu_names.get, key=forms.field_key(train_type, "gpus"))
-    for name in forms.DEVICE_FIELDS:
+        st.multiselect(t("train.gpus"), gpu_ids, format_func=gpu_names.get, key=train_form.field_key(train_type, "gpus"))
+    for name in train_form.DEVICE_FIELDS:
         show_error(name)
 
 
-for group, title, params in forms.sections(train_type):
+for group, title, params in train_form.sections(train_type):
     with st.container(border=True):
         st.markdown(f"**{section_title(group)}**")
         if group == "devices":
@@ -112,8 +118,8 @@ for group, title, params in forms.sections(train_type):
                 field(p)
 
 with st.container(border=True):
-    st.text_input(t("train.job_name"), key=forms.field_key(train_type, forms.NAME_FIELD))
-    show_error(forms.NAME_FIELD)
+    st.text_input(t("train.job_name"), key=train_form.field_key(train_type, train_form.NAME_FIELD))
+    show_error(train_form.NAME_FIELD)
     st.markdown(f"**{t('jobs.command')}**")
     if check.command is not None:
         st.code(check.command.display, language="bash", wrap_lines=True)
@@ -123,21 +129,21 @@ with st.container(border=True):
         st.warning(md(problem), icon=":material/warning:")
     for note in check.warnings:
         st.warning(md(note), icon=":material/info:")
-    backend = "local" if store_problem else queueui.backend_choice(JobStore(), "queue.backend")
+    backend = "local" if store_problem else queue_panel.backend_choice(JobStore(), "queue.backend")
     if backend == "slurm" and check.command is not None:
-        queueui.slurm_preview(JobStore(), train_type, forms.job_name(form), check.command)
+        queue_panel.slurm_preview(JobStore(), train_type, train_form.job_name(form), check.command)
 
     if st.button(t("train.launch"), type="primary"):
         try:
-            job_id = guard.start(JobStore(), forms.job_name(form), check, auth.session_user(state), backend=backend)
+            job_id = guard.start(JobStore(), train_form.job_name(form), check, auth.session_user(state), backend=backend)
         except launch.LaunchRefused as exc:
             st.error(t("train.refused") + "\n" + "\n".join(f"- {md(reason)}" for reason in exc.reasons))
         except (OSError, ValueError, KeyError, RuntimeError, sqlite3.Error) as exc:  # store or process start failed
             st.error(t("train.failed", error=md(exc)))
         else:
-            state[forms.LAUNCHED_KEY] = job_id
+            state[train_form.LAUNCHED_KEY] = job_id
 
-    launched = state.get(forms.LAUNCHED_KEY)
+    launched = state.get(train_form.LAUNCHED_KEY)
     if launched is not None:
         st.success(t("train.launched", id=launched))
         st.page_link("pages/jobs.py", label=t("train.watch"), icon=":material/list:",

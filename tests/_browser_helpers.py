@@ -161,9 +161,9 @@ class StreamlitServer:
 
 def stop_jobs(home):
     """Stop whatever a test left running: jobs run in sessions of their own, outside the server's group."""
-    from mmcore import runner
-    from mmcore.jobrow import ACTIVE_STATUSES
-    from mmcore.store import JobStore
+    from mmcore.jobs import runner
+    from mmcore.jobs.jobrow import ACTIVE_STATUSES
+    from mmcore.jobs.jobstore import JobStore
 
     store = JobStore(home)
     for job in store.list(status=ACTIVE_STATUSES, limit=None):
@@ -322,7 +322,7 @@ def dataframe_cells(page, index=0):
 
 
 def jobs_table_cells(page):
-    """The cells of the Jobs page's table (`mmcore.jobtable.table_parts`), row by row, header first."""
+    """The cells of the Jobs page's table (`mmcore.jobs.jobtable.table_parts`), row by row, header first."""
     return page.evaluate("""() => {
         const table = document.querySelector('.st-key-jobs_table');
         if (!table) return null;

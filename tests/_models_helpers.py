@@ -7,9 +7,17 @@ import os
 import time
 
 import pytest
+from _trainer_helpers import (
+    DEMO,
+    head_jsonl,
+    make_repo_copy,
+    proc_output,
+    run_trainer,
+    save_random_weights,
+    tiny_args,
+)
 
-from _trainer_helpers import DEMO, head_jsonl, make_repo_copy, proc_output, run_trainer, save_random_weights, tiny_args
-from mmcore.paths import TRAINER_DIR
+from mmcore.base.paths import TRAINER_DIR
 
 
 def train_demo_models(dest, store):
@@ -39,5 +47,5 @@ def only_default_write_roots(monkeypatch):
     """The catalogue walks the write roots: keep it to the repository's (the tests' temp folder is one
     too, see conftest); the demo runs' weights are found through their jobs' save folders. Import it
     into a test module with `pytestmark = pytest.mark.usefixtures("only_default_write_roots")`."""
-    from trainer import roots
+    from trainer.rules import roots
     monkeypatch.setenv(roots.WRITE_ENV, os.pathsep.join(map(str, roots.default_roots().write)))

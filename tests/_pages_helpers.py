@@ -2,10 +2,10 @@
 import re
 import sys
 
+from _runner_helpers import wait_for  # noqa: F401  (re-exported for the page tests)
 from streamlit.testing.v1 import AppTest
 
-from _runner_helpers import wait_for  # noqa: F401  (re-exported for the page tests)
-from mmcore.paths import ROOT
+from mmcore.base.paths import ROOT
 
 TIMEOUT_S = 60  # per script run: the machine is small and shared
 
@@ -30,7 +30,7 @@ def open_page(page=None, query=None, state=None):
 
 def texts(elements):
     """The values of a list of AppTest elements (markdown, error, warning, ...), with the backslash
-    escapes that keep user-written text literal (mmcore.safetext) taken out, as a reader sees them."""
+    escapes that keep user-written text literal (mmcore.base.safetext) taken out, as a reader sees them."""
     return [re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", e.value) if isinstance(e.value, str) else e.value
             for e in elements]
 

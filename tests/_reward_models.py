@@ -11,7 +11,6 @@ import sys
 
 import pytest
 import torch
-
 from _trainer_helpers import REPO
 
 # A reward model whose remote code offers InternLM2's `get_score(tokenizer, messages)`.
@@ -69,6 +68,7 @@ def classifier_reward_model(tmp_path_factory):
 def get_score_reward_model(tmp_path_factory):
     """A tiny remote-code model exposing get_score, saved with its modeling file and auto_map."""
     import importlib.util
+
     from transformers import AutoTokenizer
     path = tmp_path_factory.mktemp("rm_get_score")
     source = tmp_path_factory.mktemp("rm_source") / "modeling_tiny_score.py"  # save_pretrained copies it

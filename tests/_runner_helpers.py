@@ -6,7 +6,7 @@ import time
 
 import psutil
 
-from mmcore.runner import group_alive  # noqa: F401  (re-exported for the tests)
+from mmcore.jobs.runner import group_alive  # noqa: F401  (re-exported for the tests)
 
 
 def home_with_roles(tmp_path, monkeypatch, **users):
@@ -15,7 +15,7 @@ def home_with_roles(tmp_path, monkeypatch, **users):
     home.mkdir()
     (home / "roles.toml").write_text("[users]\n" + "".join(f'{user} = "{role}"\n' for user, role in users.items()))
     monkeypatch.setenv("MINIMIND_DASHBOARD_HOME", str(home))
-    monkeypatch.delenv("MINIMIND_ROLES", raising=False)  # mmcore.roles.ROLES_ENV
+    monkeypatch.delenv("MINIMIND_ROLES", raising=False)  # mmcore.access.roles.ROLES_ENV
     return home
 
 

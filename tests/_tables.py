@@ -1,4 +1,4 @@
-"""Reading back the plain HTML tables the pages draw (`mmcore.jobtable.table_html`)."""
+"""Reading back the plain HTML tables the pages draw (`mmcore.jobs.jobtable.table_html`)."""
 import base64
 import re
 from html.parser import HTMLParser

@@ -8,7 +8,7 @@ throwaway copy of the repository layout:
     save_random_weights(repo / "out", "full_sft")         # a tiny base model for from_weight
     proc = run_trainer(repo, "train_full_sft.py", tiny_args(data_path=data, from_weight="full_sft"))
     assert proc.returncode == 0, proc_output(proc)
-    frame = progress_frame(proc.stdout)                   # parsed by mmcore.logparse
+    frame = progress_frame(proc.stdout)                   # parsed by mmcore.logs.log_parser
 
 `start_trainer` + `wait_for_text` run a trainer in the background (e.g. to SIGTERM it). Every
 trainer run is a separate Python process (about 5 s of imports on a small machine): keep their number
@@ -129,9 +129,10 @@ def proc_output(proc):
 
 
 def progress_frame(text, tmp_dir=None):
-    """Progress records of a trainer's output, parsed by `mmcore.logparse.parse_file` (a DataFrame)."""
+    """Progress records of a trainer's output, parsed by `mmcore.logs.log_parser.parse_file` (a DataFrame)."""
     import tempfile
-    from mmcore.logparse import parse_file
+
+    from mmcore.logs.log_parser import parse_file
     with tempfile.NamedTemporaryFile("w", suffix=".log", dir=tmp_dir, delete=False, encoding="utf-8") as f:
         f.write(text)
     try:
@@ -144,8 +145,7 @@ def save_random_weights(directory, name, hidden_size=64, num_hidden_layers=2, us
     """Save a randomly initialised MiniMind as `{directory}/{name}_{hidden}[_moe].pth` (half precision,
     like the trainers) so a type that needs base weights can start; returns the path."""
     import torch
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
+
     from model.model_minimind import MiniMindConfig, MiniMindForCausalLM
     torch.manual_seed(seed)
     model = MiniMindForCausalLM(MiniMindConfig(hidden_size=hidden_size, num_hidden_layers=num_hidden_layers,

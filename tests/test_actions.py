@@ -1,14 +1,16 @@
 """The Jobs page's actions with a real store; a "running" job is a sleeping Python process under the runner."""
 import pytest
-
-from mmcore import actions, forms, progress
 from test_jobtable import T0, pretrain_line
+
+from mmcore.actions import job_acts
+from mmcore.jobs import progress
+from mmcore.widgets import train_form
 
 
 @pytest.fixture
 def store(tmp_path):
-    from mmcore import runner
-    from mmcore.store import JobStore
+    from mmcore.jobs import runner
+    from mmcore.jobs.jobstore import JobStore
     store = JobStore(tmp_path / "home" / "jobs.db")
     yield store
     for job in store.list(status=["queued", "running"], limit=None):
@@ -23,15 +25,16 @@ def ended_job(store, train_type="sft", params=None, status="failed"):
 
 def test_stop_job_outcomes(store, tmp_path):
     from _pages_helpers import sleeper_argv, wait_for
-    from mmcore import runner
-    assert actions.stop_job(store, 99).kind == "error"
-    assert actions.stop_job(store, ended_job(store)).kind == "warning"
+
+    from mmcore.jobs import runner
+    assert job_acts.stop_job(store, 99).kind == "error"
+    assert job_acts.stop_job(store, ended_job(store)).kind == "warning"
     job_id = store.create("sft", "s", {}, sleeper_argv(), str(tmp_path), {})
     runner.launch(store, job_id)
     wait_for(lambda: store.get(job_id).status == "running", what="the job to run")
-    assert actions.delete_refusal(store, job_id) == f"Job {job_id} is running: stop it before deleting it."
-    assert actions.delete_job(store, job_id).kind == "error"  # refused even without the page's check
-    outcome = actions.stop_job(store, job_id)
+    assert job_acts.delete_refusal(store, job_id) == f"Job {job_id} is running: stop it before deleting it."
+    assert job_acts.delete_job(store, job_id).kind == "error"  # refused even without the page's check
+    outcome = job_acts.stop_job(store, job_id)
     assert outcome.kind == "info" and "SIGTERM" in outcome.message
     wait_for(lambda: store.get(job_id).status == "stopped", what="the job to stop")
 
@@ -43,29 +46,29 @@ def test_delete_job_removes_row_log_and_cache(store):
         f.write(pretrain_line(1, 1, 10, 1.0))
     cache = progress.ProgressCache()
     cache.progress(job)
-    assert actions.delete_refusal(store, job_id) is None
-    outcome = actions.delete_job(store, job_id, cache)
+    assert job_acts.delete_refusal(store, job_id) is None
+    outcome = job_acts.delete_job(store, job_id, cache)
     assert outcome.kind == "success"
     assert store.get(job_id) is None and len(cache) == 0
-    assert actions.delete_job(store, job_id).kind == "error"
-    assert actions.delete_refusal(store, job_id) == f"There is no job with id {job_id}."
+    assert job_acts.delete_job(store, job_id).kind == "error"
+    assert job_acts.delete_refusal(store, job_id) == f"There is no job with id {job_id}."
 
 
 def test_resume_job_is_refused_with_the_preflight_reasons(store, tmp_path):
-    from mmcore import launch
+    from mmcore.queue import launch
     job_id = ended_job(store, "sft", {"data_path": "../dataset/nonexistent/data.jsonl", "device": "cpu"})
     store.update(job_id, cwd=str(tmp_path / "trainer"))
     checkpoint = launch.resume_checkpoint(store.get(job_id))
     checkpoint.parent.mkdir(parents=True)
     checkpoint.write_bytes(b"resume state")  # it saved resume state: the preflight is what refuses
-    outcome = actions.resume_job(store, job_id, gpu_count=0)
+    outcome = job_acts.resume_job(store, job_id, gpu_count=0)
     assert outcome.kind == "error" and outcome.message.startswith("Resume refused")
     assert "Data file not found" in outcome.message
     assert store.count() == 1
-    assert actions.resume_job(store, 99, 0).kind == "error"
+    assert job_acts.resume_job(store, 99, 0).kind == "error"
 
 
 def test_clone_request_carries_type_params_and_name(store):
     job = store.get(ended_job(store, "dpo", {"beta": "0.2"}))
-    assert forms.clone_request(job) == {"train_type": "dpo", "params": {"beta": "0.2"}, "job_id": job.id,
+    assert train_form.clone_request(job) == {"train_type": "dpo", "params": {"beta": "0.2"}, "job_id": job.id,
                                           "name": "j"}

@@ -5,9 +5,10 @@ import sys
 
 import pytest
 
-from mmcore import api, audit, roles
-from mmcore.paths import ROOT
-from mmcore.presets import demo_preset
+from mmcore import api
+from mmcore.access import audit, roles
+from mmcore.base.paths import ROOT
+from mmcore.train.preset_table import demo_preset
 
 
 @pytest.fixture

@@ -5,11 +5,11 @@ import sys
 import textwrap
 
 import pytest
-
 from _pages_helpers import open_page, sleeper_argv, texts, wait_for
-from mmcore import runner
-from mmcore.paths import ROOT
-from mmcore.store import JobStore
+
+from mmcore.base.paths import ROOT
+from mmcore.jobs import runner
+from mmcore.jobs.jobstore import JobStore
 
 
 @pytest.fixture(autouse=True)
@@ -62,7 +62,7 @@ def test_each_run_reconciles_once_before_the_page(tmp_path):
 
 def test_sidebar_lists_the_gpus(monkeypatch):
     """A stand-in for NVML (this machine has no NVIDIA GPU): each GPU's name, memory and load."""
-    from mmcore import gpu
+    from mmcore.base import gpu
     gib = 1024 ** 3
     found = [gpu.GpuInfo(index=0, name="NVIDIA H200", memory_used=3 * gib, memory_total=140 * gib, utilization=42)]
     monkeypatch.setattr(gpu, "list_gpus", lambda: found)

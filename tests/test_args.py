@@ -3,7 +3,7 @@ import sys
 
 import pytest
 
-from trainer import args
+from trainer.rules import args
 
 COMMON = {"dtype": "bfloat16", "num_workers": 1, "grad_clip": 1.0, "use_moe": 0, "from_resume": 0,
           "use_wandb": False, "weight_dir": "../out", "device": args.AUTO_DEVICE,
@@ -96,5 +96,5 @@ def test_unknown_type_is_a_clear_error():
 
 def test_args_module_does_not_import_torch():
     import subprocess
-    code = "import sys; import trainer.args; assert 'torch' not in sys.modules"
+    code = "import sys; import trainer.rules.args; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,10 +1,11 @@
 """Sign-in modes and roles: who a request is, and what an anonymous visitor on the network gets."""
 import pytest
-
 from _pages_helpers import open_page, texts
-from mmcore import auth, guard, roles
-from mmcore.roles import RoleConfig
-from mmcore.store import JobStore
+
+from mmcore.access import auth, roles
+from mmcore.access.roles import RoleConfig
+from mmcore.actions import guard
+from mmcore.jobs.jobstore import JobStore
 
 TEAM = RoleConfig(users={"alice@example.com": "member", "bob@example.com": "member", "root": "admin",
                          "vera@example.com": "viewer"}, default="viewer")
@@ -67,7 +68,7 @@ def test_guarded_actions_refuse_other_members_jobs_and_audit(home):
     assert "belongs to alice" in guard.resume_job(store, job_id, 0, "bob").message
     assert guard.clone(store, store.get(job_id), "vera") is not None  # a viewer may not clone
     assert guard.delete_job(store, job_id, "alice").kind == "success"
-    from mmcore import audit
+    from mmcore.access import audit
     assert [(e.user, e.action) for e in audit.entries(job_id, home=home)] == [("alice", "delete")]
 
 

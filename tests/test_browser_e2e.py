@@ -11,11 +11,11 @@ The app runs from a copy in tmp_path, so the job's out/ and checkpoints/ never t
 import re
 import time
 
+import _browser_helpers as browser
 import pytest
 
-import _browser_helpers as browser
-from mmcore.charts import chart_title
-from mmcore.presets import DEMO_PRESETS
+from mmcore.logs.charts import chart_title
+from mmcore.train.preset_table import DEMO_PRESETS
 
 pytestmark = pytest.mark.browser
 
@@ -54,7 +54,7 @@ def assert_no_exception(page, where):
 
 def job_status_in_store(server, job_id):
     """The job's status as the store has it (to tell a stuck page from a stuck job), and its log tail."""
-    from mmcore.store import JobStore
+    from mmcore.jobs.jobstore import JobStore
 
     job = JobStore(server.home).get(job_id)
     if job is None:
@@ -170,7 +170,7 @@ def test_rl_forms_then_demo_pretrain_from_launch_to_chart(dashboard):
             listed = [row for row in rows or [] if str(job_id) in row and name in row]
         assert listed and any("succeeded" in cell for cell in listed[0]), \
             f"the jobs table has no succeeded row for job {job_id}: {rows}"
-        log = page.locator(".minimind-log-tail").last.inner_text()  # the log tail (mmcore.tailview)
+        log = page.locator(".minimind-log-tail").last.inner_text()  # the log tail (mmcore.logs.tailview)
         assert f"Epoch:[1/1]({E2E_STEPS}/{E2E_STEPS})" in log, f"the log on Jobs lacks the last step:\n{log[-2000:]}"
         browser.screenshot(page, "05-jobs-succeeded")
 

@@ -6,10 +6,10 @@ the next click)."""
 import re
 import time
 
+import _browser_helpers as browser
 import pytest
 
-import _browser_helpers as browser
-from mmcore.store import JobStore
+from mmcore.jobs.jobstore import JobStore
 
 pytestmark = pytest.mark.browser
 

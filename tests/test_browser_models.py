@@ -10,10 +10,10 @@ import os
 import shutil
 import signal
 
+import _browser_helpers as browser
 import pytest
 
-import _browser_helpers as browser
-from mmcore import chat_client
+from mmcore.models import chat_client
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
 
@@ -38,7 +38,7 @@ def dashboard(tmp_path_factory, demo_models, chromium):
     shutil.copytree(demo_models / "out", app_dir / "out")
     home = tmp / "home"
     server = browser.StreamlitServer(app_dir, home=home, log_path=tmp / "streamlit.log")
-    from trainer import roots
+    from trainer.rules import roots
     saved = os.environ.get(roots.WRITE_ENV)
     os.environ[roots.WRITE_ENV] = str(app_dir / "out")  # the server's catalogue walks only the app's out/
     try:
@@ -109,7 +109,7 @@ def test_chat_with_the_grpo_model_and_compare_it_with_its_base(dashboard):
 
 def test_a_viewer_sees_the_models_but_is_told_why_it_may_not_chat_or_export(tmp_path, demo_models, chromium):
     """A viewer (roles.toml) browses the catalogue; chat and export are disabled, with the reason shown."""
-    from mmcore import roles
+    from mmcore.access import roles
     app_dir = browser.copy_app(tmp_path / "app")
     shutil.copytree(demo_models / "out", app_dir / "out")
     home = tmp_path / "home"

@@ -3,10 +3,10 @@ sign-in configured (the default `local` mode): an explanation, and nothing else:
 sidebar, and no way to act (headless Chromium through the machine's non-loopback address)."""
 import socket
 
+import _browser_helpers as browser
 import pytest
 
-import _browser_helpers as browser
-from mmcore.store import JobStore
+from mmcore.jobs.jobstore import JobStore
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 

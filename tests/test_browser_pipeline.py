@@ -8,10 +8,10 @@ unchanged: one epoch per stage of the tiny demo model), so the chain takes a min
 import re
 import time
 
+import _browser_helpers as browser
 import pytest
 
-import _browser_helpers as browser
-from mmcore import pipelines
+from mmcore.queue import pipelines
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
 
@@ -25,7 +25,7 @@ def test_demo_chain_runs_end_to_end_from_one_click(tmp_path):
         pytest.skip(f"browser test needs Chromium and Playwright: {MISSING}")
     from playwright.sync_api import sync_playwright
 
-    from mmcore.store import JobStore
+    from mmcore.jobs.jobstore import JobStore
 
     app_dir = browser.copy_app(tmp_path / "app")
     for name, lines in CUT.items():

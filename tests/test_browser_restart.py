@@ -7,10 +7,10 @@ page titles, not the pages/ file names) and the job counts again.
 import re
 import time
 
+import _browser_helpers as browser
 import pytest
 
-import _browser_helpers as browser
-from mmcore import i18n
+from mmcore.base import i18n
 
 pytestmark = pytest.mark.browser
 

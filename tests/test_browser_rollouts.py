@@ -3,9 +3,8 @@ dashboard's runner, then its Logs page: RL charts, the Rollouts view with each r
 parts, another step, and one prompt followed across steps. Screenshots go to `test-artifacts/`."""
 import time
 
-import pytest
-
 import _browser_helpers as browser
+import pytest
 from _trainer_helpers import DEMO, head_jsonl, save_random_weights
 
 pytestmark = pytest.mark.browser
@@ -18,9 +17,10 @@ JOB_TIMEOUT_S = 240
 def grpo_dashboard(tmp_path_factory):
     if MISSING:
         pytest.skip(f"browser test needs Chromium and Playwright: {MISSING}")
-    from mmcore import command, runner
-    from mmcore.presets import demo_preset
-    from mmcore.store import JobStore
+    from mmcore.jobs import runner
+    from mmcore.jobs.jobstore import JobStore
+    from mmcore.train import commandline
+    from mmcore.train.preset_table import demo_preset
 
     tmp = tmp_path_factory.mktemp("browser-rollouts")
     app_dir = browser.copy_app(tmp / "app")
@@ -29,7 +29,7 @@ def grpo_dashboard(tmp_path_factory):
     head_jsonl(DEMO / "rlaif.jsonl", app_dir / "dataset" / "e2e_rl.jsonl", 8)
     values = {**demo_preset("grpo"), "device": "cpu", "epochs": "2", "data_path": "../dataset/e2e_rl.jsonl",
               "max_gen_len": "24"}
-    cmd = command.build_command("grpo", values, trainer_dir=app_dir / "trainer")
+    cmd = commandline.build_command("grpo", values, trainer_dir=app_dir / "trainer")
     server = browser.StreamlitServer(app_dir, home=tmp / "home", log_path=tmp / "streamlit.log")
     with server, browser.chromium() as chromium:
         store = JobStore(server.home / "jobs.db")

@@ -11,9 +11,8 @@ import re
 import urllib.parse
 import urllib.request
 
-import pytest
-
 import _browser_helpers as browser
+import pytest
 from _runner_helpers import wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
@@ -58,9 +57,9 @@ def site(tmp_path_factory):
                     yield f"http://localhost:{port}", chromium, home
                 finally:
                     chromium.close()
-                    from mmcore import runner
-                    from mmcore.jobrow import ACTIVE_STATUSES
-                    from mmcore.store import JobStore
+                    from mmcore.jobs import runner
+                    from mmcore.jobs.jobrow import ACTIVE_STATUSES
+                    from mmcore.jobs.jobstore import JobStore
                     store = JobStore(home / "jobs.db")
                     for job in store.list(status=list(ACTIVE_STATUSES), limit=None):
                         runner.stop(store, job.id, grace=5, wait=True)
@@ -127,8 +126,8 @@ def test_signed_in_people_act_by_their_roles(site):
     alice.get_by_role("button", name=re.compile("^Yes, stop")).click()
     browser.wait_for_rerun(alice, 60)
 
-    from mmcore import audit
-    from mmcore.store import JobStore
+    from mmcore.access import audit
+    from mmcore.jobs.jobstore import JobStore
     store = JobStore(home / "jobs.db")
     assert store.get(job_id).user == "alice@example.com"
     trail = lambda: [(e.user, e.action) for e in audit.entries(job_id, home=home)]  # noqa: E731

@@ -3,10 +3,10 @@ metadata file, the job that wrote them, or their MiniMind name; resume files and
 import os
 import time
 
-from mmcore import catalogue
-from mmcore.paths import TRAINER_DIR
-from mmcore.store import JobStore
-from trainer import weight_meta
+from mmcore.base.paths import TRAINER_DIR
+from mmcore.jobs.jobstore import JobStore
+from mmcore.models import catalogue
+from trainer.rules import weight_meta
 
 
 def touch(path, size=10):

@@ -1,14 +1,14 @@
-"""Tests of the chart helpers (mmcore.charts): smoothing maths, figures, metric choice, CSV export."""
+"""Tests of the chart helpers (mmcore.logs.charts): smoothing maths, figures, metric choice, CSV export."""
 import io
 import math
 
 import numpy as np
 import pandas as pd
 import pytest
-
-from mmcore import charts
-from mmcore.logparse import parse_file
 from test_logparse import DATA
+
+from mmcore.logs import charts
+from mmcore.logs.log_parser import parse_file
 
 
 def run_table(losses, start=1, total=100, **more):
@@ -122,7 +122,7 @@ def test_csv_export_round_trips():
 
 
 def test_csv_is_named_after_its_runs():
-    from mmcore import charts
+    from mmcore.logs import charts
     assert charts.csv_file_name({"12 — sft-tiny": None, "13 — grpo/x (uploaded)": None}) == \
         "minimind-12-sft-tiny_13-grpo-x-uploaded.csv"
     long = charts.csv_file_name({"r" * 300: None})

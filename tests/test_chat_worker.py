@@ -7,10 +7,10 @@ import threading
 
 import pytest
 import torch
-
 from _runner_helpers import wait_for
 from _trainer_helpers import save_random_weights
-from mmcore import chat_client
+
+from mmcore.models import chat_client
 from model.model_lora import apply_lora, load_lora, save_lora
 from model.model_minimind import MiniMindConfig, MiniMindForCausalLM
 from model.weights import load_tokenizer
@@ -129,7 +129,7 @@ def test_split_think_folds_the_reasoning():
 def test_worker_scores_replies_with_a_reward_model(worker, tmp_path):
     from transformers import AutoTokenizer, LlamaConfig, LlamaForSequenceClassification
 
-    from model.chat_engine import ModelPool, build_prompt, score_reply
+    from mmcore.models.chat_engine import ModelPool, build_prompt, score_reply
     reward_dir = tmp_path / "rm"
     torch.manual_seed(0)
     LlamaForSequenceClassification(LlamaConfig(

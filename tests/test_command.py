@@ -5,10 +5,15 @@ from pathlib import Path
 
 import pytest
 
-from mmcore import command, registry
-from mmcore.command import ValidationError, build_argv, build_command, validate
-from mmcore.paths import TRAINER_DIR
-from trainer import args as trainer_args
+from mmcore.base.paths import TRAINER_DIR
+from mmcore.train import commandline, train_types
+from mmcore.train.commandline import (
+    ValidationError,
+    build_argv,
+    build_command,
+    validate,
+)
+from trainer.rules import args as trainer_args
 
 SEED_GRPO = "--beta 0.02 --num_generations 8 --reasoning 1 --reward_model_path ../../internlm2-1_8b-reward"
 SEED_SPO = "--beta 0.02 --reasoning 1 --reward_model_path ../../internlm2-1_8b-reward"
@@ -18,7 +23,7 @@ ROLLOUT_STORE = "--rollout_groups -1 --rollout_max_mb 2048.0 --temperature 0.8 -
 
 def form(train_type, **changes):
     """What the train page submits: the defaults, then the user's edits."""
-    return {**registry.defaults(train_type), "device": "cpu", **changes}
+    return {**train_types.defaults(train_type), "device": "cpu", **changes}
 
 
 def flags(argv):
@@ -56,7 +61,7 @@ def test_seed_spo_command_line():
     assert flags(argv)["learning_rate"] == "1e-7" and flags(argv)["accumulation_steps"] == "4"
 
 
-@pytest.mark.parametrize("train_type", list(registry.TYPES))
+@pytest.mark.parametrize("train_type", list(train_types.TYPES))
 def test_default_command_parses_back_to_the_scripts_defaults(train_type):
     """What the dashboard passes is exactly what the script would have used anyway."""
     argv = build_argv(train_type, form(train_type))
@@ -130,7 +135,7 @@ def test_single_gpu_keeps_its_index():
 
 def test_several_gpus_use_torchrun():
     cmd = build_command("sft", form("sft", device="cuda:0", gpus=[1, 3]))
-    launcher = command.torchrun_argv()
+    launcher = commandline.torchrun_argv()
     assert cmd.argv[:len(launcher)] == launcher
     assert Path(launcher[0]).name == "torchrun" or launcher[1:] == ["-m", "torch.distributed.run"]
     assert cmd.argv[len(launcher):len(launcher) + 3] == ["--nproc_per_node", "2", "../trainer/train_full_sft.py"]
@@ -144,7 +149,7 @@ def test_several_gpus_use_torchrun():
 def test_torchrun_is_the_one_beside_this_python():
     beside = Path(sys.executable).with_name("torchrun")
     if beside.is_file():
-        assert command.torchrun_argv() == [str(beside)]
+        assert commandline.torchrun_argv() == [str(beside)]
 
 
 @pytest.mark.parametrize("monitor, expected", [

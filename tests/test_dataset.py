@@ -10,14 +10,21 @@ import torch
 from torch.utils.data import DataLoader
 from transformers import AutoTokenizer
 
+from dataset import make_demo
+from dataset.formats import KIND_OF_TYPE
+from dataset.lm_dataset import (
+    DataFormatError,
+    DPODataset,
+    PretrainDataset,
+    RLAIFDataset,
+    SFTDataset,
+    dataset_for_type,
+    pad_collate,
+    validate_file,
+)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEMO = os.path.join(ROOT, "dataset", "demo")
-sys.path.insert(0, ROOT)
-
-from dataset import make_demo  # noqa: E402
-from dataset.formats import KIND_OF_TYPE  # noqa: E402
-from dataset.lm_dataset import (DataFormatError, DPODataset, PretrainDataset, RLAIFDataset,  # noqa: E402
-                                SFTDataset, dataset_for_type, pad_collate, validate_file)
 
 DEMO_FILES = {"pretrain": PretrainDataset, "sft": SFTDataset, "lora_identity": SFTDataset,
               "reason": SFTDataset, "dpo": DPODataset, "rlaif": RLAIFDataset}

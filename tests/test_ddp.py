@@ -3,9 +3,16 @@ import sys
 
 import pytest
 import torch
-
-from _trainer_helpers import (DEMO, free_port, head_jsonl, make_repo_copy, proc_output, progress_frame,
-                              run_trainer, tiny_args)
+from _trainer_helpers import (
+    DEMO,
+    free_port,
+    head_jsonl,
+    make_repo_copy,
+    proc_output,
+    progress_frame,
+    run_trainer,
+    tiny_args,
+)
 
 pytestmark = pytest.mark.timeout(1200)
 
@@ -25,5 +32,5 @@ def test_torchrun_two_cpu_processes(tmp_path):
     state = torch.load(repo / "checkpoints" / "pretrain_64_resume.pth", weights_only=False)
     assert (state["world_size"], state["epoch"], state["step"]) == (2, 0, 4)
     leftovers = [p.name for p in (repo / "out").iterdir()] + [p.name for p in (repo / "checkpoints").iterdir()]
-    # No temp files: the weight, its metadata (trainer/weight_meta.py) and the resume state.
+    # No temp files: the weight, its metadata (trainer/rules/weight_meta.py) and the resume state.
     assert sorted(leftovers) == ["pretrain_64.pth", "pretrain_64.pth.meta.json", "pretrain_64_resume.pth"]

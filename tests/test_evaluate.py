@@ -1,16 +1,16 @@
-"""Evaluation: a real job (supervisor + model/evaluate.py) answers the demo prompts with the demo checkpoints,
+"""Evaluation: a real job (supervisor + mmcore/models/eval_worker.py) answers the demo prompts with the demo checkpoints,
 stores every answer with the training rewards (or the reward model chosen on the page) and each
 checkpoint's summary in SQLite, and the Models page shows the results and the answers."""
 
 import pytest
-
 from _models_helpers import only_default_write_roots  # noqa: F401  (fixture)
 from _pages_helpers import open_page, wait_for
 from _reward_models import classifier_reward_model  # noqa: F401  (fixture)
 from _trainer_helpers import DEMO
-from mmcore import catalogue, evaluate, modelsview
-from mmcore.evalstore import summarise
-from mmcore.store import JobStore
+
+from mmcore.jobs.jobstore import JobStore
+from mmcore.models import catalogue, eval_jobs, modelsview
+from mmcore.models.evalstore import summarise
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.usefixtures("only_default_write_roots")]
 
@@ -41,7 +41,7 @@ def test_eval_chart_follows_the_step_per_run():
 
 
 def test_evaluation_job_scores_every_answer_and_the_page_shows_them(demo_models):
-    from model.chat_engine import score_reply
+    from mmcore.models.chat_engine import score_reply
 
     store = JobStore()
     entries = catalogue.scan(store)
@@ -49,13 +49,13 @@ def test_evaluation_job_scores_every_answer_and_the_page_shows_them(demo_models)
     chosen = [targets[str(demo_models / "out" / name)] for name in ("grpo_64.pth", "reason_64.pth")]
     settings = {"temperature": 0.0, "top_p": 1.0, "max_new_tokens": 10, "seed": 0, "reasoning": True,
                 "system": None, "max_samples": 3}
-    job_id, eval_id = evaluate.launch(store, chosen, entries, DEMO / "rlaif.jsonl", settings)
+    job_id, eval_id = eval_jobs.launch(store, chosen, entries, DEMO / "rlaif.jsonl", settings)
     job = wait_for(lambda: (j := store.get(job_id)).finished and j, timeout=600, what="the evaluation job")
     log = open(job.log_path, encoding="utf-8").read()
     assert job.status == "succeeded", log
     assert "Result: " in log
 
-    evals = evaluate.eval_store_for(store)
+    evals = eval_jobs.eval_store_for(store)
     results = evals.results([eval_id])
     assert sorted(r["weight"] for r in results) == sorted(t.weight for t in chosen)
     for r in results:
@@ -84,7 +84,7 @@ def test_evaluation_from_the_page_scores_with_the_chosen_reward_model(demo_model
     """Evaluate on the page with a reward-model folder: every stored reward is what that model gives."""
     import re
 
-    from model.chat_engine import build_prompt, score_reply
+    from mmcore.models.chat_engine import build_prompt, score_reply
     from model.weights import load_tokenizer
     from trainer.rl.reward_model import RewardModel
 
@@ -103,7 +103,7 @@ def test_evaluation_from_the_page_scores_with_the_chosen_reward_model(demo_model
     assert job.status == "succeeded", open(job.log_path, encoding="utf-8").read()
 
     reward_model, tokenizer = RewardModel(str(classifier_reward_model)), load_tokenizer()
-    answers = evaluate.eval_store_for(store).answers(eval_id, grpo)
+    answers = eval_jobs.eval_store_for(store).answers(eval_id, grpo)
     prompts = modelsview.load_prompts(DEMO / "rlaif.jsonl", 2)
     assert [a["prompt"] for a in answers] == [p["messages"][-1]["content"] for p in prompts]
     for a, p in zip(answers, prompts):
@@ -117,7 +117,7 @@ def test_evaluation_from_the_page_scores_with_the_chosen_reward_model(demo_model
         assert ("matches the reference" if a["correct"] else "differs from the reference") in modelsview.score_text(a)
     assert len({round(a["reward"], 5) for a in answers}) == 2  # a classifier's scores differ from answer to answer
     # Accuracy is still against the references (what the rule reward checks), though it is not in the reward.
-    [result] = evaluate.eval_store_for(store).results([eval_id])
+    [result] = eval_jobs.eval_store_for(store).results([eval_id])
     correct = [score_reply("", a["answer"], a["reference"], True)["rule"] for a in answers]
     assert result["accuracy"] == pytest.approx(sum(correct) / len(correct))
     assert [a["correct"] for a in answers] == correct
@@ -125,7 +125,8 @@ def test_evaluation_from_the_page_scores_with_the_chosen_reward_model(demo_model
 
 def test_an_older_evaluation_store_gains_the_new_answer_columns(tmp_path):
     import sqlite3
-    from mmcore.evalstore import EvalStore
+
+    from mmcore.models.evalstore import EvalStore
     path = tmp_path / "evals.db"
     with sqlite3.connect(path) as conn:  # eval_answers as first released: no reward_model, no correct
         conn.execute("CREATE TABLE eval_answers (eval_id INTEGER NOT NULL, weight TEXT NOT NULL, idx INTEGER NOT NULL,"

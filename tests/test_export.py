@@ -8,8 +8,8 @@ import sys
 
 import pytest
 import torch
-
 from _trainer_helpers import REPO, save_random_weights
+
 from model.export_hf import main as export_main
 from model.model_lora import apply_lora, load_lora, save_lora
 from model.model_minimind import MiniMindConfig, MiniMindForCausalLM

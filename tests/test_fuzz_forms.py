@@ -6,11 +6,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mmcore import command, preflight, registry
-from mmcore import roots as dashboard_roots
-from mmcore.presets import demo_preset
-from trainer import args as trainer_args
-from trainer import roots, specs
+from mmcore.access import dashboard_roots as dashboard_roots
+from mmcore.train import commandline, preflight, train_types
+from mmcore.train.preset_table import demo_preset
+from trainer.rules import args as trainer_args
+from trainer.rules import roots, specs
 
 PATHS = ["../out", "../out/demo", "../dataset/demo/pretrain.jsonl", "../dataset/demo/sft.jsonl", "../checkpoints",
          "/etc", "/etc/passwd", "../../", "../out/../../x", "/tmp/x", "~/x", "../out/a b", "..", "", "none",
@@ -37,7 +37,7 @@ def value_strategy(p):
 def form_strategy(train_type):
     """The type's demo preset with a few fields replaced by fuzz (so that many forms pass and reach
     the trainer's parser), or fuzz in every field."""
-    params = [p for p in registry.get_type(train_type).params if p.name != "device"]
+    params = [p for p in train_types.get_type(train_type).params if p.name != "device"]
     fuzz = st.fixed_dictionaries({}, optional={p.name: value_strategy(p) for p in params})
     base = {**demo_preset(train_type), "device": "cpu"}
     few = st.lists(st.sampled_from(params), max_size=3, unique_by=lambda p: p.name).flatmap(
@@ -52,11 +52,11 @@ def inside(path, allowed):
 
 def check_one(train_type, values):
     """True when the dashboard accepted the values (and everything below held)."""
-    checked = command.check(train_type, values)  # must not raise, whatever the values
+    checked = commandline.check(train_type, values)  # must not raise, whatever the values
     preflight.problems(checked, gpu_count=0)  # nor the file-system checks
     if not checked.ok:
         return False
-    argv = command.command_of(checked).argv
+    argv = commandline.command_of(checked).argv
     script = argv.index(f"../trainer/{specs.spec(train_type).script}")
     parser = trainer_args.build_parser(train_type)
     try:
@@ -78,7 +78,7 @@ def check_one(train_type, values):
     return True
 
 
-@pytest.mark.parametrize("train_type", list(registry.TYPES))
+@pytest.mark.parametrize("train_type", list(train_types.TYPES))
 def test_fuzz_form_values(train_type, monkeypatch):
     defaults = roots.default_roots()
     monkeypatch.setenv(roots.READ_ENV, os.pathsep.join(map(str, defaults.read)))

@@ -5,8 +5,8 @@ import subprocess
 import sys
 from types import SimpleNamespace
 
-from mmcore import gpu
-from mmcore.paths import ROOT
+from mmcore.base import gpu
+from mmcore.base.paths import ROOT
 
 GIB = 1024 ** 3
 

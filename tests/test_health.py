@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mmcore import health, i18n
+from mmcore.base import i18n
+from mmcore.runs import health
 
 S = health.HealthSettings(window=5)
 
@@ -133,8 +134,8 @@ def test_badge_lists_titles():
 
 
 def test_run_watch_follows_a_growing_stream(tmp_path):
-    from mmcore.watch import TREND_POINTS, RunWatch
-    from trainer import records
+    from mmcore.runs.trend_watch import TREND_POINTS, RunWatch
+    from trainer.rules import records
     watch = RunWatch()
     assert watch.summary(tmp_path / "none", "grpo").trend == []
     rec = records.RunRecords(tmp_path / "run", "grpo")

@@ -3,10 +3,10 @@ each language (AppTest) with no text missing from either table."""
 import re
 
 import pytest
-
 from _pages_helpers import open_page, texts
-from mmcore import i18n
-from mmcore.i18n import t
+
+from mmcore.base import i18n
+from mmcore.base.i18n import t
 
 
 @pytest.fixture(autouse=True)
@@ -108,7 +108,8 @@ def test_sidebar_in_each_language(lang):
 
 def finished_job():
     import time
-    from mmcore.store import JobStore
+
+    from mmcore.jobs.jobstore import JobStore
     store = JobStore()
     job_id = store.create("sft", "job-a", {"epochs": "1"}, ["python", "x.py"], "/tmp", {})
     store.update(job_id, status="succeeded", started_at=time.time() - 60, ended_at=time.time(), exit_code=0)
@@ -120,7 +121,8 @@ def finished_job():
 def failed_job():
     """A finished job whose log ends with a traceback (the Logs page shows it as the last error)."""
     import time
-    from mmcore.store import JobStore
+
+    from mmcore.jobs.jobstore import JobStore
     job_id = finished_job()
     store = JobStore()
     store.update(job_id, status="failed", exit_code=1, ended_at=time.time())
@@ -187,8 +189,9 @@ def pipeline_section(at):
 
 def sick_rl_job():
     """A finished GRPO job with metrics and rollouts records whose health check fires."""
-    from mmcore.store import JobStore
     from test_page_records import recorded_job
+
+    from mmcore.jobs.jobstore import JobStore
     return recorded_job(JobStore(), steps=12, zero_std=1.0, name="sick")
 
 
@@ -220,37 +223,40 @@ def test_every_page_in_chinese_has_no_english_left(page, setup, then):
 
 
 def test_every_parameter_has_its_help_in_each_language_and_the_english_is_the_scripts():
-    from mmcore import forms, registry
-    for train_type, spec in registry.TYPES.items():
+    from mmcore.train import train_types
+    from mmcore.widgets import train_form
+    for train_type, spec in train_types.TYPES.items():
         for p in spec.params:
             if p.name == "device":
                 continue  # chosen by the device mode, not a field
             with i18n.language("en"):
-                assert forms.param_help(train_type, p) == p.help, (train_type, p.name)
+                assert train_form.param_help(train_type, p) == p.help, (train_type, p.name)
             with i18n.language("zh"):
-                assert has_chinese(forms.param_help(train_type, p)), (train_type, p.name)
+                assert has_chinese(train_form.param_help(train_type, p)), (train_type, p.name)
     assert not i18n.missing
 
 
 def field_messages(tmp_path):
-    """Every kind of field message, from the real checks: trainer/args.py, trainer/roots.py,
-    mmcore/command.py and mmcore/forms.py."""
+    """Every kind of field message, from the real checks: trainer/rules/args.py, trainer/rules/roots.py,
+    mmcore/train/commandline.py and mmcore/widgets/train_form.py."""
     import os
     from pathlib import Path
-    from mmcore import command, forms, registry
-    from trainer import args, roots, specs
-    found = [registry.param("sft", "epochs").check(0), registry.param("grpo", "top_p").check(2.0),
-             registry.param("sft", "learning_rate").check(0.0), registry.param("sft", "use_moe").check(3),
+
+    from mmcore.train import commandline, train_types
+    from mmcore.widgets import train_form
+    from trainer.rules import args, roots, specs
+    found = [train_types.param("sft", "epochs").check(0), train_types.param("grpo", "top_p").check(2.0),
+             train_types.param("sft", "learning_rate").check(0.0), train_types.param("sft", "use_moe").check(3),
              roots.name_problem("a/b"), roots.name_problem("x" * 500),
-             command._convert(args.Arg("flag", bool, False, "a flag"), "maybe")[1]]
+             commandline._convert(args.Arg("flag", bool, False, "a flag"), "maybe")[1]]
     outside = roots.Roots(read=(Path("/data"), Path("/tmp")), write=(Path("/out"),))
     found += [outside.problem("/etc", "read"), outside.problem("/etc", "write")]
-    checked = command.check("sft", {"epochs": "abc", "batch_size": "1.5", "learning_rate": "inf", "grad_clip": "abc",
+    checked = commandline.check("sft", {"epochs": "abc", "batch_size": "1.5", "learning_rate": "inf", "grad_clip": "abc",
                                     "save_weight": "-x",
                                     "data_path": "a\nb", "save_dir": "", "device": "tpu", "gpus": "a",
                                     "train_monitor": "tensorboard"})
     found += list(checked.errors.values())
-    found += [command.check("sft", {"gpus": "0,0", "hidden_size": "100"}).errors[name] for name in ("gpus", "hidden_size")]
+    found += [commandline.check("sft", {"gpus": "0,0", "hidden_size": "100"}).errors[name] for name in ("gpus", "hidden_size")]
     # A weight file that is a symlink to a folder outside the write roots.
     (tmp_path / "out").mkdir()
     values = {**specs.spec("sft").defaults(), "save_dir": str(tmp_path / "out"), "save_weight": "x"}
@@ -258,8 +264,8 @@ def field_messages(tmp_path):
     writable = roots.Roots(read=(Path("/"),), write=(tmp_path / "out", (tmp_path / specs.CHECKPOINT_DIR).resolve()))
     found += roots.path_errors("sft", values, writable, base=tmp_path).values()
     for mode, gpu_count, form in (("bogus", 0, {}), ("single", 0, {}), ("single", 1, {}), ("multi", 2, {})):
-        found += forms._device_errors({"device_mode": mode, **form}, gpu_count).values()
-    found += [forms.check_form("sft", {"device_mode": "cpu", forms.NAME_FIELD: " "}, 0).errors[forms.NAME_FIELD]]
+        found += train_form._device_errors({"device_mode": mode, **form}, gpu_count).values()
+    found += [train_form.check_form("sft", {"device_mode": "cpu", train_form.NAME_FIELD: " "}, 0).errors[train_form.NAME_FIELD]]
     return found
 
 
@@ -293,7 +299,8 @@ def test_the_trainers_print_the_english_messages(tmp_path):
     """The command line's usage errors keep their English wording."""
     import subprocess
     import sys
-    from mmcore.paths import ROOT
+
+    from mmcore.base.paths import ROOT
     run = subprocess.run([sys.executable, "trainer/train_full_sft.py", "--epochs", "0"], cwd=ROOT, capture_output=True,
                          text=True, timeout=120)
     assert run.returncode == 2 and "argument --epochs: '0' must be at least 1" in run.stderr, run.stderr
@@ -304,11 +311,12 @@ def test_the_trainers_print_the_english_messages(tmp_path):
 
 
 def test_chart_titles_and_axes_speak_each_language_and_the_english_is_the_tables():
-    from mmcore import charts, metrics, rlview
+    from mmcore.logs import charts
+    from mmcore.runs import metric_stream, rlview
     with i18n.language("en"):
         assert {name: charts.chart_title(name) for name in charts.TITLES} == charts.TITLES
         assert {x: charts.axis_title(x) for x in charts.X_AXES} == charts.X_AXES
-        assert {x: rlview.x_label(x) for x in metrics.X_AXES} == metrics.X_AXES
+        assert {x: rlview.x_label(x) for x in metric_stream.X_AXES} == metric_stream.X_AXES
         assert all(rlview.panel_title(p) == p.title for p in rlview.PANELS)
     with i18n.language("zh"):
         assert all(has_chinese(charts.chart_title(name)) for name in charts.TITLES)
@@ -318,7 +326,7 @@ def test_chart_titles_and_axes_speak_each_language_and_the_english_is_the_tables
 
 
 def test_pipeline_problems_and_refusals_in_chinese():
-    from mmcore import pipelines
+    from mmcore.queue import pipelines
     stages = pipelines.TEMPLATES["minimind_full"].stages()
     with i18n.language("en"):
         english = pipelines.check(stages, 0)
@@ -331,8 +339,10 @@ def test_pipeline_problems_and_refusals_in_chinese():
 
 def test_log_link_and_store_messages_in_chinese(tmp_path):
     import sqlite3
-    from mmcore import logfiles, logparse, storeguard, urlstate
-    parser = logparse.LogParser(str(tmp_path / "none.log"))
+
+    from mmcore.jobs import storeguard
+    from mmcore.logs import log_parser, logfiles, urlstate
+    parser = log_parser.LogParser(str(tmp_path / "none.log"))
     parser.update()
     (tmp_path / "jobs.db").write_bytes(b"not a database at all, just text")
     with i18n.language("zh"):
@@ -347,7 +357,7 @@ def test_log_link_and_store_messages_in_chinese(tmp_path):
 
 
 def test_an_export_name_error_is_worded_when_shown():
-    from mmcore import modelsview
+    from mmcore.models import modelsview
     with pytest.raises(ValueError) as raised:
         modelsview.export_folder("../escape")
     with i18n.language("en"):
@@ -359,7 +369,7 @@ def test_an_export_name_error_is_worded_when_shown():
 
 
 def test_a_too_large_upload_is_worded_when_shown(tmp_path):
-    from mmcore import logfiles
+    from mmcore.logs import logfiles
     with pytest.raises(logfiles.UploadTooLarge) as raised:
         logfiles.save_upload(b"x" * (2 * 1024 * 1024), "big.log", folder=tmp_path, max_mb=1)
     assert str(raised.value) == ("big.log is 2 MB; uploads are limited to 1 MB (MINIMIND_UPLOAD_MAX_MB). "

@@ -2,15 +2,15 @@
 image, a link or a colour; uploads are bounded in size and expire."""
 import re
 import time
-import tomllib
 
 import pytest
-
+import tomllib
 from _pages_helpers import open_page
-from mmcore import logfiles
-from mmcore.paths import ROOT
-from mmcore.safetext import md
-from mmcore.store import JobStore
+
+from mmcore.base.paths import ROOT
+from mmcore.base.safetext import md
+from mmcore.jobs.jobstore import JobStore
+from mmcore.logs import logfiles
 
 EVIL = "![pixel](http://evil.example/track.png) [Session expired – click to log in](http://evil.example/login) :red[x] <img src=x>"
 

@@ -1,13 +1,16 @@
-"""Job notes kept as messages (mmcore.jobnote): worded as before in English, in Chinese for a Chinese
+"""Job notes kept as messages (mmcore.jobs.jobnote): worded as before in English, in Chinese for a Chinese
 viewer (the Jobs page), in English by the API; notes stored as text by older versions show as they are."""
 import time
 
 import pytest
-
 from _pages_helpers import open_page, texts
-from mmcore import api, i18n, jobnote, presets
-from mmcore.i18n import message
-from mmcore.store import JobStore
+
+from mmcore import api
+from mmcore.base import i18n
+from mmcore.base.i18n import message
+from mmcore.jobs import jobnote
+from mmcore.jobs.jobstore import JobStore
+from mmcore.train import preset_table
 
 # Every note the dashboard writes, with its English wording (as it was stored before notes were messages).
 NOTES = [
@@ -36,7 +39,7 @@ KEPT = {"pid", "Slurm", "CANCELLED", "Errno", "ENOMEM", "EACCES", "ENOENT", "EPE
 @pytest.fixture(autouse=True)
 def home(tmp_path, monkeypatch):
     monkeypatch.setenv("MINIMIND_DASHBOARD_HOME", str(tmp_path / "home"))
-    monkeypatch.setattr("mmcore.queuelock.ensure_running", lambda store: None)
+    monkeypatch.setattr("mmcore.jobs.scheduler_lock.ensure_running", lambda store: None)
     return tmp_path / "home"
 
 
@@ -62,10 +65,10 @@ def test_notes_stored_as_text_show_as_they_are():
 
 def test_a_cancelled_jobs_note_on_jobs_in_chinese_and_through_the_api():
     store = JobStore()
-    job_id = store.create("pretrain", "w", presets.demo_preset("pretrain"), ["python3", "x.py"], "/tmp", {},
+    job_id = store.create("pretrain", "w", preset_table.demo_preset("pretrain"), ["python3", "x.py"], "/tmp", {},
                           user="bob", waiting=1, resources={})
     assert store.cancel_waiting(job_id)
-    old = store.create("pretrain", "old", presets.demo_preset("pretrain"), ["python3", "x.py"], "/tmp", {}, user="bob")
+    old = store.create("pretrain", "old", preset_table.demo_preset("pretrain"), ["python3", "x.py"], "/tmp", {}, user="bob")
     store.update(old, status="stopped", ended_at=time.time(), note="cancelled while queued")  # an older row
     with i18n.language("zh"):
         assert api.get(job_id)["note"] == "cancelled while queued" == api.get(old)["note"]

@@ -3,11 +3,11 @@ import re
 import time
 
 import pytest
-
-from mmcore import jobtable, progress
 from _tables import html_tables
-from mmcore.gpu import GpuInfo
-from mmcore.jobrow import Job
+
+from mmcore.base.gpu import GpuInfo
+from mmcore.jobs import jobtable, progress
+from mmcore.jobs.jobrow import Job
 
 T0 = 1_767_000_000.0  # a fixed unix time
 

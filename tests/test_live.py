@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from mmcore import live
-from mmcore.liveness import process_start_time
-from mmcore.store import JobStore
+from mmcore.base.process_identity import process_start_time
+from mmcore.jobs import change_watch
+from mmcore.jobs.jobstore import JobStore
 
 
 class Clock:
@@ -34,7 +34,7 @@ def make_job(store, status="running"):
 
 def test_a_job_added_elsewhere_bumps_the_store_version_once_per_interval(store):
     clock = Clock()
-    watch = live.ChangeWatch(store, interval=1.0, reconcile_every=1e9, clock=clock)
+    watch = change_watch.ChangeWatch(store, interval=1.0, reconcile_every=1e9, clock=clock)
     first = watch.poll()
     assert first.store_version == 1 and first.counts.get("running", 0) == 0
     JobStore(store.path).create("sft", "from another browser", {}, ["python", "x.py"], "/tmp", {})
@@ -54,7 +54,7 @@ def test_growing_log_of_an_active_job_bumps_the_logs_version(store):
     log = store.get(job_id).log_path
     with open(log, "w") as f:
         f.write("start\n")
-    watch = live.ChangeWatch(store, interval=1.0, reconcile_every=1e9, clock=clock)
+    watch = change_watch.ChangeWatch(store, interval=1.0, reconcile_every=1e9, clock=clock)
     before = watch.poll()
     clock.now += 1.0
     assert watch.poll().logs_version == before.logs_version  # unchanged log: same version
@@ -72,7 +72,7 @@ def test_a_dead_supervisor_is_noticed_by_the_watch(store):
     clock = Clock()
     job_id = make_job(store)
     store.update(job_id, supervisor_pid=2 ** 22 + 12345, supervisor_start=1.0)  # no such process
-    watch = live.ChangeWatch(store, interval=1.0, reconcile_every=5.0, clock=clock)
+    watch = change_watch.ChangeWatch(store, interval=1.0, reconcile_every=5.0, clock=clock)
     snap = watch.poll()
     assert store.get(job_id).status == "lost"
     assert snap.counts.get("lost") == 1 and snap.counts.get("running", 0) == 0
@@ -80,7 +80,7 @@ def test_a_dead_supervisor_is_noticed_by_the_watch(store):
 
 def test_store_replaced_on_disk_is_followed(store, tmp_path):
     clock = Clock()
-    watch = live.ChangeWatch(store, interval=1.0, reconcile_every=1e9, clock=clock)
+    watch = change_watch.ChangeWatch(store, interval=1.0, reconcile_every=1e9, clock=clock)
     v = watch.poll().store_version
     os.unlink(store.path)
     fresh = JobStore(store.path)
@@ -92,7 +92,7 @@ def test_store_replaced_on_disk_is_followed(store, tmp_path):
 
 def test_paths_marker_looks_at_each_file_once_per_interval(store, tmp_path):
     clock = Clock()
-    watch = live.ChangeWatch(store, interval=1.0, clock=clock)
+    watch = change_watch.ChangeWatch(store, interval=1.0, clock=clock)
     path = tmp_path / "upstream.log"
     path.write_text("a\n")
     first = watch.paths_marker([str(path)])
@@ -104,21 +104,21 @@ def test_paths_marker_looks_at_each_file_once_per_interval(store, tmp_path):
 
 
 def snap(store_version=1, logs_version=1):
-    return live.Snapshot(store_version, logs_version, changed_at=0.0, checked_at=0.0)
+    return change_watch.Snapshot(store_version, logs_version, changed_at=0.0, checked_at=0.0)
 
 
 def test_should_rerun():
-    seen = live.Seen(1, 1, drawn_at=100.0, follow_logs=True, progress_s=5.0)
-    assert not live.should_rerun(None, snap(2, 2))  # first draw
-    assert not live.should_rerun(seen, snap(1, 1), now=200.0)  # nothing changed
-    assert live.should_rerun(seen, snap(2, 1), now=100.5)  # a job added or ended: at once
-    assert not live.should_rerun(seen, snap(1, 2), now=103.0)  # a log grew: not before progress_s
-    assert live.should_rerun(seen, snap(1, 2), now=105.0)
-    quiet = live.Seen(1, 1, drawn_at=100.0)  # a page that does not follow logs (Train)
-    assert not live.should_rerun(quiet, snap(1, 9), now=1000.0)
-    mine = live.Seen(1, 1, drawn_at=100.0, paths=((10, 1, 1),), progress_s=2.0)  # Logs: its own files
-    assert not live.should_rerun(mine, snap(1, 9), paths=((10, 1, 1),), now=1000.0)
-    assert live.should_rerun(mine, snap(1, 1), paths=((20, 2, 1),), now=102.0)
+    seen = change_watch.Seen(1, 1, drawn_at=100.0, follow_logs=True, progress_s=5.0)
+    assert not change_watch.should_rerun(None, snap(2, 2))  # first draw
+    assert not change_watch.should_rerun(seen, snap(1, 1), now=200.0)  # nothing changed
+    assert change_watch.should_rerun(seen, snap(2, 1), now=100.5)  # a job added or ended: at once
+    assert not change_watch.should_rerun(seen, snap(1, 2), now=103.0)  # a log grew: not before progress_s
+    assert change_watch.should_rerun(seen, snap(1, 2), now=105.0)
+    quiet = change_watch.Seen(1, 1, drawn_at=100.0)  # a page that does not follow logs (Train)
+    assert not change_watch.should_rerun(quiet, snap(1, 9), now=1000.0)
+    mine = change_watch.Seen(1, 1, drawn_at=100.0, paths=((10, 1, 1),), progress_s=2.0)  # Logs: its own files
+    assert not change_watch.should_rerun(mine, snap(1, 9), paths=((10, 1, 1),), now=1000.0)
+    assert change_watch.should_rerun(mine, snap(1, 1), paths=((20, 2, 1),), now=102.0)
 
 
 def test_the_watch_connection_survives_stores_opened_beside_it(store):
@@ -126,12 +126,12 @@ def test_the_watch_connection_survives_stores_opened_beside_it(store):
     connection, or a writer in another process that closes last removes the WAL index under it."""
     import subprocess
     import sys
-    watch = live.ChangeWatch(store, interval=0, reconcile_every=1e9)
+    watch = change_watch.ChangeWatch(store, interval=0, reconcile_every=1e9)
     watch.poll()
     JobStore(store.path)  # checks the database file in this process
-    code = ("import sys; sys.path.insert(0, sys.argv[2]); from mmcore.store import JobStore; "
+    code = ("import sys; from mmcore.jobs.jobstore import JobStore; "
             "JobStore(sys.argv[1]).create('sft', 'other', {}, ['python'], '/tmp', {})")
-    subprocess.run([sys.executable, "-c", code, store.path, str(live.__file__).rsplit("/mmcore/", 1)[0]], check=True)
+    subprocess.run([sys.executable, "-c", code, store.path], check=True)
     snap = watch.poll()
     assert snap.error is None and snap.counts["queued"] == 1
     assert [job.name for job in store.list()] == ["other"]
@@ -139,7 +139,7 @@ def test_the_watch_connection_survives_stores_opened_beside_it(store):
 
 def test_watched_files_get_a_version_that_moves_when_they_change(store, tmp_path):
     clock = Clock()
-    watch = live.ChangeWatch(store, interval=1.0, reconcile_every=1e9, clock=clock)
+    watch = change_watch.ChangeWatch(store, interval=1.0, reconcile_every=1e9, clock=clock)
     path = tmp_path / "upload.log"
     path.write_text("a\n")
     watch.paths_marker([str(path)])  # a tab shows it: watched from now on
@@ -151,32 +151,32 @@ def test_watched_files_get_a_version_that_moves_when_they_change(store, tmp_path
     clock.now += 1.0
     grown = watch.poll()
     assert grown.file_versions == {str(path): 2} and grown.changed_at == clock.now
-    clock.now += live.FILES_TTL_S + 1  # nobody asked about it since: no longer watched
+    clock.now += change_watch.FILES_TTL_S + 1  # nobody asked about it since: no longer watched
     assert watch.poll().file_versions == {}
 
 
 def test_the_marker_file_holds_counters_and_times_only(store, tmp_path):
-    watch = live.ChangeWatch(store, interval=0, reconcile_every=1e9)
+    watch = change_watch.ChangeWatch(store, interval=0, reconcile_every=1e9)
     secret = tmp_path / "secret-name.log"
     secret.write_text("x\n")
     watch.paths_marker([str(secret)])
     folder = tmp_path / "static"
     folder.mkdir()
-    marker = live.MarkerFile(watch, folder, interval=0.05)
+    marker = change_watch.MarkerFile(watch, folder, interval=0.05)
     body = marker.write()
     text = marker.path.read_text()
     assert json.loads(text) == body
     assert body["store"] == 1 and body["error"] is False
-    assert body["files"] == {live.path_key(str(secret)): 1}
+    assert body["files"] == {change_watch.path_key(str(secret)): 1}
     assert "secret-name" not in text and str(tmp_path) not in text
     assert marker.path.name.startswith(f"live-{os.getpid()}-") and len(marker.path.name) > len("live-1-.json") + 12
 
 
 def test_the_marker_file_follows_the_store_and_is_removed_on_close(store, tmp_path):
-    watch = live.ChangeWatch(store, interval=0, reconcile_every=1e9)
+    watch = change_watch.ChangeWatch(store, interval=0, reconcile_every=1e9)
     folder = tmp_path / "static"
     folder.mkdir()
-    marker = live.MarkerFile(watch, folder, interval=0.05).start()
+    marker = change_watch.MarkerFile(watch, folder, interval=0.05).start()
     try:
         first = json.loads(marker.path.read_text())
         JobStore(store.path).create("sft", "from another browser", {}, ["python", "x.py"], "/tmp", {})
@@ -202,7 +202,7 @@ def test_markers_of_gone_servers_are_removed(store, tmp_path):
     alive.write_text("{}")
     other = folder / "logo.png"
     other.write_bytes(b"\x89PNG")
-    marker = live.MarkerFile(live.ChangeWatch(store, interval=0, reconcile_every=1e9), folder, interval=60).start()
+    marker = change_watch.MarkerFile(change_watch.ChangeWatch(store, interval=0, reconcile_every=1e9), folder, interval=60).start()
     try:
         assert not stale.exists() and alive.exists() and other.exists() and marker.path.exists()
     finally:
@@ -210,6 +210,6 @@ def test_markers_of_gone_servers_are_removed(store, tmp_path):
 
 
 def test_an_unwritable_folder_is_refused_at_start(store, tmp_path):
-    marker = live.MarkerFile(live.ChangeWatch(store, interval=0, reconcile_every=1e9), tmp_path / "missing")
+    marker = change_watch.MarkerFile(change_watch.ChangeWatch(store, interval=0, reconcile_every=1e9), tmp_path / "missing")
     with pytest.raises(OSError):
         marker.start()

@@ -1,4 +1,4 @@
-"""Tests of the incremental log parser (mmcore.logparse) on every log format and on noisy logs."""
+"""Tests of the incremental log parser (mmcore.logs.log_parser) on every log format and on noisy logs."""
 import json
 import math
 import os
@@ -9,10 +9,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from mmcore import logfiles, logheader, logparse, progress
-from mmcore.logfiles import tail
-from mmcore.loglines import INDEX_COLUMNS
-from mmcore.logparse import LogParser, parse_file
+from mmcore.jobs import progress
+from mmcore.logs import log_parser, logfiles, logheader
+from mmcore.logs.log_parser import LogParser, parse_file
+from mmcore.logs.logfiles import tail
+from mmcore.logs.loglines import INDEX_COLUMNS
 
 DATA = Path(__file__).parent / "data" / "logs"
 ROOT = Path(__file__).resolve().parent.parent
@@ -170,7 +171,7 @@ def test_same_result_whatever_the_block_size(tmp_path, monkeypatch):
     log = tmp_path / "blocks.log"
     write(log, "\n".join(lines) + "\n")
     whole = parse_file(log)
-    monkeypatch.setattr(logparse, "READ_BLOCK", 97)  # lines straddle every block boundary
+    monkeypatch.setattr(log_parser, "READ_BLOCK", 97)  # lines straddle every block boundary
     parser = LogParser(log)
     parser.update()
     pd.testing.assert_frame_equal(parser.frame(), whole)
@@ -290,8 +291,8 @@ def test_live_tqdm_bar_without_newline_is_not_reread(tmp_path):
 
 
 def test_overlong_line_is_skipped(tmp_path, monkeypatch):
-    monkeypatch.setattr(logparse, "MAX_LINE", 1000)
-    monkeypatch.setattr(logparse, "READ_BLOCK", 512)
+    monkeypatch.setattr(log_parser, "MAX_LINE", 1000)
+    monkeypatch.setattr(log_parser, "READ_BLOCK", 512)
     log = tmp_path / "junk.log"
     write(log, "Epoch:[1/1](1/2) loss:1.0\n" + "x" * 5000 + "Epoch:[1/1](9/9) loss:9\nEpoch:[1/1](2/2) loss:2.0\n")
     parser = LogParser(log)
@@ -386,7 +387,7 @@ def test_save_upload(tmp_path):
 
 
 def test_importable_without_torch():
-    code = ("import sys; import mmcore.logparse, mmcore.charts; "
+    code = ("import sys; import mmcore.logs.log_parser, mmcore.logs.charts; "
             "assert 'torch' not in sys.modules, 'torch was imported'")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 
@@ -398,8 +399,9 @@ def test_log_of_a_real_pretrain_job(tmp_path, monkeypatch):
     the trainer's own output, the end line) parses into the records and progress the pages show."""
     from _pages_helpers import wait_for
     from _trainer_helpers import DEMO, head_jsonl, make_repo_copy, tiny_args
-    from mmcore import runner
-    from mmcore.store import JobStore
+
+    from mmcore.jobs import runner
+    from mmcore.jobs.jobstore import JobStore
 
     monkeypatch.setenv("MINIMIND_DASHBOARD_HOME", str(tmp_path / "home"))
     repo = make_repo_copy(tmp_path / "repo")
@@ -436,8 +438,8 @@ def test_log_of_a_real_pretrain_job(tmp_path, monkeypatch):
 
 
 def test_long_tqdm_line_in_the_middle_of_a_read(tmp_path, monkeypatch):
-    monkeypatch.setattr(logparse, "MAX_LINE", 300)
-    monkeypatch.setattr(logparse, "READ_BLOCK", 128)
+    monkeypatch.setattr(log_parser, "MAX_LINE", 300)
+    monkeypatch.setattr(log_parser, "READ_BLOCK", 128)
     log = tmp_path / "bar.log"
     bar = "".join(f"\r {i:3d}%|{'#' * (i // 10):10s}|" for i in range(100))  # 1700 bytes, no newline
     write(log, "Epoch:[1/1](1/3) loss:1.0\n" + bar + "\rEpoch:[1/1](2/3) loss:2.0\nEpoch:[1/1](3/3) loss:3.0\n")
@@ -465,7 +467,7 @@ def test_explain_messages():
 def test_records_from_gives_the_latest_records_only(tmp_path):
     log = tmp_path / "train.log"
     log.write_text("".join(f"Epoch:[1/1]({i}/5) loss:{i}.0 lr:0.1 epoch_Time:0.0min:\n" for i in range(1, 6)))
-    parser = logparse.LogParser(log)
+    parser = log_parser.LogParser(log)
     parser.update()
     assert [r["step"] for r in parser.records_from(3)] == [4, 5]
     assert [r["step"] for r in parser.records_from(-2)] == [4, 5]

@@ -9,8 +9,9 @@ import types
 import pytest
 import torch
 
-from trainer import checkpoint, loop, specs
+from trainer import checkpoint, loop
 from trainer import trainer_utils as tu
+from trainer.rules import specs
 
 
 def test_cosine_schedule_matches_upstream():
@@ -43,7 +44,7 @@ def test_progress_line_is_the_upstream_format_and_parses():
     extra = loop.format_progress(0, 6, 10, 500, 2.1, 5e-6, 3.0, {"ce": 1.9, "distill": 2.3})
     assert re.fullmatch(r"Epoch:\[1/6\]\(10/500\) loss:2\.100000 ce:1\.900000 distill:2\.300000 lr:\S+ "
                         r"epoch_Time:3\.0min:", extra)
-    from mmcore.logparse import LogParser
+    from mmcore.logs.log_parser import LogParser
     parser = LogParser("unused")
     parser.feed((line + "\n" + extra + "\n").encode())
     records = parser.records

@@ -1,16 +1,18 @@
-"""The Models page's actions and roles (mmcore.modelguard): a viewer may not chat, compare, evaluate or
+"""The Models page's actions and roles (mmcore.actions.modelguard): a viewer may not chat, compare, evaluate or
 export (nothing runs, nothing is written, nothing is recorded); a member may, as itself, and each action
 lands in the audit trail; `python -m mmcore export --user U` applies the same rule."""
 import subprocess
 import sys
 
 import pytest
-
 from _runner_helpers import home_with_roles, wait_for
 from _trainer_helpers import DEMO
-from mmcore import audit, evaluate, modelguard, modelsview, roles
-from mmcore.paths import ROOT
-from mmcore.store import JobStore
+
+from mmcore.access import audit, roles
+from mmcore.actions import modelguard
+from mmcore.base.paths import ROOT
+from mmcore.jobs.jobstore import JobStore
+from mmcore.models import eval_jobs, modelsview
 
 pytestmark = pytest.mark.timeout(600)
 PROMPTS = [{"messages": [{"role": "user", "content": "6-3=?"}], "reference": "3"}]
@@ -50,7 +52,7 @@ def test_a_viewer_runs_nothing_writes_nothing_and_leaves_no_record(home, target,
     with pytest.raises(roles.Forbidden, match="may not export"):
         modelguard.export("vera", target.weight, out, home)
     assert not out.exists()
-    assert store.list() == [] and evaluate.eval_store_for(store).results() == []
+    assert store.list() == [] and eval_jobs.eval_store_for(store).results() == []
     assert audit.entries(home=home) == []
 
 

@@ -1,4 +1,4 @@
-"""The legacy pages-folder workaround (mmcore/navigation.py) still matches the Streamlit installed.
+"""The legacy pages-folder workaround (mmcore/widgets/navigation.py) still matches the Streamlit installed.
 
 These fail loudly when a Streamlit upgrade renames or stops reading the private flag the workaround
 clears; then bookmarked page URLs on a fresh server need a new look (tests/test_browser_e2e.py).
@@ -11,10 +11,10 @@ import streamlit
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.runtime.scriptrunner import script_runner
 
-from mmcore.paths import ROOT
+from mmcore.base.paths import ROOT
 
 FLAG = "uses_pages_directory"
-WHY = (f"Streamlit {streamlit.__version__} changed PagesManager.{FLAG}, which mmcore/navigation.py clears "
+WHY = (f"Streamlit {streamlit.__version__} changed PagesManager.{FLAG}, which mmcore/widgets/navigation.py clears "
        "to leave the legacy pages/ mode: check whether the workaround is still needed and how")
 
 
@@ -46,7 +46,7 @@ def test_a_legacy_run_is_told_by_the_entry_being_the_main_script_that_has_not_ru
     the entry never ran in: the script run context must still name its main script."""
     from streamlit.runtime.scriptrunner_utils.script_run_context import ScriptRunContext
 
-    from mmcore import navigation
+    from mmcore.widgets import navigation
 
     assert "main_script_path" in {f.name for f in dataclasses.fields(ScriptRunContext)}, WHY
     assert navigation.ENTRY == (ROOT / "streamlit_app.py").resolve() and navigation.ENTRY.is_file()

@@ -6,13 +6,13 @@ import os
 import pytest
 import torch
 
+from model import weights
 from model.model_lora import apply_lora, load_lora
 from model.model_minimind import MiniMindForCausalLM
-from model import weights
-from trainer import ownership, roots
 from trainer import checkpoint
 from trainer import trainer_utils as tu
 from trainer.rl import reward_model
+from trainer.rules import ownership, roots
 
 
 class Payload:
@@ -116,8 +116,8 @@ def test_a_reward_model_folder_runs_no_code_unless_an_admin_allowed_it(tmp_path,
 
 
 def test_preflight_names_an_untrusted_reward_model_that_needs_its_own_code(tmp_path, monkeypatch):
-    from mmcore import preflight
-    from mmcore.presets import demo_preset
+    from mmcore.train import preflight
+    from mmcore.train.preset_table import demo_preset
     marker = tmp_path / "never"
     evil_reward_folder(tmp_path / "reward", marker)
     monkeypatch.delenv(roots.TRUSTED_CODE_ENV, raising=False)

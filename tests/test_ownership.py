@@ -1,13 +1,13 @@
 """Jobs own their files: a launch that would write an active job's weight or resume file waits in
 the queue for that job (told whose job it is), and a Resume tells its trainer whose state it continues."""
 import pytest
-
 from _runner_helpers import home_with_roles, wait_for
 
-from mmcore import api, ownership
-from mmcore.presets import demo_preset
-from mmcore.store import JobStore
-from trainer import ownership as trainer_ownership
+from mmcore import api
+from mmcore.jobs.jobstore import JobStore
+from mmcore.train import file_owners
+from mmcore.train.preset_table import demo_preset
+from trainer.rules import ownership as trainer_ownership
 
 
 @pytest.fixture
@@ -44,8 +44,8 @@ def test_a_resume_tells_the_trainer_which_jobs_state_it_continues(team):
     second = api.resume(first, user="alice")
     api.stop(second, user="alice", grace=5, wait=True)
     third = api.resume(second, user="alice")
-    env = ownership.trainer_env(store, store.get(third))
+    env = file_owners.trainer_env(store, store.get(third))
     assert env == {trainer_ownership.JOB_ENV: str(third), trainer_ownership.RESUME_OF_ENV: f"{second},{first}"}
-    assert trainer_ownership.RESUME_OF_ENV not in ownership.trainer_env(store, store.get(first))
+    assert trainer_ownership.RESUME_OF_ENV not in file_owners.trainer_env(store, store.get(first))
     with pytest.raises(api.Refused, match="belongs to alice"):
         api.resume(first, user="bob")

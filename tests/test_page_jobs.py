@@ -5,11 +5,14 @@ import re
 import time
 
 import pytest
-
 from _pages_helpers import open_page, sleeper_argv, texts, wait_for
 from _tables import page_tables
-from mmcore import actions, forms, launch, runner
-from mmcore.store import JobStore
+
+from mmcore.actions import job_acts
+from mmcore.jobs import runner
+from mmcore.jobs.jobstore import JobStore
+from mmcore.queue import launch
+from mmcore.widgets import train_form
 
 
 @pytest.fixture(autouse=True)
@@ -158,7 +161,7 @@ def test_delete_is_refused_while_running_and_confirmed_after(store, tmp_path):
 
 
 def test_clone_to_train_opens_train_prefilled(store):
-    params = forms.command_values("dpo", {**forms.initial_form("dpo"), "beta": "0.25", "epochs": "3"})
+    params = train_form.command_values("dpo", {**train_form.initial_form("dpo"), "beta": "0.25", "epochs": "3"})
     finished_job(store, "dpo", params, name="dpo-a")
     at = open_page("pages/jobs.py")
     button(at, "Clone to Train").click().run()
@@ -173,14 +176,14 @@ def test_clone_to_train_opens_train_prefilled(store):
 
 
 def test_resume_creates_a_new_job_with_from_resume(store, tmp_path):
-    form = forms.preset_form("pretrain")
+    form = train_form.preset_form("pretrain")
     form["save_dir"] = str(tmp_path / "out")
-    job_id = finished_job(store, "pretrain", forms.command_values("pretrain", form), name="tiny", status="stopped")
+    job_id = finished_job(store, "pretrain", train_form.command_values("pretrain", form), name="tiny", status="stopped")
     store.update(job_id, cwd=str(tmp_path / "trainer"))
     at = open_page("pages/jobs.py")
     # It stopped before saving resume state: Resume is not offered, and says why.
     assert button(at, "Resume").disabled and "saved no resume state" in button(at, "Resume").help
-    outcome = actions.resume_job(store, job_id, 0)
+    outcome = job_acts.resume_job(store, job_id, 0)
     assert outcome.kind == "error" and "saved no resume state" in outcome.message
     assert store.count() == 1  # nothing started
     checkpoint = launch.resume_checkpoint(store.get(job_id))
@@ -248,7 +251,7 @@ def test_logs_link_carries_the_job_id(store):
 def test_history_and_audit_trail_tables_are_built_when_opened(store):
     """A fresh page draws the jobs table and the job's parameters; the history and the audit trail
     (collapsed) get their tables when opened, and keep them while open."""
-    from mmcore import audit
+    from mmcore.access import audit
     job_id = finished_job(store, "sft", {"epochs": "2"}, name="audited")
     audit.record("alice", "stop", job_id, {"why": "test"}, home=store.home)
     audit.record("bob", "settings", None, {"queue": {}}, home=store.home)

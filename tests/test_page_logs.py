@@ -8,13 +8,14 @@ import time
 
 import numpy as np
 import pytest
-from streamlit.testing.v1 import AppTest
-
-from mmcore.paths import ROOT
-from mmcore import charts, metrics
-from mmcore.store import JobStore
-from test_logparse import DATA
 from _pages_helpers import texts
+from streamlit.testing.v1 import AppTest
+from test_logparse import DATA
+
+from mmcore.base.paths import ROOT
+from mmcore.jobs.jobstore import JobStore
+from mmcore.logs import charts
+from mmcore.runs import metric_stream
 
 TIMEOUT_S = 60
 
@@ -195,7 +196,8 @@ def test_bad_query_param():
 
 def test_running_job_shows_eta_and_refreshes():
     from _pages_helpers import wait_for
-    from mmcore import runner
+
+    from mmcore.jobs import runner
 
     store = JobStore()
     script = "import time; print('Epoch:[1/2](5/10) loss:1.5 lr:0.001', flush=True); time.sleep(120)"
@@ -220,7 +222,7 @@ def test_a_resumed_job_continues_its_parents_curve():
     with open(store.get(parent).log_path, "w") as f:
         f.write("".join(f"Epoch:[1/1]({s}/1000) loss:{5 - s / 1000} lr:0.0005 epoch_Time:1.0min:\n"
                         for s in (100, 200, 300, 400, 500)))
-    records = metrics.job_dir(store.home, parent)
+    records = metric_stream.job_dir(store.home, parent)
     resumed = store.create("pretrain", "long-resume", {"epochs": "1", "from_resume": "1"},
                            ["python", "x.py", "--run_dir", str(records)], "/tmp", {})
     store.update(resumed, status="succeeded", started_at=time.time() - 30, ended_at=time.time())

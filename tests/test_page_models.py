@@ -7,13 +7,15 @@ import shutil
 import signal
 
 import pytest
-
 from _models_helpers import only_default_write_roots  # noqa: F401  (fixture)
 from _pages_helpers import open_page, texts, wait_for
 from _reward_models import get_score_reward_model  # noqa: F401  (fixture)
 from _trainer_helpers import DEMO
-from mmcore import audit, chat_client, evaluate, i18n, modelsview, roles
-from mmcore.store import JobStore
+
+from mmcore.access import audit, roles
+from mmcore.base import i18n
+from mmcore.jobs.jobstore import JobStore
+from mmcore.models import chat_client, eval_jobs, modelsview
 
 pytestmark = [pytest.mark.timeout(900), pytest.mark.usefixtures("only_default_write_roots")]
 
@@ -90,7 +92,7 @@ def test_compare_scores_answers_with_the_training_rewards(demo_models):
 
 def test_compare_scores_answers_with_the_chosen_reward_model(demo_models, get_score_reward_model, monkeypatch,
                                                              tmp_path):
-    from trainer import roots
+    from trainer.rules import roots
     at = models_page("Compare")
     labels = [str(demo_models / "out" / name) for name in ("grpo_64.pth", "reason_64.pth")]
     at.multiselect(key="models.compare.targets").set_value(labels)
@@ -116,7 +118,7 @@ def test_compare_scores_answers_with_the_chosen_reward_model(demo_models, get_sc
     finally:
         stop_chat_worker()
 
-    from model.chat_engine import build_prompt, score_reply
+    from mmcore.models.chat_engine import build_prompt, score_reply
     from model.weights import load_tokenizer
     from trainer.rl.reward_model import RewardModel
     reward_model, tokenizer = RewardModel(str(get_score_reward_model)), load_tokenizer()
@@ -149,7 +151,7 @@ def primary_buttons(at):
 @pytest.mark.parametrize("lang, says", [("en", "may not chat with a model"), ("zh", "不能与模型对话")])
 def test_a_viewer_browses_models_but_runs_and_writes_nothing(demo_models, as_viewer, lang, says):
     store = JobStore()
-    evals = evaluate.eval_store_for(store)
+    evals = eval_jobs.eval_store_for(store)
     grpo = str(demo_models / "out" / "grpo_64.pth")
     eval_id = evals.create(DEMO / "rlaif.jsonl", {}, [{"weight": grpo, "label": grpo}])
     evals.add_result(eval_id, grpo, grpo, "grpo", None, 2, {"n": 1, "accuracy": 1.0, "format_rate": 1.0,
@@ -183,7 +185,7 @@ def test_a_viewer_browses_models_but_runs_and_writes_nothing(demo_models, as_vie
 
 
 def test_score_reply_matches_hand_checked_answers():
-    from model.chat_engine import score_reply
+    from mmcore.models.chat_engine import score_reply
     good = "<think>\n6 minus 3\n</think>\n<answer>\n3\n</answer>"
     assert score_reply("", good, "3", reasoning=True) == {"total": 2.5, "format": 1.5, "rule": 1.0,
                                                                "reward_model": None, "correct": 1.0}

@@ -1,24 +1,27 @@
 """The queue on the pages (AppTest): a waiting job's reason and moves on Jobs, a pipeline as one
 group with retry, the pipeline templates on Train, a pipeline's stages charted on Logs."""
 import pytest
-
 from _pages_helpers import open_page, texts
-from mmcore import i18n, pipelines, presets, queueconf, queuetext, queueui
-from mmcore.i18n import message
-from mmcore.store import JobStore
-from mmcore.jobnote import english
+
+from mmcore.base import i18n
+from mmcore.base.i18n import message
+from mmcore.jobs.jobnote import english
+from mmcore.jobs.jobstore import JobStore
+from mmcore.queue import pipelines, queueconf, queuetext
+from mmcore.train import preset_table
+from mmcore.widgets import queue_panel
 
 
 @pytest.fixture(autouse=True)
 def home(tmp_path, monkeypatch):
     monkeypatch.setenv("MINIMIND_DASHBOARD_HOME", str(tmp_path / "home"))
     # The pages' scheduler would start these jobs: the tests look at them while they wait.
-    monkeypatch.setattr("mmcore.queuelock.ensure_running", lambda store: None)
+    monkeypatch.setattr("mmcore.jobs.scheduler_lock.ensure_running", lambda store: None)
     return tmp_path / "home"
 
 
 def _waiting(store, name, reason="#1 in the queue · waiting for a CPU slot (1 of 1 in use: job 9 (alice))"):
-    return store.create("pretrain", name, presets.demo_preset("pretrain"), ["python3", "x.py"], "/tmp", {},
+    return store.create("pretrain", name, preset_table.demo_preset("pretrain"), ["python3", "x.py"], "/tmp", {},
                         user="bob", waiting=1, resources={}, queue_reason=reason)
 
 
@@ -31,7 +34,7 @@ def test_jobs_shows_a_waiting_jobs_reason_and_moves_it():
     assert any("Runs on: This machine (queue)" in s for s in texts(at.caption))
     next(b for b in at.button if b.label == "To the top").click().run()
     assert not at.exception, at.exception
-    from mmcore import scheduler
+    from mmcore.queue import scheduler
 
     assert [j.id for j in scheduler.waiting_jobs(store)] == [second, first]
     next(b for b in at.button if b.label == "Stop").click().run()
@@ -103,7 +106,7 @@ def test_queue_settings_are_saved_by_an_admin():
     at = open_page("pages/jobs.py")
     assert not at.exception, at.exception
     assert [e.label for e in at.expander if e.label == "Queue settings"] and not at.number_input  # closed: no fields yet
-    at.session_state[queueui.SETTINGS_OPEN_KEY] = True  # opened
+    at.session_state[queue_panel.SETTINGS_OPEN_KEY] = True  # opened
     at.run()
     assert not at.exception, at.exception
     at.number_input[0].set_value(3)
@@ -114,7 +117,7 @@ def test_queue_settings_are_saved_by_an_admin():
 
 def test_bad_queue_settings_are_refused_in_the_viewers_language():
     with i18n.language("zh"):
-        at = open_page("pages/jobs.py", state={i18n.STATE_KEY: "zh", queueui.SETTINGS_OPEN_KEY: True})
+        at = open_page("pages/jobs.py", state={i18n.STATE_KEY: "zh", queue_panel.SETTINGS_OPEN_KEY: True})
         next(w for w in at.text_input if w.label == i18n.t("queue.slurm_partition")).set_value("gpu queue")
         next(b for b in at.button if b.label == i18n.t("queue.save")).click().run()
     assert not at.exception, at.exception

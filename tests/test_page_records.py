@@ -1,16 +1,17 @@
 """Logs and Jobs pages with structured records (AppTest): RL charts, health checks, the Rollouts view,
-and the Jobs table's trend and health. The records are written by trainer/records.py into real files."""
+and the Jobs table's trend and health. The records are written by trainer/rules/records.py into real files."""
 import time
 
 import pytest
-from streamlit.testing.v1 import AppTest
-
 from _pages_helpers import open_page as open_through_app
 from _tables import page_tables
-from mmcore import health, i18n, metrics
-from mmcore.paths import ROOT
-from mmcore.store import JobStore
-from trainer import records
+from streamlit.testing.v1 import AppTest
+
+from mmcore.base import i18n
+from mmcore.base.paths import ROOT
+from mmcore.jobs.jobstore import JobStore
+from mmcore.runs import health, metric_stream
+from trainer.rules import records
 
 TIMEOUT_S = 60
 PROMPT = "<|im_start|>user\nWhat is 6*7?<|im_end|>\n<|im_start|>assistant\n"
@@ -36,7 +37,7 @@ def recorded_job(store, steps=12, zero_std=0.25, name="grpo demo"):
     store.update(job_id, status="succeeded", started_at=now - 60, ended_at=now, exit_code=0)
     open(store.get(job_id).log_path, "w").write("Epoch: 1, Step: 1/12, Actor Loss: 0.1, Reward: 0.5, "
                                                 "Avg Response Len: 5.00, LR: 1.00e-07\n")
-    rec = records.RunRecords(metrics.job_run_dir(store.get(job_id), store.home), "grpo", rollouts=True)
+    rec = records.RunRecords(metric_stream.job_run_dir(store.get(job_id), store.home), "grpo", rollouts=True)
     for step in range(1, steps + 1):
         rec.log(step, 0, step, {"loss": 0.1, "reward": 0.1 * step, "reward/format/mean": 0.5, "reward/rule/mean": 0.1,
                                 "accuracy": 0.2, "length/mean": 5.0, "truncated_frac": 0.25,

@@ -1,10 +1,11 @@
 """The Train page (AppTest): per-type widgets and defaults, validation, preview, preflight, launch."""
 import pytest
-
 from _pages_helpers import open_page, texts, wait_for, widget_keys
-from mmcore import forms, registry
-from mmcore.store import JobStore
-from mmcore.paths import TRAINER_DIR
+
+from mmcore.base.paths import TRAINER_DIR
+from mmcore.jobs.jobstore import JobStore
+from mmcore.train import train_types
+from mmcore.widgets import train_form
 
 SEED_GRPO = "--beta 0.02 --num_generations 8 --reasoning 1 --reward_model_path ../../internlm2-1_8b-reward"
 SEED_SPO = "--beta 0.02 --reasoning 1 --reward_model_path ../../internlm2-1_8b-reward"
@@ -40,7 +41,7 @@ def value(at, train_type, name):
     key = f"train.{train_type}.{name}"
     for w in at.number_input:
         if w.key == key:
-            return forms.number_text(w.value)
+            return train_form.number_text(w.value)
     for kind in ("text_input", "selectbox"):
         for w in getattr(at, kind):
             if w.key == key:
@@ -134,12 +135,12 @@ def test_switching_type_refills_the_defaults():
 def test_number_parameters_are_number_inputs_with_the_scripts_defaults_and_bounds(train_type):
     at = train_page(train_type)
     numbers = {w.key: w for w in at.number_input}
-    params = [p for p in registry.get_type(train_type).params if p.type in (int, float) and p.choices is None]
+    params = [p for p in train_types.get_type(train_type).params if p.type in (int, float) and p.choices is None]
     assert params and set(numbers) == {f"train.{train_type}.{p.name}" for p in params}
     for p in params:
         w = numbers[f"train.{train_type}.{p.name}"]
-        assert type(w.value) is p.type and w.value == p.default, p.name  # trainer/args.py's default
-        low, high = forms.number_bounds(p)
+        assert type(w.value) is p.type and w.value == p.default, p.name  # trainer/rules/args.py's default
+        low, high = train_form.number_bounds(p)
         assert (w.min, w.max) == (low, high), p.name
         assert low == (p.min if p.min is not None else 0), p.name  # the script's lower bound
     numbers[f"train.{train_type}.epochs"].set_value(3).run()
@@ -243,7 +244,7 @@ def test_launching_a_demo_pretrain_job_runs_it(tmp_path, repo_resume_state_kept)
         job = wait_for(lambda: (j := store.get(job_id)).finished and j, timeout=480, interval=1,
                        what=f"the demo pretrain job to finish (log: {job.log_path})")
     finally:
-        from mmcore import runner
+        from mmcore.jobs import runner
         runner.stop(store, job_id, grace=2, wait=True)
     log = open(job.log_path, encoding="utf-8", errors="replace").read()
     assert job.status == "succeeded", log[-3000:]
@@ -252,7 +253,7 @@ def test_launching_a_demo_pretrain_job_runs_it(tmp_path, repo_resume_state_kept)
 
 
 def two_gpus():
-    from mmcore.gpu import GpuInfo
+    from mmcore.base.gpu import GpuInfo
     gib = 1024 ** 3
     return [GpuInfo(index=i, name="NVIDIA H200", memory_used=i * gib, memory_total=140 * gib, utilization=10 * i)
             for i in range(2)]
@@ -260,7 +261,7 @@ def two_gpus():
 
 def test_device_modes_with_gpus(monkeypatch):
     """A stand-in for NVML (this machine has no NVIDIA GPU): one GPU, several GPUs, or CPU."""
-    from mmcore import gpu
+    from mmcore.base import gpu
     monkeypatch.setattr(gpu, "list_gpus", two_gpus)
     at = train_page("sft")
     mode = at.radio(key="train.sft.device_mode")
@@ -284,14 +285,14 @@ def test_device_modes_with_gpus(monkeypatch):
 
 
 def test_launched_message_goes_when_the_type_changes_or_a_job_is_cloned():
-    from mmcore import forms
-    at = open_page("pages/train.py", state={forms.LAUNCHED_KEY: 7})
+    from mmcore.widgets import train_form
+    at = open_page("pages/train.py", state={train_form.LAUNCHED_KEY: 7})
     assert any("Launched job 7" in s for s in texts(at.success))
-    at.selectbox(key=forms.TYPE_KEY).set_value("grpo").run()
+    at.selectbox(key=train_form.TYPE_KEY).set_value("grpo").run()
     assert not any("Launched job" in s for s in texts(at.success))
 
-    at = open_page("pages/train.py", state={forms.LAUNCHED_KEY: 7})
-    at.session_state[forms.CLONE_KEY] = {"train_type": "dpo", "params": {"beta": "0.2"}, "job_id": 3, "name": "d"}
+    at = open_page("pages/train.py", state={train_form.LAUNCHED_KEY: 7})
+    at.session_state[train_form.CLONE_KEY] = {"train_type": "dpo", "params": {"beta": "0.2"}, "job_id": 3, "name": "d"}
     at.run()
     assert not any("Launched job" in s for s in texts(at.success))
     assert any("Filled from job 3" in s for s in texts(at.info))

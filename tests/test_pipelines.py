@@ -4,15 +4,16 @@ import os
 
 import pytest
 
-from mmcore import pipelines, presets, scheduler
-from mmcore.liveness import process_start_time
-from mmcore.store import JobStore
+from mmcore.base.process_identity import process_start_time
+from mmcore.jobs.jobstore import JobStore
+from mmcore.queue import pipelines, scheduler
+from mmcore.train import preset_table
 
 
 @pytest.fixture
 def store(tmp_path, monkeypatch):
     # No scheduler process: these tests drive the queue's rounds themselves.
-    monkeypatch.setattr("mmcore.queuelock.ensure_running", lambda store: None)
+    monkeypatch.setattr("mmcore.jobs.scheduler_lock.ensure_running", lambda store: None)
     return JobStore(tmp_path / "jobs.db")
 
 
@@ -20,9 +21,9 @@ def test_demo_chain_links_each_stage_to_the_weights_before_it():
     stages = pipelines.TEMPLATES["demo_chain"].stages()
     assert [t for t, _ in stages] == ["pretrain", "sft", "distill_reason", "grpo"]
     sft, reason, grpo = (v for _, v in stages[1:])
-    assert (sft["from_weight"], sft["weight_dir"]) == ("pretrain", presets.DEMO_WEIGHTS)
+    assert (sft["from_weight"], sft["weight_dir"]) == ("pretrain", preset_table.DEMO_WEIGHTS)
     assert reason["from_weight"] == "full_sft"
-    assert (grpo["reasoning"], grpo["weight_dir"], grpo["reward_model_path"]) == ("1", presets.DEMO_WEIGHTS, "none")
+    assert (grpo["reasoning"], grpo["weight_dir"], grpo["reward_model_path"]) == ("1", preset_table.DEMO_WEIGHTS, "none")
     shown = pipelines.commands(stages)
     assert "--from_weight pretrain --weight_dir ../out/demo" in shown[1]
     assert "--from_weight full_sft --weight_dir ../out/demo" in shown[2]
@@ -37,12 +38,12 @@ def test_minimind_full_chains_dpo_then_reasoning_then_grpo():
 
 
 def test_stages_of_other_sizes_or_outputs_are_refused():
-    pre = {**presets.demo_preset("pretrain")}
-    sft = {**presets.demo_preset("sft"), "hidden_size": "128"}
+    pre = {**preset_table.demo_preset("pretrain")}
+    sft = {**preset_table.demo_preset("sft"), "hidden_size": "128"}
     with pytest.raises(pipelines.PipelineRefused, match="Stage 2 .* another model size"):
         pipelines.link([("pretrain", pre), ("sft", sft)])
     with pytest.raises(pipelines.PipelineRefused, match="Stage 2 .* starts from reason or full_sft"):
-        pipelines.link([("pretrain", pre), ("grpo", presets.demo_preset("grpo"))])
+        pipelines.link([("pretrain", pre), ("grpo", preset_table.demo_preset("grpo"))])
 
 
 def test_create_queues_stages_behind_each_other_and_retry_releases_them(store):

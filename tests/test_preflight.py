@@ -1,9 +1,9 @@
 """Preflight: the file-system and device checks before a launch, one function per concern."""
 import pytest
-
-from mmcore import command, preflight, registry
-from mmcore.paths import ROOT
 from test_command import form
+
+from mmcore.base.paths import ROOT
+from mmcore.train import commandline, preflight, train_types
 
 # A temporary repository layout: <tmp>/trainer is the jobs' working directory.
 
@@ -44,7 +44,7 @@ def ready(repo, train_type, **changes):
     return values
 
 
-@pytest.mark.parametrize("train_type", list(registry.TYPES))
+@pytest.mark.parametrize("train_type", list(train_types.TYPES))
 def test_preflight_passes_when_everything_is_there(repo, train_type):
     assert preflight.run(train_type, ready(repo, train_type), 0, trainer_dir=repo / "trainer") == []
     assert not (repo / "checkpoints").exists()  # preflight checks, it does not create
@@ -195,11 +195,11 @@ def test_data_kinds_match_the_data_module():
 
 def test_values_are_parsed_once_per_check(monkeypatch):
     """The Train page checks a form on every rerun: one parse serves the command and the preflight."""
-    from mmcore import forms
+    from mmcore.widgets import train_form
     calls = []
-    real = command.check
-    monkeypatch.setattr(command, "check", lambda *a: calls.append(a) or real(*a))
-    forms.check_form("pretrain", forms.initial_form("pretrain"), 0)
+    real = commandline.check
+    monkeypatch.setattr(commandline, "check", lambda *a: calls.append(a) or real(*a))
+    train_form.check_form("pretrain", train_form.initial_form("pretrain"), 0)
     assert len(calls) == 1
 
 

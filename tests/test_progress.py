@@ -3,11 +3,11 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-
-from mmcore import jobtable, progress
-from mmcore.logparse import parse_file
 from test_jobtable import T0, make_job, pretrain_line
 from test_logparse import DATA
+
+from mmcore.jobs import jobtable, progress
+from mmcore.logs.log_parser import parse_file
 
 
 def test_progress_maths():

@@ -4,11 +4,13 @@ import subprocess
 import sys
 
 import pytest
-
 from _runner_helpers import wait_for
-from mmcore import api, presets, queueconf
-from mmcore.paths import ROOT
-from mmcore.store import JobStore
+
+from mmcore import api
+from mmcore.base.paths import ROOT
+from mmcore.jobs.jobstore import JobStore
+from mmcore.queue import queueconf
+from mmcore.train import preset_table
 
 
 @pytest.fixture
@@ -22,7 +24,7 @@ def home(tmp_path, monkeypatch):
 
 
 def test_get_reports_backend_and_queue_fields(home):
-    job_id = api.submit("pretrain", {**presets.demo_preset("pretrain"), "save_weight": "api_queue", "epochs": "1",
+    job_id = api.submit("pretrain", {**preset_table.demo_preset("pretrain"), "save_weight": "api_queue", "epochs": "1",
                                      "device": "cpu"})
     job = api.get(job_id)
     assert job["backend"] == "local" and job["external_id"] is None
@@ -35,9 +37,9 @@ def test_get_reports_backend_and_queue_fields(home):
 
 def test_gpus_beyond_the_machine_are_refused(home):
     with pytest.raises(api.Refused, match="GPU"):
-        api.submit("pretrain", presets.demo_preset("pretrain"), gpus=2)
+        api.submit("pretrain", preset_table.demo_preset("pretrain"), gpus=2)
     with pytest.raises(api.Refused, match="backend"):
-        api.submit("pretrain", presets.demo_preset("pretrain"), backend="cloud")
+        api.submit("pretrain", preset_table.demo_preset("pretrain"), backend="cloud")
     assert JobStore(home / "jobs.db").count() == 0
 
 
@@ -63,7 +65,7 @@ def test_cli_submit_takes_backend_and_gpus_and_status_shows_them(home):
 
 def test_queue_listing_moves_and_priorities_from_the_cli(home):
     store = JobStore(home / "jobs.db")
-    ids = [store.create("pretrain", f"w{i}", {**presets.demo_preset("pretrain"), "save_weight": f"w{i}"},
+    ids = [store.create("pretrain", f"w{i}", {**preset_table.demo_preset("pretrain"), "save_weight": f"w{i}"},
                         # GPU 0 is not on this machine: they wait, whatever the scheduler does.
                         ["python3", "x.py"], "/tmp", {}, user="bob", waiting=1, resources={"gpu_ids": [0]},
                         queue_reason=f"#{i + 1} in the queue · waiting for a CPU slot") for i in range(3)]

@@ -12,12 +12,13 @@ import textwrap
 import time
 
 import pytest
-
 from _runner_helpers import alive, wait_for
-from mmcore import queuelock, queueconf, queuetext
-from mmcore.jobnote import english
-from mmcore.paths import ROOT
-from mmcore.store import JobStore
+
+from mmcore.base.paths import ROOT
+from mmcore.jobs import scheduler_lock
+from mmcore.jobs.jobnote import english
+from mmcore.jobs.jobstore import JobStore
+from mmcore.queue import queueconf, queuetext
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -34,7 +35,7 @@ with open(sys.argv[1], "a") as f:
 DASHBOARD = """
 import sys
 from mmcore import jobqueue, presets, queuelock
-from mmcore.store import JobStore
+from mmcore.jobs.jobstore import JobStore
 store = JobStore(sys.argv[1])
 if sys.argv[2] == "submit":
     for i in range(3):
@@ -67,14 +68,14 @@ def test_three_jobs_one_slot_survive_a_killed_scheduler_and_a_restart(tmp_path):
         lines = marks.read_text().splitlines() if marks.exists() else []
         return [line.split() for line in lines if line.startswith(kind)]
 
-    first_pid = wait_for(lambda: queuelock.running_pid(store), 30, what="the scheduler")
+    first_pid = wait_for(lambda: scheduler_lock.running_pid(store), 30, what="the scheduler")
     wait_for(lambda: marks_of("start"), 60, what="the first job to start")
     os.kill(first_pid, signal.SIGKILL)
     wait_for(lambda: not alive(first_pid), 10, what="the scheduler to die")
 
     # The first job's supervisor starts a new scheduler when the job ends; the second job starts.
     wait_for(lambda: len(marks_of("start")) == 2, 60, what="the second job to start")
-    second_pid = queuelock.running_pid(store)
+    second_pid = scheduler_lock.running_pid(store)
     assert second_pid not in (None, first_pid)
     # A restarted dashboard finds the running scheduler instead of starting another.
     assert _dashboard(tmp_path, store, "restart") == str(second_pid)
@@ -91,33 +92,34 @@ def test_three_jobs_one_slot_survive_a_killed_scheduler_and_a_restart(tmp_path):
     for j in jobs:
         assert j.queue_reason is None and j.waiting == 0 and j.dispatched_at is not None
     # The waiting jobs were told why: recorded while they waited (read back from their supervisors' runs).
-    wait_for(lambda: queuelock.running_pid(store) is None, 60, what="the idle scheduler to exit")
+    wait_for(lambda: scheduler_lock.running_pid(store) is None, 60, what="the idle scheduler to exit")
 
 
 def test_one_scheduler_at_a_time(tmp_path):
     store = JobStore(tmp_path / "jobs.db")
-    holder = subprocess.Popen([sys.executable, "-m", "mmcore.scheduler", "--db", store.path, "--idle-exit", "30"],
+    holder = subprocess.Popen([sys.executable, "-m", "mmcore.queue.scheduler", "--db", store.path, "--idle-exit", "30"],
                               cwd=ROOT)
     try:
-        wait_for(lambda: queuelock.running_pid(store) == holder.pid, 30, what="the first scheduler")
-        second = subprocess.run([sys.executable, "-m", "mmcore.scheduler", "--db", store.path], cwd=ROOT,
+        wait_for(lambda: scheduler_lock.running_pid(store) == holder.pid, 30, what="the first scheduler")
+        second = subprocess.run([sys.executable, "-m", "mmcore.queue.scheduler", "--db", store.path], cwd=ROOT,
                                 timeout=60)
         assert second.returncode == 3  # the lock is taken: it leaves at once
     finally:
         holder.terminate()
         holder.wait(10)
-    assert queuelock.running_pid(store) is None  # the kernel dropped the lock with the process
+    assert scheduler_lock.running_pid(store) is None  # the kernel dropped the lock with the process
 
 
 def test_waiting_jobs_say_why(tmp_path):
     """A job behind a running one gets its place and reason from the scheduler."""
     store = JobStore(tmp_path / "jobs.db")
     queueconf.save(store.home, queueconf.QueueSettings(cpu_slots=1))
-    from mmcore import jobqueue, presets
+    from mmcore.queue import jobqueue
+    from mmcore.train import preset_table
 
     ids = []
     for i in range(2):
-        values = {**presets.demo_preset("pretrain"), "save_weight": f"why{i}"}
+        values = {**preset_table.demo_preset("pretrain"), "save_weight": f"why{i}"}
         job_id = jobqueue.submit(store, "pretrain", values, name=f"w{i}", gpu_count=0, check=False)
         store.update(job_id, argv=[sys.executable, "-c", "import time; time.sleep(30)"])
         ids.append(job_id)
@@ -129,7 +131,7 @@ def test_waiting_jobs_say_why(tmp_path):
         reason = wait_for(reason_once_known, 30, what="the second job's reason")
         assert reason == f"#1 in the queue · waiting for a CPU slot (1 of 1 in use: job {ids[0]} ({store.get(ids[0]).user}))"
     finally:
-        from mmcore import backends
+        from mmcore.queue import backends
 
         for job_id in reversed(ids):
             backends.stop(store, job_id, grace=1)

@@ -1,13 +1,16 @@
-"""Queue reasons kept as messages (mmcore.queuetext): the reasons the real planner gives
-(mmcore.queueplan.plan, a pure function) word exactly as before in English and wholly in Chinese, the
+"""Queue reasons kept as messages (mmcore.queue.queuetext): the reasons the real planner gives
+(mmcore.queue.queueplan.plan, a pure function) word exactly as before in English and wholly in Chinese, the
 CLI and the API read English whatever the viewer's language, and reasons stored as English text by
 older versions still show as they are."""
 import json
 from types import SimpleNamespace
 
-from mmcore import api, i18n, presets, queueplan, queuetext
-from mmcore.gpu import GpuInfo, GpuProcess
-from mmcore.store import JobStore
+from mmcore import api
+from mmcore.base import i18n
+from mmcore.base.gpu import GpuInfo, GpuProcess
+from mmcore.jobs.jobstore import JobStore
+from mmcore.queue import queueplan, queuetext
+from mmcore.train import preset_table
 
 GIB = 1 << 30
 
@@ -120,7 +123,7 @@ def test_the_api_and_the_cli_give_the_reason_in_english(tmp_path, monkeypatch):
     monkeypatch.setenv("MINIMIND_DASHBOARD_HOME", str(tmp_path / "home"))
     store = JobStore(tmp_path / "home" / "jobs.db")
     reasons = [planner_decisions()[0].stored, "#2 in the queue · waiting for a CPU slot"]
-    ids = [store.create("pretrain", f"w{i}", presets.demo_preset("pretrain"), ["python3", "x.py"], "/tmp", {},
+    ids = [store.create("pretrain", f"w{i}", preset_table.demo_preset("pretrain"), ["python3", "x.py"], "/tmp", {},
                         user="bob", waiting=1, resources={"gpu_ids": [0]}, queue_reason=reason)
            for i, reason in enumerate(reasons)]
     with i18n.language("zh"):
@@ -132,9 +135,9 @@ def test_the_api_and_the_cli_give_the_reason_in_english(tmp_path, monkeypatch):
 
 def test_slurms_reason_is_stored_as_messages(tmp_path):
     """What squeue says of a pending job (state and reason) is stored as messages, worded when read."""
-    from mmcore import slurm
+    from mmcore.queue import slurm
     store = JobStore(tmp_path / "jobs.db")
-    job_id = store.create("pretrain", "held", presets.demo_preset("pretrain"), ["python3", "x.py"], "/tmp", {},
+    job_id = store.create("pretrain", "held", preset_table.demo_preset("pretrain"), ["python3", "x.py"], "/tmp", {},
                           user="bob", backend="slurm")
     store.update(job_id, external_id="77", queue_reason=queuetext.slurm_submitted("77"))
     slurm.SlurmBackend()._apply(store, store.get(job_id), {"job_state": "PENDING", "state_reason": "Priority"})

@@ -2,9 +2,9 @@
 
 import pytest
 
-from mmcore import registry
-from trainer import args as trainer_args
-from trainer import specs
+from mmcore.train import train_types
+from trainer.rules import args as trainer_args
+from trainer.rules import specs
 
 KEYS = ["pretrain", "sft", "lora", "dpo", "ppo", "grpo", "spo", "distill_reason", "distillation"]
 LABELS = ["Pretrain", "SFT - Full", "SFT - LoRA", "RL - DPO", "RL - PPO", "RL - GRPO", "RL - SPO",
@@ -60,10 +60,10 @@ WANDB = {"pretrain": "Pretrain", "sft": "Full-SFT", "lora": "LoRA", "dpo": "DPO"
 
 
 def test_types_in_order_with_labels_short_names_and_scripts():
-    assert list(registry.TYPES) == KEYS
-    assert [t.label for t in registry.TYPES.values()] == LABELS
-    assert [t.short for t in registry.TYPES.values()] == SHORT
-    for key, t in registry.TYPES.items():
+    assert list(train_types.TYPES) == KEYS
+    assert [t.label for t in train_types.TYPES.values()] == LABELS
+    assert [t.short for t in train_types.TYPES.values()] == SHORT
+    for key, t in train_types.TYPES.items():
         assert t.key == key
         assert t.script == DESIGN_TABLE[key][0] == specs.SPECS[key].script
 
@@ -72,7 +72,7 @@ def test_types_in_order_with_labels_short_names_and_scripts():
 def test_registry_defaults_equal_the_scripts_parsed_defaults(key):
     """For every parameter: the form default, parsed back, is what the script's parser yields with no argv."""
     parsed = vars(trainer_args.build_parser(key).parse_args([]))
-    t = registry.TYPES[key]
+    t = train_types.TYPES[key]
     shown = set(t.names) - {"train_monitor"}
     # The form covers the script's options exactly; --use_wandb is behind the monitor choice.
     assert shown | {"use_wandb"} == set(parsed)
@@ -82,7 +82,7 @@ def test_registry_defaults_equal_the_scripts_parsed_defaults(key):
             continue
         assert p.default == parsed[p.name], p.name
         assert type(p.default) is type(parsed[p.name]), p.name
-        text = registry.defaults(key)[p.name]
+        text = train_types.defaults(key)[p.name]
         assert text == p.default_text
         assert p.type(text) == parsed[p.name], (p.name, text)
 
@@ -90,7 +90,7 @@ def test_registry_defaults_equal_the_scripts_parsed_defaults(key):
 @pytest.mark.parametrize("key", KEYS)
 def test_design_table(key):
     script, common, own = DESIGN_TABLE[key]
-    d = registry.defaults(key)
+    d = train_types.defaults(key)
     for name, value in {**common, **own}.items():
         assert d[name] == value, name
     assert d["dtype"] == "bfloat16" and d["num_workers"] == "1" and d["grad_clip"] == "1.0"
@@ -102,26 +102,26 @@ def test_design_table(key):
     else:
         assert d["hidden_size"] == "512" and d["num_hidden_layers"] == "8"
     # Own parameters are exactly the type_specific group, in args.py order, after the common ones.
-    groups = registry.params_by_group(key)
+    groups = train_types.params_by_group(key)
     assert [p.name for p in groups["type_specific"]] == list(own)
     if own:
         assert list(d)[-len(own):] == list(own)
 
 
 def test_grpo_seed_values():
-    d = registry.defaults("grpo")
+    d = train_types.defaults("grpo")
     seed = {"save_dir": "../out", "save_weight": "grpo", "epochs": "1", "batch_size": "2", "learning_rate": "8e-8",
             "data_path": "../dataset/rlaif-mini.jsonl", "log_interval": "1", "save_interval": "10",
             "hidden_size": "512", "num_hidden_layers": "8", "max_seq_len": "66", "use_moe": "0",
             "beta": "0.02", "num_generations": "8", "reasoning": "1",
             "reward_model_path": "../../internlm2-1_8b-reward"}
     assert {k: d[k] for k in seed} == seed
-    assert [p.name for p in registry.params_by_group("grpo")["type_specific"]] == [
+    assert [p.name for p in train_types.params_by_group("grpo")["type_specific"]] == [
         "max_gen_len", "beta", "num_generations", "reasoning", "reward_model_path", *ROLLOUT_STORE]
 
 
 def test_spo_seed_values():
-    d = registry.defaults("spo")
+    d = train_types.defaults("spo")
     seed = {"save_dir": "../out", "save_weight": "spo", "epochs": "1", "batch_size": "2", "learning_rate": "1e-7",
             "data_path": "../dataset/rlaif-mini.jsonl", "log_interval": "1", "save_interval": "10",
             "hidden_size": "512", "num_hidden_layers": "8", "max_seq_len": "66", "use_moe": "0",
@@ -132,13 +132,13 @@ def test_spo_seed_values():
 
 def test_what_each_type_shows():
     for key in KEYS:
-        names = registry.TYPES[key].names
+        names = train_types.TYPES[key].names
         assert ("lora_name" in names) == (key == "lora")
         assert ("save_weight" in names) == (key != "lora")
         assert ("from_weight" in names) == (key in ("pretrain", "sft", "lora", "dpo", "distill_reason"))
         assert "use_wandb" not in names
         assert "train_monitor" in names and "wandb_project" in names and "device" in names
-    own = {key: {p.name for p in registry.params_by_group(key)["type_specific"]} for key in KEYS}
+    own = {key: {p.name for p in train_types.params_by_group(key)["type_specific"]} for key in KEYS}
     assert own["sft"] == own["lora"] == own["distill_reason"] == set()
     assert own["pretrain"] == {"pack"}  # ours: packing, off by default
     assert own["dpo"] == {"beta"}
@@ -147,68 +147,68 @@ def test_what_each_type_shows():
 
 
 def test_param_metadata():
-    lr = registry.param("grpo", "learning_rate")
+    lr = train_types.param("grpo", "learning_rate")
     assert (lr.type, lr.group, lr.widget, lr.gt_zero) == (float, "training", "number", True)
     assert lr.help and lr.label == "Learning rate"
-    epochs = registry.param("sft", "epochs")
+    epochs = train_types.param("sft", "epochs")
     assert (epochs.type, epochs.min, epochs.max, epochs.widget) == (int, 1, 10_000, "number")
-    dtype = registry.param("sft", "dtype")
+    dtype = train_types.param("sft", "dtype")
     assert dtype.widget == "select" and dtype.choices == ("bfloat16", "float16", "float32")
-    assert registry.param("grpo", "reasoning").choices == (0, 1)
-    assert registry.param("grpo", "reasoning").widget == "select"
-    assert registry.param("grpo", "num_generations").min == 2
-    assert registry.param("distillation", "alpha").max == 1
-    assert (registry.param("sft", "data_path").widget, registry.param("sft", "data_path").required) == ("text", True)
-    assert registry.param("sft", "save_dir").required and not registry.param("sft", "from_weight").required
-    monitor = registry.param("ppo", "train_monitor")
+    assert train_types.param("grpo", "reasoning").choices == (0, 1)
+    assert train_types.param("grpo", "reasoning").widget == "select"
+    assert train_types.param("grpo", "num_generations").min == 2
+    assert train_types.param("distillation", "alpha").max == 1
+    assert (train_types.param("sft", "data_path").widget, train_types.param("sft", "data_path").required) == ("text", True)
+    assert train_types.param("sft", "save_dir").required and not train_types.param("sft", "from_weight").required
+    monitor = train_types.param("ppo", "train_monitor")
     assert (monitor.group, monitor.widget, monitor.choices, monitor.default) == (
         "monitoring", "select", ("none", "wandb", "swanlab"), "none")
-    assert (registry.param("ppo", "wandb_project").group, registry.param("ppo", "wandb_project").widget) == (
+    assert (train_types.param("ppo", "wandb_project").group, train_types.param("ppo", "wandb_project").widget) == (
         "monitoring", "text")
-    assert registry.param("ppo", "device").group == "devices"
-    assert registry.param("sft", "hidden_size").group == "model"
-    assert registry.param("sft", "from_weight").group == "save_load"
-    for t in registry.TYPES.values():
+    assert train_types.param("ppo", "device").group == "devices"
+    assert train_types.param("sft", "hidden_size").group == "model"
+    assert train_types.param("sft", "from_weight").group == "save_load"
+    for t in train_types.TYPES.values():
         for p in t.params:
-            assert p.group in registry.GROUPS and p.widget in registry.WIDGETS and p.label and p.help
+            assert p.group in train_types.GROUPS and p.widget in train_types.WIDGETS and p.label and p.help
 
 
 def test_check_reuses_the_scripts_rules():
-    assert registry.param("grpo", "num_generations").check(1) == "must be at least 2"
-    assert registry.param("grpo", "learning_rate").check(0.0) == "must be greater than 0"
-    assert registry.param("grpo", "reasoning").check(2) == "must be one of 0, 1"
-    assert registry.param("grpo", "num_generations").check(8) is None
+    assert train_types.param("grpo", "num_generations").check(1) == "must be at least 2"
+    assert train_types.param("grpo", "learning_rate").check(0.0) == "must be greater than 0"
+    assert train_types.param("grpo", "reasoning").check(2) == "must be one of 0, 1"
+    assert train_types.param("grpo", "num_generations").check(8) is None
 
 
 def test_params_by_group_lists_every_group_in_order():
-    groups = registry.params_by_group("pretrain")
-    assert list(groups) == list(registry.GROUPS)
+    groups = train_types.params_by_group("pretrain")
+    assert list(groups) == list(train_types.GROUPS)
     assert [p.name for p in groups["type_specific"]] == ["pack"]
     assert [p.name for p in groups["monitoring"]] == ["train_monitor", "wandb_project", "run_dir"]
-    assert sum(len(v) for v in groups.values()) == len(registry.TYPES["pretrain"].params)
+    assert sum(len(v) for v in groups.values()) == len(train_types.TYPES["pretrain"].params)
 
 
 @pytest.mark.parametrize("value, text", [
     (0.02, "0.02"), (8e-8, "8e-8"), (1e-7, "1e-7"), (5e-4, "0.0005"), (1.0, "1.0"), (1.5, "1.5"),
     (1e20, "1e+20"), (8, "8"), (0, "0"), (True, "1"), (False, "0"), (None, ""), ("../out", "../out")])
 def test_format_value(value, text):
-    assert registry.format_value(value) == text
+    assert train_types.format_value(value) == text
     if isinstance(value, float):
         assert float(text) == value
 
 
 def test_unknown_names_are_clear_errors():
     with pytest.raises(KeyError, match="unknown training type 'rlhf'"):
-        registry.defaults("rlhf")
+        train_types.defaults("rlhf")
     with pytest.raises(KeyError, match="has no parameter 'from_weight'"):
-        registry.param("grpo", "from_weight")
+        train_types.param("grpo", "from_weight")
 
 
 def test_field_labels_have_one_table():
-    assert registry.field_label("learning_rate") == "Learning rate"
-    assert registry.field_label("gpus") == registry.FIELD_LABELS["gpus"] == "GPUs"
-    assert registry.field_label("job_name") == "Job name"
-    assert registry.field_label("beta", "grpo") == registry.param("grpo", "beta").label == "Beta"
-    assert registry.field_label("no_such_field") == "no_such_field"
-    for key, t in registry.TYPES.items():  # type labels are the specs' own
+    assert train_types.field_label("learning_rate") == "Learning rate"
+    assert train_types.field_label("gpus") == train_types.FIELD_LABELS["gpus"] == "GPUs"
+    assert train_types.field_label("job_name") == "Job name"
+    assert train_types.field_label("beta", "grpo") == train_types.param("grpo", "beta").label == "Beta"
+    assert train_types.field_label("no_such_field") == "no_such_field"
+    for key, t in train_types.TYPES.items():  # type labels are the specs' own
         assert (t.label, t.short, t.script) == (specs.SPECS[key].label, specs.SPECS[key].short, specs.SPECS[key].script)

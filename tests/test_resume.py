@@ -3,9 +3,17 @@ import signal
 
 import pytest
 import torch
-
-from _trainer_helpers import (DEMO, head_jsonl, make_repo_copy, proc_output, progress_frame, run_trainer,
-                              start_trainer, wait_for_text, tiny_args)
+from _trainer_helpers import (
+    DEMO,
+    head_jsonl,
+    make_repo_copy,
+    proc_output,
+    progress_frame,
+    run_trainer,
+    start_trainer,
+    tiny_args,
+    wait_for_text,
+)
 
 pytestmark = pytest.mark.timeout(1500)
 

@@ -5,8 +5,9 @@ import time
 import pandas as pd
 import pytest
 
-from mmcore import jobtable, progress, resumes
-from mmcore.store import JobStore
+from mmcore.jobs import jobtable, progress
+from mmcore.jobs.jobstore import JobStore
+from mmcore.runs import resumes
 
 
 @pytest.fixture

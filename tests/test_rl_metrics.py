@@ -1,10 +1,10 @@
-"""The RL step metrics and rollout rows (trainer/rl/metrics.py) against hand-computed values."""
+"""The RL step metrics and rollout rows (trainer/rl/step_metrics.py) against hand-computed values."""
 import math
 
 import pytest
 import torch
 
-from trainer.rl import metrics as rm
+from trainer.rl import step_metrics as rm
 
 
 def test_step_metrics_by_hand():
@@ -65,7 +65,7 @@ def test_rollout_groups_weighted_parts_add_up():
 
 
 def test_step_timer_counts_the_rest_as_update():
-    from trainer.records import StepTimer
+    from trainer.rules.records import StepTimer
     timer = StepTimer()
     with timer("generate"):
         pass

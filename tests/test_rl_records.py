@@ -7,10 +7,10 @@ import signal
 
 import numpy as np
 import pytest
-
 from _trainer_helpers import proc_output, run_trainer, start_trainer, wait_for_text
-from mmcore import metrics, rollouts
 from test_rl_trainers import classifier_reward_model, repo, rl_args, trainer_environment  # noqa: F401  (fixtures)
+
+from mmcore.runs import metric_stream, rollout_store
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -22,12 +22,12 @@ STORE_COLUMNS = ["step", "group", "sample", "prompt", "response", "reference", "
 
 
 def check_records(run_dir, steps, extra_metrics=(), part="rule", group_size=1):
-    df = metrics.read(run_dir)
+    df = metric_stream.read(run_dir)
     assert list(df["global_step"]) == list(range(1, steps + 1))
     for name in RL_METRICS + list(extra_metrics) + [f"reward/{part}/mean"]:
         assert name in df.columns and df[name].map(math.isfinite).all(), name
     assert (df["samples"].diff().dropna() > 0).all() and (df["tokens"].diff().dropna() > 0).all()
-    ro = rollouts.read(run_dir)
+    ro = rollout_store.read(run_dir)
     for column in STORE_COLUMNS + [f"reward/{part}"]:
         assert column in ro.columns, column
     assert sorted(set(ro["step"])) == list(range(1, steps + 1))
@@ -53,7 +53,7 @@ def test_grpo_records_parts_and_advantages(repo, tmp_path):
     np.testing.assert_allclose(ro["advantage"], expected, atol=1e-5)
     zero_std = ro.groupby(["step", "group"])["reward"].nunique().eq(1).groupby("step").mean()
     np.testing.assert_allclose(df["frac_reward_zero_std"], zero_std.to_numpy())
-    assert rollouts.meta(run_dir)["group_size"] == 4
+    assert rollout_store.meta(run_dir)["group_size"] == 4
 
 
 def test_spo_records_baseline_and_rho(repo, tmp_path):
@@ -84,7 +84,7 @@ def test_ppo_with_a_tiny_reward_model(repo, tmp_path, classifier_reward_model): 
 def test_sigterm_kill_and_resume_keep_the_store_whole(repo, tmp_path):
     """6 steps of GRPO (12 prompts, 2 a step); SIGTERM after step 2, resume to the end; then a run
     killed with SIGKILL mid-way leaves a readable store with whole steps only."""
-    from _trainer_helpers import head_jsonl, DEMO
+    from _trainer_helpers import DEMO, head_jsonl
     data = head_jsonl(DEMO / "rlaif.jsonl", tmp_path / "rl12.jsonl", 12)
     run_dir = tmp_path / "resumed"
     args = dict(num_generations=2, save_weight="grpo_term", run_dir=run_dir, data_path=data, save_interval=1)
@@ -93,12 +93,12 @@ def test_sigterm_kill_and_resume_keep_the_store_whole(repo, tmp_path):
     wait_for_text(log, "Step: 2/6", proc)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=120) == 143, log.read_text()
-    stopped_at = list(rollouts.steps(run_dir)["step"])
+    stopped_at = list(rollout_store.steps(run_dir)["step"])
     assert stopped_at and stopped_at == list(range(1, len(stopped_at) + 1))
     proc = run_trainer(repo, "train_grpo.py", rl_args(repo, **args, from_resume=1))
     assert proc.returncode == 0, proc_output(proc)
     df, ro = check_records(run_dir, 6, extra_metrics=["frac_reward_zero_std"], group_size=2)
-    assert list(rollouts.steps(run_dir)["step"]) == list(range(1, 7))
+    assert list(rollout_store.steps(run_dir)["step"]) == list(range(1, 7))
 
     killed_dir = tmp_path / "killed"
     log = tmp_path / "kill.log"
@@ -107,8 +107,8 @@ def test_sigterm_kill_and_resume_keep_the_store_whole(repo, tmp_path):
     wait_for_text(log, "Step: 2/6", proc)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)
-    steps = list(rollouts.steps(killed_dir)["step"])
-    ro = rollouts.read(killed_dir)
+    steps = list(rollout_store.steps(killed_dir)["step"])
+    ro = rollout_store.read(killed_dir)
     assert steps and sorted(set(ro["step"])) == steps
     assert (ro.groupby("step").size() == 4).all()  # 2 prompts x 2 responses: no half-written step
-    assert list(metrics.read(killed_dir)["global_step"]) == list(range(1, len(metrics.read(killed_dir)) + 1))
+    assert list(metric_stream.read(killed_dir)["global_step"]) == list(range(1, len(metric_stream.read(killed_dir)) + 1))

@@ -10,10 +10,20 @@ import sys
 
 import pytest
 import torch
-
 from _reward_models import classifier_reward_model, get_score_reward_model  # noqa: F401  (fixtures)
-from _trainer_helpers import (DEMO, free_port, head_jsonl, make_repo_copy, proc_output, progress_frame,
-                              run_trainer, save_random_weights, start_trainer, tiny_args, wait_for_text)
+from _trainer_helpers import (
+    DEMO,
+    free_port,
+    head_jsonl,
+    make_repo_copy,
+    proc_output,
+    progress_frame,
+    run_trainer,
+    save_random_weights,
+    start_trainer,
+    tiny_args,
+    wait_for_text,
+)
 
 pytestmark = pytest.mark.timeout(1200)
 
@@ -101,7 +111,7 @@ def test_spo_rule_rewards_with_accumulation(repo):
 
 
 def test_spo_with_get_score_reward_model(repo, get_score_reward_model, monkeypatch):
-    from trainer import roots
+    from trainer.rules import roots
     monkeypatch.setenv(roots.TRUSTED_CODE_ENV, str(get_score_reward_model))  # its own code may run
     proc = run_trainer(repo, "train_spo.py", rl_args(repo, save_weight="spo_gs",
                                                      reward_model_path=get_score_reward_model))

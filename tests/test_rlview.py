@@ -1,8 +1,8 @@
-"""The Logs page's RL views (mmcore.rlview) on real records written by trainer/records.py."""
+"""The Logs page's RL views (mmcore.runs.rlview) on real records written by trainer/rules/records.py."""
 import pytest
 
-from mmcore import metrics, rlview
-from trainer import records
+from mmcore.runs import metric_stream, rlview
+from trainer.rules import records
 
 PROMPT = "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nWhat is 6*7?<|im_end|>\n<|im_start|>assistant\n"
 
@@ -30,16 +30,16 @@ def run(tmp_path):
 
 
 def test_panels_pick_the_metrics_present(run):
-    df = metrics.read(run)
+    df = metric_stream.read(run)
     found = {p.key: cols for p, cols in rlview.panels_for(df)}
     assert found["reward"] == ["reward", "reward/format/mean", "reward/rule/mean"]
     assert found["accuracy"] == ["accuracy"] and found["timing"] == ["time/generate_s"]
     assert "entropy" not in found and "throughput" not in found
 
 
-@pytest.mark.parametrize("x", list(metrics.X_AXES))
+@pytest.mark.parametrize("x", list(metric_stream.X_AXES))
 def test_panel_figure_x_axes_and_click_back(run, x):
-    df = metrics.read(run)
+    df = metric_stream.read(run)
     panel = next(p for p in rlview.PANELS if p.key == "reward")
     fig = rlview.panel_figure(panel, [("a", df), ("b", df)], x=x)
     assert len(fig.data) == 6 and fig.data[0].name == "a · reward"

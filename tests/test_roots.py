@@ -6,10 +6,11 @@ import sys
 
 import pytest
 
-from mmcore import api, command, preflight
-from mmcore.paths import ROOT, TRAINER_DIR
-from trainer import args as trainer_args
-from trainer import roots
+from mmcore import api
+from mmcore.base.paths import ROOT, TRAINER_DIR
+from mmcore.train import commandline, preflight
+from trainer.rules import args as trainer_args
+from trainer.rules import roots
 
 
 @pytest.fixture
@@ -36,7 +37,7 @@ def values(allowed, **changes):
 
 
 def errors(train_type, v):
-    return command.check(train_type, v).errors
+    return commandline.check(train_type, v).errors
 
 
 @pytest.mark.parametrize("field, target", [
@@ -105,7 +106,7 @@ def test_numbers_are_bounded_in_the_form_the_api_and_the_trainer(layout, field, 
     assert message in errors("pretrain", values(allowed, **{field: value}))[field]
     with pytest.raises(api.Refused, match=message):
         api.submit("pretrain", values(allowed, **{field: value}))
-    parsed = subprocess.run([sys.executable, "-c", "import sys; from trainer.args import parse_args; "
+    parsed = subprocess.run([sys.executable, "-c", "import sys; from trainer.rules.args import parse_args; "
                              "parse_args('pretrain', sys.argv[1:])", f"--{field}", value, "--device", "cpu"],
                             cwd=ROOT, capture_output=True, text=True)
     assert parsed.returncode == 2 and message in parsed.stderr

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from _runner_helpers import alive, group_alive, script, wait_for
-from mmcore import jobtable, progress, runner
-from mmcore.paths import ROOT
-from mmcore.store import JobStore
-from mmcore.jobnote import english
+
+from mmcore.base.paths import ROOT
+from mmcore.jobs import jobtable, progress, runner
+from mmcore.jobs.jobnote import english
+from mmcore.jobs.jobstore import JobStore
 
 
 @pytest.fixture
@@ -236,7 +236,7 @@ def test_job_outlives_the_process_that_launched_it(store, tmp_path):
     job_id = submit(store, argv, tmp_path)
     launcher = subprocess.run(
         [sys.executable, "-c",
-         "import sys; from mmcore import runner; from mmcore.store import JobStore; "
+         "import sys; from mmcore import runner; from mmcore.jobs.jobstore import JobStore; "
          "print(runner.launch(JobStore(sys.argv[1]), int(sys.argv[2])))", store.path, str(job_id)],
         cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
     supervisor = int(launcher.stdout)
@@ -267,7 +267,7 @@ def test_delete_refuses_active_jobs_and_removes_finished_ones(store, tmp_path):
 
 
 def supervise(store, job_id):
-    return subprocess.run([sys.executable, "-m", "mmcore.runner", str(job_id), "--db", store.path],
+    return subprocess.run([sys.executable, "-m", "mmcore.jobs.runner", str(job_id), "--db", store.path],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
 
 
@@ -293,7 +293,7 @@ def test_supervisor_reports_an_unusable_store_in_the_job_log(tmp_path):
     conn = sqlite3.connect(db)
     conn.execute("PRAGMA user_version = 999")
     conn.close()
-    result = subprocess.run([sys.executable, "-m", "mmcore.runner", "7", "--db", str(db)],
+    result = subprocess.run([sys.executable, "-m", "mmcore.jobs.runner", "7", "--db", str(db)],
                             cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode != 0
     text = (tmp_path / "logs" / "job-7.log").read_text()

@@ -1,12 +1,13 @@
-"""Named saved views of the Logs page (mmcore.savedviews, real SQLite in the job store's file) and the
+"""Named saved views of the Logs page (mmcore.logs.savedviews, real SQLite in the job store's file) and the
 page's section (AppTest): save the view under a name, reopen it by its link in a new session."""
 import time
 
 import pytest
-
 from _pages_helpers import open_page, texts
-from mmcore import i18n, savedviews
-from mmcore.store import JobStore
+
+from mmcore.base import i18n
+from mmcore.jobs.jobstore import JobStore
+from mmcore.logs import savedviews
 
 
 @pytest.fixture(autouse=True)

@@ -6,11 +6,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from mmcore import backends, gpu, jobqueue, presets, queueconf, resources, scheduler
-from mmcore.paths import TRAINER_DIR
-from mmcore.liveness import process_start_time
-from mmcore.store import JobStore
-from mmcore.jobnote import english
+from mmcore.base import gpu
+from mmcore.base.paths import TRAINER_DIR
+from mmcore.base.process_identity import process_start_time
+from mmcore.jobs.jobnote import english
+from mmcore.jobs.jobstore import JobStore
+from mmcore.queue import backends, jobqueue, queueconf, resources, scheduler
+from mmcore.train import preset_table
 
 _names = itertools.count()
 GIB = 1 << 30
@@ -63,7 +65,7 @@ def store(tmp_path):
 def job(store, resources=None, user="bob", status="queued", assigned=None, save_weight=None, priority=0,
         train_type="pretrain", depends_on=None, trainer_pid=None):
     """A job row as the queue writes it: waiting when queued, holding `assigned` GPUs when running."""
-    values = presets.demo_preset(train_type)
+    values = preset_table.demo_preset(train_type)
     values["save_weight"] = save_weight or f"w{next(_names)}"
     waiting = 1 if status == "queued" else 0
     job_id = store.create(train_type, "t", values, ["python3", "x.py"], str(TRAINER_DIR), {}, user=user,
@@ -179,7 +181,7 @@ def test_jobs_writing_the_same_weight_file_wait_for_each_other(store):
     other = job(store, save_weight="other")
     later_same = job(store, save_weight="other")
     d = decide(store, SimNVML(0), cpu_slots=4)
-    weights = os.path.normpath(TRAINER_DIR / presets.DEMO_WEIGHTS / "pretrain_64.pth")
+    weights = os.path.normpath(TRAINER_DIR / preset_table.DEMO_WEIGHTS / "pretrain_64.pth")
     assert not d[same].start
     assert d[same].reason == f"#1 in the queue · waiting for job {running} (alice), which writes {weights}"
     assert d[other].start
@@ -189,7 +191,7 @@ def test_jobs_writing_the_same_weight_file_wait_for_each_other(store):
 def test_output_paths_name_weights_and_resume_state(store):
     j = store.get(job(store, save_weight="pretrain"))
     paths = resources.output_paths(j)
-    assert paths == (os.path.normpath(TRAINER_DIR / presets.DEMO_WEIGHTS / "pretrain_64.pth"),
+    assert paths == (os.path.normpath(TRAINER_DIR / preset_table.DEMO_WEIGHTS / "pretrain_64.pth"),
                      os.path.normpath(TRAINER_DIR / "../checkpoints/pretrain_64_resume.pth"))
 
 

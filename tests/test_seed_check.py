@@ -20,11 +20,11 @@ import sys
 import textwrap
 
 import pytest
-
 from _pages_helpers import wait_for
-from mmcore import runner
-from mmcore.paths import ROOT
-from mmcore.store import JobStore
+
+from mmcore.base.paths import ROOT
+from mmcore.jobs import runner
+from mmcore.jobs.jobstore import JobStore
 
 SEED = {
     "grpo": "--beta 0.02 --num_generations 8 --reasoning 1 --reward_model_path ../../internlm2-1_8b-reward",
@@ -52,7 +52,6 @@ def build_default_files(project):
         import torch
         from transformers import AutoTokenizer, LlamaConfig, LlamaForSequenceClassification
         project = Path(sys.argv[1])
-        sys.path.insert(0, str(project))
         from model.model_minimind import MiniMindConfig, MiniMindForCausalLM
 
         torch.manual_seed(0)
@@ -68,7 +67,7 @@ def build_default_files(project):
         LlamaForSequenceClassification(config).save_pretrained(reward_dir)
         tokenizer.save_pretrained(reward_dir)
     """)
-    out = subprocess.run([sys.executable, "-c", code, str(project)], capture_output=True, text=True, timeout=600)
+    out = subprocess.run([sys.executable, "-c", code, str(project)], cwd=project, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
 
 

@@ -3,16 +3,18 @@ reconciliation, scancel from the dashboard and from the shell, and a two-task to
 import os
 import shutil
 import subprocess
-import sys
 
 import pytest
-
 from _runner_helpers import wait_for
 from _trainer_helpers import DEMO, head_jsonl
-from mmcore import actions, backends, jobqueue, logparse, presets, queueconf, resources, slurm
-from mmcore.paths import ROOT, TRAINER_DIR
-from mmcore.store import JobStore
-from mmcore.jobnote import english
+
+from mmcore.actions import job_acts
+from mmcore.base.paths import ROOT
+from mmcore.jobs.jobnote import english
+from mmcore.jobs.jobstore import JobStore
+from mmcore.logs import log_parser
+from mmcore.queue import backends, jobqueue, queueconf, resources, slurm
+from mmcore.train import preset_table
 
 pytestmark = [pytest.mark.timeout(400),
               pytest.mark.skipif(not shutil.which("sbatch") or not shutil.which("slurmctld"),
@@ -45,7 +47,7 @@ def home(tmp_path, cluster):
 
 def _values(tmp_path, name, lines=48, **changes):
     data = head_jsonl(DEMO / "pretrain.jsonl", tmp_path / f"{name}.jsonl", lines)
-    values = {**presets.demo_preset("pretrain"), "data_path": str(data), "save_dir": str(tmp_path / "out"),
+    values = {**preset_table.demo_preset("pretrain"), "data_path": str(data), "save_dir": str(tmp_path / "out"),
               "save_weight": f"{name}_{os.getpid()}", "batch_size": "8", "epochs": "1", "log_interval": "1",
               "save_interval": "1", "device": "cpu"}
     values.update(changes)
@@ -70,7 +72,7 @@ def test_demo_pretrain_through_sbatch_succeeds_with_its_log(tmp_path, home, monk
     script = (home.home / "slurm" / f"job-{job_id}.sbatch").read_text()
     assert f"#SBATCH --output={job.log_path}" in script and "srun" in script
     assert f"# slurm: job {job.external_id}" in log and "# finished: succeeded (exit code 0)" in log
-    frame = logparse.parse_file(job.log_path)  # what the Logs page charts
+    frame = log_parser.parse_file(job.log_path)  # what the Logs page charts
     assert len(frame) == 6 and frame["loss"].notna().all()  # 48 lines, batch 8: six steps
     assert (tmp_path / "out" / f"{_values(tmp_path, 'sbatch')['save_weight']}_64.pth").is_file()
     # The Logs page charts it from the job's Slurm output file.
@@ -85,16 +87,16 @@ def test_demo_pretrain_through_sbatch_succeeds_with_its_log(tmp_path, home, monk
 def test_stop_from_the_dashboard_ends_with_143_and_can_resume(tmp_path, home):
     values = _values(tmp_path, "stop", lines=3000, epochs="3")
     job_id = jobqueue.submit(home, "pretrain", values, backend="slurm", gpu_count=0)
-    wait_for(lambda: len(logparse.parse_file(home.get(job_id).log_path)) >= 3
+    wait_for(lambda: len(log_parser.parse_file(home.get(job_id).log_path)) >= 3
              if os.path.exists(home.get(job_id).log_path) else False, 240, 0.5, "a few training steps")
-    outcome = actions.stop_job(home, job_id)  # the Jobs page's Stop (after its confirmation)
+    outcome = job_acts.stop_job(home, job_id)  # the Jobs page's Stop (after its confirmation)
     assert outcome.kind == "info", outcome.message
     job = wait_for(lambda: _finished(home, job_id), 120, 0.5, "the stop to be reconciled")
     assert (job.status, job.exit_code) == ("stopped", 143), open(job.log_path).read()
     resume = [p for p in resources.output_paths(job) if p.endswith("_resume.pth")][0]
     assert os.path.isfile(resume)
     # Resuming queues a new Slurm job that starts from that state.
-    from mmcore import launch
+    from mmcore.queue import launch
 
     new_id = launch.resume(home, job, gpu_count=0)
     new = home.get(new_id)
@@ -123,7 +125,7 @@ def test_two_task_torchrun_rendezvous_trains(tmp_path, home):
     text = script.read_text()
     assert "--ntasks-per-node=2" in text and "--rdzv_backend c10d" in text and "--nnodes $SLURM_NTASKS" in text
     assert log.count("Model Params") == 1  # rank 0 alone logs
-    frame = logparse.parse_file(job.log_path)
+    frame = log_parser.parse_file(job.log_path)
     assert list(frame["step"]) == [1, 2]  # 32 lines over two ranks, batch 8: two steps
     import torch
 

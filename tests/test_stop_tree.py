@@ -11,11 +11,11 @@ import time
 import psutil
 import pytest
 import torch
-
 from _runner_helpers import wait_for
 from _trainer_helpers import DEMO, free_port, head_jsonl, make_repo_copy, tiny_args
-from mmcore import runner
-from mmcore.store import JobStore
+
+from mmcore.jobs import runner
+from mmcore.jobs.jobstore import JobStore
 
 pytestmark = pytest.mark.timeout(600)
 

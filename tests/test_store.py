@@ -9,9 +9,9 @@ import time
 import psutil
 import pytest
 
-from mmcore.jobrow import MIGRATIONS, SCHEMA_VERSION
-from mmcore.store import JobStore
-from mmcore.jobnote import english
+from mmcore.jobs.jobnote import english
+from mmcore.jobs.jobrow import MIGRATIONS, SCHEMA_VERSION
+from mmcore.jobs.jobstore import JobStore
 
 ARGV = [sys.executable, "-c", "print('hi')"]
 

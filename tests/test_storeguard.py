@@ -7,11 +7,11 @@ import sys
 import time
 
 import pytest
-
 from _runner_helpers import alive, script, wait_for
-from mmcore import runner, storeguard
-from mmcore.paths import ROOT
-from mmcore.store import JobStore
+
+from mmcore.base.paths import ROOT
+from mmcore.jobs import runner, storeguard
+from mmcore.jobs.jobstore import JobStore
 
 
 def make_history(home, jobs=2):

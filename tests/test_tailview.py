@@ -1,5 +1,5 @@
 """Log tails open at their end, wrap long lines, and never carry the log's markup into the page."""
-from mmcore import tailview
+from mmcore.logs import tailview
 
 
 def test_tail_opens_at_its_end_and_wraps():

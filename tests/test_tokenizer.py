@@ -2,16 +2,14 @@
 import filecmp
 import json
 import os
-import sys
 
 import pytest
 from transformers import AutoTokenizer
 
+from trainer import train_tokenizer
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODEL_DIR = os.path.join(ROOT, "model")
-sys.path.insert(0, ROOT)
-
-from trainer import train_tokenizer  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -10,12 +10,20 @@ import sys
 
 import pytest
 import torch
+from _trainer_helpers import (
+    DEMO,
+    REPO,
+    head_jsonl,
+    make_repo_copy,
+    proc_output,
+    run_trainer,
+    tiny_args,
+)
 
-from _trainer_helpers import (DEMO, REPO, head_jsonl, make_repo_copy, proc_output, run_trainer, tiny_args)
-from mmcore import chat_client
+from mmcore.models import chat_client
 from model.model_minimind import MiniMindConfig, MiniMindForCausalLM
 from model.weights import load_tokenizer
-from trainer import specs, weight_meta
+from trainer.rules import specs, weight_meta
 from trainer.train_tokenizer import train_tokenizer
 
 pytestmark = pytest.mark.timeout(900)
@@ -62,7 +70,7 @@ def test_trainer_loads_records_and_resumes_with_the_chosen_tokenizer(trained):
 
 
 def test_preflight_warns_when_the_base_weights_tokenizer_differs(trained):
-    from mmcore import preflight
+    from mmcore.train import preflight
     repo, tok2, *_ = trained
     spec = specs.spec("sft")
     values = {**spec.defaults(), "from_weight": "pretrain", "weight_dir": str(repo / "out"), "hidden_size": 64,
@@ -144,7 +152,9 @@ def test_sft_from_the_catalogue_chats_and_exports_with_its_own_tokenizer(trained
     tokenizer from the weight's metadata, so chatting with it and exporting it from the Models page use
     that tokenizer without being told: the exported folder, reloaded in a fresh process, gives the chat
     worker's greedy tokens."""
-    from mmcore import catalogue, modelguard, modelsview, roles
+    from mmcore.access import roles
+    from mmcore.actions import modelguard
+    from mmcore.models import catalogue, modelsview
     repo, tok2, *_ = trained
     weight, runs = sft_weight
     for proc in runs:

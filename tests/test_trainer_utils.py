@@ -4,9 +4,9 @@ import math
 import pytest
 import torch
 
-from trainer import specs
 from trainer import trainer_utils as tu
 from trainer.checkpoint import save_weights
+from trainer.rules import specs
 from trainer.train_distill_reason import TAG_WEIGHT, make_reason_loss_fn, tag_positions
 from trainer.train_distillation import distillation_loss, make_distill_loss_fn
 from trainer.train_dpo import dpo_loss, make_dpo_loss_fn, sequence_log_probs

@@ -1,16 +1,23 @@
 """Smoke runs of the six supervised training scripts on CPU: a tiny model on the bundled demo data.
 
 Each run is a real subprocess in a temporary copy of the repository layout (see _trainer_helpers): it
-must exit 0, write its weight and resume files, and print progress lines that mmcore.logparse reads.
+must exit 0, write its weight and resume files, and print progress lines that mmcore.logs.log_parser reads.
 """
 import math
 import os
 
 import pytest
 import torch
-
-from _trainer_helpers import (DEMO, head_jsonl, make_repo_copy, proc_output, progress_frame, run_trainer,
-                              save_random_weights, tiny_args)
+from _trainer_helpers import (
+    DEMO,
+    head_jsonl,
+    make_repo_copy,
+    proc_output,
+    progress_frame,
+    run_trainer,
+    save_random_weights,
+    tiny_args,
+)
 
 pytestmark = pytest.mark.timeout(1200)
 
@@ -59,9 +66,9 @@ def test_pretrain_learns_a_small_repeated_corpus(repo):
     assert (state["epoch"], state["step"], state["world_size"]) == (0, 100, 1)
     assert {"model", "optimizer", "scheduler", "rng"} <= state.keys()
     # the structured records, in the command line's default folder: every logged step, the same loss
-    from mmcore import metrics
-    records_dir = metrics.records_dir(os.environ["MINIMIND_DASHBOARD_HOME"]) / "pretrain-pretrain_64"
-    stream = metrics.read(records_dir)
+    from mmcore.runs import metric_stream
+    records_dir = metric_stream.records_dir(os.environ["MINIMIND_DASHBOARD_HOME"]) / "pretrain-pretrain_64"
+    stream = metric_stream.read(records_dir)
     assert list(stream["global_step"]) == list(range(1, 101))
     assert stream["loss"].tolist() == pytest.approx(frame["loss"].tolist(), abs=1e-6)
     assert list(stream["samples"]) == [4 * s for s in range(1, 101)] and (stream["tokens"].diff().dropna() > 0).all()

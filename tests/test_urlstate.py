@@ -1,6 +1,6 @@
 """The Logs page's view in its URL: every field survives a round trip, bad values are named and
 ignored, and the URL wins only when it changed since the page last wrote it."""
-from mmcore import urlstate
+from mmcore.logs import urlstate
 
 
 def test_round_trip_of_a_whole_view():

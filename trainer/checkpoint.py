@@ -1,18 +1,18 @@
 """What a training run writes: weight files and the resume state, always atomically.
 
 - Weight files (`save_weights`): the model's state dict in half precision on the CPU, MiniMind's format,
-  at `{save_dir}/{name}_{h}[_moe].pth` (`trainer.specs.weight_file`).
+  at `{save_dir}/{name}_{h}[_moe].pth` (`trainer.rules.specs.weight_file`).
 - Resume state (`save_resume` / `load_resume`): full-precision model, optimizer, grad scaler, scheduler
   position, epoch and step, number of processes, random-number generators and the tracker run id, plus
   any further trained part (PPO's critic) or state (SPO's value tracker), at
-  `<repo>/checkpoints/{name}_{h}[_moe]_resume.pth` (`resume_path`, named by `trainer.specs.resume_file`).
+  `<repo>/checkpoints/{name}_{h}[_moe]_resume.pth` (`resume_path`, named by `trainer.rules.specs.resume_file`).
 """
 import os
 import random
 
 import torch
 
-from trainer import ownership
+from trainer.rules import ownership
 from trainer.trainer_utils import CHECKPOINT_DIR, SetupError, log, unwrap_model, warn
 
 

@@ -25,12 +25,17 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from trainer import specs, weight_meta
 from trainer import trainer_utils as tu
-from trainer.args import parse_args
-from trainer.checkpoint import load_resume, resume_path, save_resume, save_weights, set_rng_states
-from trainer.records import Recorder, RunRecords, default_run_dir
-
+from trainer.checkpoint import (
+    load_resume,
+    resume_path,
+    save_resume,
+    save_weights,
+    set_rng_states,
+)
+from trainer.rules import specs, weight_meta
+from trainer.rules.args import parse_args
+from trainer.rules.records import Recorder, RunRecords, default_run_dir
 
 # ----------------------------------------------------------------------------------------------------
 # A run and the parts it trains
@@ -80,13 +85,13 @@ class Run:
     info: tu.DistInfo
     stop: "StopSignal"
     spec: specs.TypeSpec = field(init=False)
-    records: object = field(default=None, init=False)  # trainer.records.Recorder, set when `train` starts
+    records: object = field(default=None, init=False)  # trainer.rules.records.Recorder, set when `train` starts
 
     def __post_init__(self):
         self.spec = specs.spec(self.train_type)
 
     def weight_paths(self):
-        """Where the trained parts are saved, in part order (`trainer.specs` names the files)."""
+        """Where the trained parts are saved, in part order (`trainer.rules.specs` names the files)."""
         return [os.path.join(self.args.save_dir, name) for name in self.spec.weight_files(vars(self.args))]
 
     def resume_path(self):
@@ -393,7 +398,7 @@ def train(run, parts, dataset, collate_fn, step_fn, *, run_name, progress_line=s
 
 
 def open_records(run, resume):
-    """The run's records (`trainer.records`) in --run_dir, or the default folder of a command-line run:
+    """The run's records (`trainer.rules.records`) in --run_dir, or the default folder of a command-line run:
     metrics for every type, the rollout store for RL. Rank 0 writes; a resumed run drops the records
     after its resume state's step and counts on."""
     args = run.args

@@ -3,20 +3,17 @@
     cd trainer && python train_distill_reason.py --from_weight dpo --data_path ../dataset/r1_mix_1024.jsonl
     cd trainer && torchrun --nproc_per_node 2 train_distill_reason.py
 
-Options: `trainer/args.py` (type "distill_reason"). Like SFT, but the tokens of the four tags weigh
+Options: `trainer/rules/args.py` (type "distill_reason"). Like SFT, but the tokens of the four tags weigh
 TAG_WEIGHT times more in the loss, as upstream, so the model reliably learns the reply format.
 """
-import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import torch
+import torch.nn.functional as F
 
-from dataset.lm_dataset import SFTDataset, pad_collate  # noqa: E402
-from trainer import loop  # noqa: E402
-from trainer import trainer_utils as tu  # noqa: E402
+from dataset.lm_dataset import SFTDataset, pad_collate
+from trainer import loop
+from trainer import trainer_utils as tu
 
 TAGS = ("<think>", "</think>", "<answer>", "</answer>")
 TAG_WEIGHT = 10.0

@@ -4,23 +4,20 @@
         --from_student_weight full_sft --from_teacher_weight full_sft
     cd trainer && torchrun --nproc_per_node 2 train_distillation.py
 
-Options: `trainer/args.py` (type "distillation"). As upstream, loss = alpha * (CE(student, data) + MoE aux)
+Options: `trainer/rules/args.py` (type "distillation"). As upstream, loss = alpha * (CE(student, data) + MoE aux)
 + (1 - alpha) * T^2 * KL(teacher_T || student_T) over the assistant tokens, with both distributions softened
 by the temperature T (Hinton et al.): `--alpha` weighs the cross-entropy. `--use_moe` applies to both
 models (it selects the `_moe` weight files).
 The student is saved as `{save_dir}/{save_weight}_{student_hidden_size}[_moe].pth`.
 """
-import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import torch
+import torch.nn.functional as F
 
-from dataset.lm_dataset import SFTDataset, pad_collate  # noqa: E402
-from trainer import loop  # noqa: E402
-from trainer import trainer_utils as tu  # noqa: E402
+from dataset.lm_dataset import SFTDataset, pad_collate
+from trainer import loop
+from trainer import trainer_utils as tu
 
 
 def distillation_loss(student_logits, teacher_logits, temperature):

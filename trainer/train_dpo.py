@@ -3,22 +3,19 @@
     cd trainer && python train_dpo.py --from_weight full_sft --beta 0.1
     cd trainer && torchrun --nproc_per_node 2 train_dpo.py
 
-Options: `trainer/args.py` (type "dpo"). The sigmoid DPO loss of Rafailov et al. (TRL's default
+Options: `trainer/rules/args.py` (type "dpo"). The sigmoid DPO loss of Rafailov et al. (TRL's default
 `loss_type="sigmoid"`) against a frozen copy of the starting policy. As upstream MiniMind, a reply's
 log-probability is the mean of its assistant tokens' log-probabilities (so long and short replies
 weigh alike at the small learning rate tuned for it), and the MoE auxiliary loss is not added.
 """
-import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import torch
+import torch.nn.functional as F
 
-from dataset.lm_dataset import DPODataset, pad_collate  # noqa: E402
-from trainer import loop  # noqa: E402
-from trainer import trainer_utils as tu  # noqa: E402
+from dataset.lm_dataset import DPODataset, pad_collate
+from trainer import loop
+from trainer import trainer_utils as tu
 
 
 def sequence_log_probs(logits, labels):

@@ -3,16 +3,13 @@
     cd trainer && python train_full_sft.py --from_weight pretrain --data_path ../dataset/sft_mini_512.jsonl
     cd trainer && torchrun --nproc_per_node 2 train_full_sft.py
 
-Options: `trainer/args.py` (type "sft"). The loss counts only the assistant replies (SFTDataset labels).
+Options: `trainer/rules/args.py` (type "sft"). The loss counts only the assistant replies (SFTDataset labels).
 """
-import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from dataset.lm_dataset import SFTDataset  # noqa: E402
-from trainer import trainer_utils as tu  # noqa: E402
-from trainer.train_pretrain import train_next_token  # noqa: E402
+from dataset.lm_dataset import SFTDataset
+from trainer import trainer_utils as tu
+from trainer.train_pretrain import train_next_token
 
 
 def main():

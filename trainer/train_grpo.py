@@ -3,7 +3,7 @@
     cd trainer && python train_grpo.py --reward_model_path none
     cd trainer && torchrun --nproc_per_node 2 train_grpo.py
 
-Options: `trainer/args.py` (type "grpo"). Starts from `{weight_dir}/reason_{h}.pth` with --reasoning 1,
+Options: `trainer/rules/args.py` (type "grpo"). Starts from `{weight_dir}/reason_{h}.pth` with --reasoning 1,
 else `full_sft_{h}.pth`. For each prompt, `num_generations` responses are sampled (--temperature,
 --top_k, --top_p: upstream's effective 0.8, 50, 1.0); each response's reward is normalised within its
 group, (r - mean) / (std + 1e-4), clamped to +-10 and normalised again over the batch, as upstream; the
@@ -11,18 +11,14 @@ policy is pushed towards the better ones with a per-token loss plus a k3 KL pena
 the frozen starting model (not built when beta is 0), as in TRL's GRPOTrainer with one update per
 batch. The MoE auxiliary loss is not added.
 """
-import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from dataset.lm_dataset import pad_collate  # noqa: E402
-from trainer import loop  # noqa: E402
-from trainer import trainer_utils as tu  # noqa: E402
-from trainer.rl import losses, rewards, setup  # noqa: E402
-from trainer.rl import metrics as rl_metrics  # noqa: E402
-from trainer.rl.rollout import rollout, rollout_logps, sampling_options  # noqa: E402
-
+from dataset.lm_dataset import pad_collate
+from trainer import loop
+from trainer import trainer_utils as tu
+from trainer.rl import losses, rewards, setup
+from trainer.rl import step_metrics as rl_metrics
+from trainer.rl.rollout import rollout, rollout_logps, sampling_options
 
 #: The upstream GRPO progress line (an interface: the dashboard and old tools parse it).
 PROGRESS = ("Epoch: {epoch}, Step: {step}/{iters}, Actor Loss: {actor_loss:.6f}, Reward: {reward:.6f}, "

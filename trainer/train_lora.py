@@ -3,19 +3,16 @@
     cd trainer && python train_lora.py --from_weight full_sft --lora_name lora_identity
     cd trainer && torchrun --nproc_per_node 2 train_lora.py
 
-Options: `trainer/args.py` (type "lora"). Saves only the LoRA weights (model_lora.save_lora, atomic) to
+Options: `trainer/rules/args.py` (type "lora"). Saves only the LoRA weights (model_lora.save_lora, atomic) to
 `{save_dir}/{lora_name}_{hidden_size}.pth`; the resume state is `../checkpoints/{lora_name}_{hidden_size}[_moe]_resume.pth`.
 """
-import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from dataset.lm_dataset import SFTDataset, pad_collate  # noqa: E402
-from model.model_lora import apply_lora, save_lora  # noqa: E402
-from trainer import loop  # noqa: E402
-from trainer import trainer_utils as tu  # noqa: E402
-from trainer.train_pretrain import lm_loss  # noqa: E402
+from dataset.lm_dataset import SFTDataset, pad_collate
+from model.model_lora import apply_lora, save_lora
+from trainer import loop
+from trainer import trainer_utils as tu
+from trainer.train_pretrain import lm_loss
 
 
 def main():

@@ -3,7 +3,7 @@
     cd trainer && python train_ppo.py --reward_model_path none
     cd trainer && torchrun --nproc_per_node 2 train_ppo.py
 
-Options: `trainer/args.py` (type "ppo"). The actor starts from `{weight_dir}/reason_{h}.pth` with
+Options: `trainer/rules/args.py` (type "ppo"). The actor starts from `{weight_dir}/reason_{h}.pth` with
 --reasoning 1, else `full_sft_{h}.pth`; the critic is the same body with a Linear(hidden, 1) value head
 and its own optimizer (--critic_learning_rate). As upstream MiniMind, each response is one action:
 advantage = reward - the critic's value at the response end; clipped surrogate (--clip_epsilon)
@@ -11,18 +11,14 @@ on the summed log-prob ratio against an old actor refreshed every --update_old_a
 value loss (MSE) weighted by --vf_coef; KL penalty to the frozen starting model weighted by --kl_coef.
 The actor is saved as `{save_weight}_{h}.pth`, the critic beside it (`ppo_actor` -> `ppo_critic_{h}.pth`).
 """
-import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from dataset.lm_dataset import pad_collate  # noqa: E402
-from trainer import loop  # noqa: E402
-from trainer import trainer_utils as tu  # noqa: E402
-from trainer.rl import losses, rewards, setup  # noqa: E402
-from trainer.rl import metrics as rl_metrics  # noqa: E402
-from trainer.rl.rollout import completion_logps, rollout, sampling_options  # noqa: E402
-
+from dataset.lm_dataset import pad_collate
+from trainer import loop
+from trainer import trainer_utils as tu
+from trainer.rl import losses, rewards, setup
+from trainer.rl import step_metrics as rl_metrics
+from trainer.rl.rollout import completion_logps, rollout, sampling_options
 
 #: The upstream PPO progress line (an interface: the dashboard and old tools parse it).
 PROGRESS = ("Epoch: {epoch}, Step: {step}/{iters}, Actor Loss: {actor_loss:.6f}, Critic Loss: {critic_loss:.6f}, "

@@ -3,16 +3,13 @@
     cd trainer && python train_pretrain.py --hidden_size 512 --data_path ../dataset/pretrain_hq.jsonl
     cd trainer && torchrun --nproc_per_node 2 train_pretrain.py
 
-Options: `trainer/args.py` (type "pretrain"). Weights go to `{save_dir}/{save_weight}_{hidden_size}[_moe].pth`.
+Options: `trainer/rules/args.py` (type "pretrain"). Weights go to `{save_dir}/{save_weight}_{hidden_size}[_moe].pth`.
 """
-import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from dataset.lm_dataset import PackedPretrainDataset, PretrainDataset, pad_collate  # noqa: E402
-from trainer import loop  # noqa: E402
-from trainer import trainer_utils as tu  # noqa: E402
+from dataset.lm_dataset import PackedPretrainDataset, PretrainDataset, pad_collate
+from trainer import loop
+from trainer import trainer_utils as tu
 
 
 def lm_loss(model, batch):

@@ -3,7 +3,7 @@
     cd trainer && python train_spo.py --reward_model_path none
     cd trainer && torchrun --nproc_per_node 2 train_spo.py
 
-Options: `trainer/args.py` (type "spo"). Starts from `{weight_dir}/reason_{h}.pth` with --reasoning 1,
+Options: `trainer/rules/args.py` (type "spo"). Starts from `{weight_dir}/reason_{h}.pth` with --reasoning 1,
 else `full_sft_{h}.pth`. One response per prompt; instead of a group, an adaptive value tracker gives
 the baseline: a Beta-distribution estimate of the normalised reward whose memory (rho) shrinks when
 the policy moves fast. Rewards are normalised over the range the configuration's rewards can take
@@ -11,18 +11,14 @@ the policy moves fast. Rewards are normalised over the range the configuration's
 advantage = reward - baseline (on the reward scale), clamped to +-5;
 loss = -logp * A + beta * KL (k3, against the frozen starting model, not built when beta is 0).
 """
-import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from dataset.lm_dataset import pad_collate  # noqa: E402
-from trainer import loop  # noqa: E402
-from trainer import trainer_utils as tu  # noqa: E402
-from trainer.rl import losses, rewards, setup  # noqa: E402
-from trainer.rl import metrics as rl_metrics  # noqa: E402
-from trainer.rl.rollout import rollout, rollout_logps, sampling_options  # noqa: E402
-
+from dataset.lm_dataset import pad_collate
+from trainer import loop
+from trainer import trainer_utils as tu
+from trainer.rl import losses, rewards, setup
+from trainer.rl import step_metrics as rl_metrics
+from trainer.rl.rollout import rollout, rollout_logps, sampling_options
 
 #: The upstream SPO progress line (an interface: the dashboard and old tools parse it).
 PROGRESS = ("Epoch: {epoch}, Step: {step}/{iters}, Actor Loss: {actor_loss:.6f}, Reward: {reward:.6f}, "

@@ -9,7 +9,7 @@ in `trainer.checkpoint`; the RL pieces in `trainer.rl`. Here, roughly in the ord
 - `init_distributed(args)`: plain process or torchrun (NCCL on CUDA, gloo on CPU); returns a `DistInfo`.
 - `setup_seed`, `autocast_context`, `make_grad_scaler`.
 - `model_config`, `load_tokenizer`, `init_model` (reads `{weight_dir}/{name}_{h}[_moe].pth`, named by
-  `trainer.specs.weight_file`), `log_model_size`, `unwrap_model`, `wrap_ddp`.
+  `trainer.rules.specs.weight_file`), `log_model_size`, `unwrap_model`, `wrap_ddp`.
 - `load_dataset` (checks the file first), `make_loader` (per-epoch deterministic shuffle, resume
   skipping, pad-to-longest).
 - `log`, `warn`: rank-0 output, one flushed line each.
@@ -31,12 +31,10 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler, Sampler
 
+from trainer.rules.specs import weight_file
+
 TRAINER_DIR = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(TRAINER_DIR)
-if ROOT not in sys.path:
-    sys.path.insert(0, ROOT)
-
-from trainer.specs import weight_file  # noqa: E402
 
 #: Where resume states are written: `../checkpoints` seen from trainer/, like upstream.
 CHECKPOINT_DIR = os.path.join(ROOT, "checkpoints")
@@ -162,7 +160,7 @@ def load_tokenizer(path=TOKENIZER_DIR):
     """The tokenizer in folder `path` (default: the one shipped in `<repo>/model`; never downloaded)."""
     from transformers import AutoTokenizer
 
-    from trainer import weight_meta
+    from trainer.rules import weight_meta
     tokenizer = AutoTokenizer.from_pretrained(path)
     if os.path.realpath(path) != os.path.realpath(TOKENIZER_DIR):  # say so when it is not the usual one
         log(f"Tokenizer: {path} ({len(tokenizer)} tokens, fingerprint {weight_meta.tokenizer_fingerprint(path)})")

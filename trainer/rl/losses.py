@@ -7,7 +7,6 @@ import torch
 import torch.nn.functional as F
 
 
-
 def masked_mean(values, mask, dim=None):
     """Mean of `values` over the tokens where `mask` is 1: over all of them (`dim=None`), or per row
     (`dim=1`, one mean per response; an empty row gives 0)."""

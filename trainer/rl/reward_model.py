@@ -4,7 +4,7 @@ import os
 
 import torch
 
-from trainer import roots
+from trainer.rules import roots
 from trainer.trainer_utils import SetupError
 
 
@@ -13,19 +13,24 @@ class RewardModel:
 
     Two kinds are accepted: a model whose remote code offers InternLM2-style
     `get_score(tokenizer, messages) -> float` (loaded with AutoModel and `trust_remote_code=True`, only
-    from a folder an admin allowed: see trainer/roots.py), or
+    from a folder an admin allowed: see trainer/rules/roots.py), or
     any `AutoModelForSequenceClassification` with one label, whose logit is the score.
     """
 
     def __init__(self, path, device="cpu"):
-        from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification, AutoTokenizer
+        from transformers import (
+            AutoConfig,
+            AutoModel,
+            AutoModelForSequenceClassification,
+            AutoTokenizer,
+        )
         from transformers.utils import logging as hf_logging
 
         check_reward_model_path(path)
         hf_logging.disable_progress_bar()  # a loading bar per start only clutters the training log
         dtype = torch.float16 if str(device).startswith("cuda") else torch.float32
         self.device = device
-        # A folder's own Python code runs only where an admin allowed it (trainer/roots.py).
+        # A folder's own Python code runs only where an admin allowed it (trainer/rules/roots.py).
         trust = roots.trusts_code(path)
         self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust)
         config = AutoConfig.from_pretrained(path, trust_remote_code=trust)
@@ -106,7 +111,7 @@ def check_reward_model_path(path):
 
 def load_reward_model(path, device):
     """The reward model at `path`, or None without one (`path` None: rule rewards only; see
-    `trainer.specs.TypeSpec.reward_model_path`). A folder that cannot be loaded is a `SetupError`
+    `trainer.rules.specs.TypeSpec.reward_model_path`). A folder that cannot be loaded is a `SetupError`
     naming it (one clear line instead of a traceback)."""
     if path is None:
         return None

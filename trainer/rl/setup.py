@@ -10,7 +10,7 @@ from trainer import trainer_utils as tu
 from trainer.rl.reward_model import check_reward_model_path, load_reward_model
 from trainer.rl.rewards import reward_functions
 from trainer.rl.rollout import rollout_logps
-from trainer.specs import rl_base_weight
+from trainer.rules.specs import rl_base_weight
 
 
 def start(rl_type):

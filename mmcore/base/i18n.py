@@ -1,0 +1,208 @@
+"""The dashboard's languages: English and Simplified Chinese.
+
+Every label, help text, message and button text a page shows is `t(key, **values)`: the text of
+`key` in the viewer's language, formatted with `values` (`str.format`). The texts live in one place,
+`mmcore/base/locales/<language>.json`, one flat table per language with the same keys (a test checks it).
+
+The language is chosen per viewer: an explicit `language(...)` block (tests, command line), else the
+Streamlit session's choice (`STATE_KEY`), which `choose_language` fills on a session's first run from
+the viewer's remembered choice (a cookie), else the browser's language, else English.
+"""
+import contextlib
+import functools
+import json
+import re
+from contextvars import ContextVar
+from pathlib import Path
+
+LOCALES_DIR = Path(__file__).with_name("locales")
+LANGUAGES = {"en": "English", "zh": "简体中文"}  # code -> the language's name in itself
+DEFAULT = "en"
+STATE_KEY = "app.language"  # session state: the session's language code
+COOKIE = "minimind_language"  # the browser's remembered choice, read on its next visit
+COOKIE_MAX_AGE_S = 400 * 24 * 3600  # browsers cap cookie lifetimes at 400 days
+
+# Keys whose text is the same in every language: names and symbols (checked by a test).
+SAME_IN_EVERY_LANGUAGE = frozenset({"app.gpus", "device.cpu", "param.alpha", "param.beta", "train.gpu", "type.dpo",
+                                    "type.grpo", "type.lora", "type.ppo", "type.spo", "rl.panel.kl"})
+
+_forced = ContextVar("minimind_language", default=None)
+# (language, key) pairs asked for but missing from that language's table; a test keeps it empty.
+missing = set()
+
+
+@functools.cache
+def table(lang):
+    """The texts of one language: key -> text (read once per process)."""
+    with open(LOCALES_DIR / f"{lang}.json", encoding="utf-8") as f:
+        return json.load(f)
+
+
+def normalize(code):
+    """A language code of ours from a browser's ("zh-CN", "zh_Hans", "en-US;q=0.9"), or None."""
+    if not code:
+        return None
+    code = str(code).strip().lower().replace("_", "-").split(";")[0]
+    base = code.split("-")[0]
+    return base if base in LANGUAGES else None
+
+
+def from_accept_language(header):
+    """The first of our languages in an HTTP Accept-Language header, by its q-weights, or None."""
+    ranked = []
+    for i, part in enumerate((header or "").split(",")):
+        match = re.match(r"\s*([A-Za-z_-]+)\s*(?:;\s*q=([0-9.]+))?", part)
+        if match:
+            try:
+                q = float(match.group(2)) if match.group(2) else 1.0
+            except ValueError:
+                q = 0.0
+            ranked.append((-q, i, match.group(1)))
+    for _, _, code in sorted(ranked):
+        if (lang := normalize(code)) is not None:
+            return lang
+    return None
+
+
+#: Reads the running session's language (None outside a session); set by the widgets wing
+#: (`mmcore.widgets.session_language`), so that this module needs no Streamlit.
+_session_language = None
+
+
+def read_session_language_with(reader):
+    """Use `reader()` -> language code or None as the session's choice (see `current`)."""
+    global _session_language
+    _session_language = reader
+
+
+def current():
+    """The language code texts are given in right now."""
+    lang = _forced.get() or (_session_language() if _session_language else None)
+    return lang if lang in LANGUAGES else DEFAULT
+
+
+@contextlib.contextmanager
+def language(lang):
+    """Give texts in `lang` inside the block (in this thread/context), whatever the session chose."""
+    if lang not in LANGUAGES:
+        raise ValueError(f"unknown language {lang!r}; known: {', '.join(LANGUAGES)}")
+    token = _forced.set(lang)
+    try:
+        yield
+    finally:
+        _forced.reset(token)
+
+
+def t(key, **values):
+    """The text of `key` in the current language, formatted with `values`.
+
+    A key missing from that language falls back to English (and is recorded in `missing`); a key
+    missing everywhere shows as the key itself, so a gap is visible rather than a crash.
+    """
+    lang = current()
+    text = table(lang).get(key)
+    if text is None:
+        missing.add((lang, key))
+        text = table(DEFAULT).get(key, key)
+    return text.format(**values) if values else text
+
+
+def message(key, **params):
+    """A text kept as data and worded when shown, in the reader's language: what is stored or raised
+    where the reader is not known yet (the job store, an exception). A parameter is a plain value, a
+    message, or a list of them (worded and joined by `sep.list`). JSON-ready when its values are."""
+    return {"key": key, "params": params}
+
+
+def word(value):
+    """A message (see `message`) in the current language; a list of values is joined by `sep.list`,
+    a plain value is given back as it is (so a text's format spec, `{share:.0%}`, still applies)."""
+    if isinstance(value, dict) and "key" in value:
+        return t(value["key"], **{name: word(v) for name, v in (value.get("params") or {}).items()})
+    if isinstance(value, (list, tuple)):
+        return t("sep.list").join(str(word(v)) for v in value)
+    return value
+
+
+def english(value):
+    """A message (see `message`) in English, whatever the viewer chose: for logs, the API, the CLI."""
+    with language(DEFAULT):
+        return word(value)
+
+
+class MessageError(ValueError):
+    """An error kept as messages (see `message`): `str(error)` words them, joined by `sep.parts`, in
+    the language current when it is shown, not when it was raised."""
+
+    def __init__(self, messages):
+        self.messages = [messages] if isinstance(messages, dict) else list(messages)
+        super().__init__(*self.messages)
+
+    def __str__(self):
+        return t("sep.parts").join(str(word(m)) for m in self.messages)
+
+
+def field_error(message):
+    """A field's error message ("must be at least 1") in the current language. The checks give English
+    messages tagged with their key and values (trainer/rules/messages.py: what the trainers print), worded
+    here from the language files; a message without a key is shown as it is."""
+    key = getattr(message, "key", None)
+    return t(key, **message.params) if key else str(message)
+
+
+def relabel(session_state, *keys):
+    """Call before drawing keyed widgets whose option labels are translated (select boxes,
+    multiselects, radios). Streamlit keeps such a widget's choice as the text of its label, so after
+    a language switch the browser would show, and send back, the other language's label, and the
+    choice would fall back to its default at the next run. Setting each value again before its widget
+    is drawn sends the label in the viewer's language. (A widget whose value is set this way must not
+    also be given a default other than its first option: Streamlit warns about both.)"""
+    for key in keys:
+        if key in session_state:
+            session_state[key] = session_state[key]
+
+
+def keep_choice(session_state, key, default):
+    """`relabel` for a widget whose default is not its first option: its choice (`default` on the
+    first run) is always set through session state, so draw the widget without `index`."""
+    session_state[key] = session_state.get(key, default)
+
+
+def choose_language(session_state, cookies=None, locale=None, accept_language=None):
+    """Set the session's language on its first run (later runs keep it) and return it.
+
+    The viewer's remembered choice (cookie) wins, then the browser's language (`navigator.language`
+    as `st.context.locale`, or the Accept-Language header), then English.
+    """
+    lang = session_state.get(STATE_KEY)
+    if lang not in LANGUAGES:
+        lang = (normalize((cookies or {}).get(COOKIE)) or normalize(locale)
+                or from_accept_language(accept_language) or DEFAULT)
+        session_state[STATE_KEY] = lang
+    return lang
+
+
+def remember_script(lang):
+    """HTML with a script that stores `lang` in the browser's cookie (run in a same-origin frame)."""
+    if lang not in LANGUAGES:
+        raise ValueError(f"unknown language {lang!r}")
+    return (f"<script>parent.document.cookie = '{COOKIE}={lang}; path=/; "
+            f"max-age={COOKIE_MAX_AGE_S}; SameSite=Lax';</script>")
+
+
+def placeholders(text):
+    """The `{name}` fields of a text (how a test checks both languages take the same values)."""
+    return {m.group(1) for m in re.finditer(r"(?<!\{)\{([A-Za-z_][A-Za-z0-9_]*)[^{}]*\}", text)}
+
+
+def browser_preferences(context):
+    """What `choose_language` needs from Streamlit's `st.context`: the cookies, the browser's
+    language and the Accept-Language header (each empty where this Streamlit cannot tell)."""
+    found = {}
+    for name, read in (("cookies", lambda: dict(context.cookies)), ("locale", lambda: context.locale),
+                       ("accept_language", lambda: context.headers.get("Accept-Language"))):
+        try:
+            found[name] = read()
+        except Exception:  # no browser behind this run (AppTest, bare mode)
+            found[name] = None
+    return found

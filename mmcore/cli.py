@@ -1,0 +1,255 @@
+"""`minimind COMMAND ...` (or `python -m mmcore COMMAND ...`): the dashboard's jobs from a shell, with the
+pages' rules; and `minimind-dashboard [STREAMLIT OPTIONS]`, which serves the app.
+
+    python -m mmcore submit pretrain --set hidden_size=64 --set data_path=../dataset/demo/pretrain.jsonl
+    python -m mmcore status 12
+    python -m mmcore stop 12 [--wait]
+    python -m mmcore delete 12
+    python -m mmcore list [--status running]
+    python -m mmcore history [JOB]
+    python -m mmcore backup
+    python -m mmcore restore [latest | FILE]
+    python -m mmcore export out/full_sft_512.pth exported/full_sft_512 [--lora out/lora/x_512.pth]
+    python -m mmcore queue [JOB --move up|down|top|bottom | --priority N]
+
+Each subcommand is one `add_*` function below that registers its parser and handler; a new one is a
+new function added to `COMMANDS`. A handler may return an exit status (None means 0); a refusal
+(`api.Refused`) exits 1 with the reason on stderr, a usage error 2.
+"""
+import argparse
+import datetime
+import json
+import os
+import sqlite3
+import sys
+
+from mmcore import api
+from mmcore.access import audit, roles
+from mmcore.actions import modelguard
+from mmcore.base.paths import DB_NAME, ROOT, default_home
+from mmcore.jobs import storeguard
+from trainer.rules.export_options import add_export_options
+
+
+def _time(ts):
+    return datetime.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S") if ts else ""
+
+
+def _pairs(items):
+    """`--set name=value` items -> {name: value}; argparse errors for a malformed item."""
+    values = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise argparse.ArgumentTypeError(f"--set takes name=value, got {item!r}")
+        values[name.strip()] = value
+    return values
+
+
+def _user_option(parser):
+    parser.add_argument("--user", default=None, help="acting user (default: the OS user); owns what it submits")
+
+
+def add_submit(sub):
+    p = sub.add_parser("submit", help="launch a training job; prints its id")
+    p.add_argument("train_type", help="pretrain, sft, lora, dpo, ppo, grpo, spo, distill_reason or distillation")
+    p.add_argument("--set", action="append", metavar="NAME=VALUE", dest="values",
+                   help="a field of the Train form (repeatable); fields not set take the script's default")
+    p.add_argument("--name", default=None, help="job name (default: TYPE-YYYYMMDD-HHMM)")
+    p.add_argument("--backend", choices=("local", "slurm"), default=None,
+                   help="where it runs (default: the queue settings' default_backend)")
+    p.add_argument("--gpus", default=None, metavar="N|IDS",
+                   help="GPUs it needs: a number (any free ones) or ids like 0,2 (default: the device in --set)")
+    _user_option(p)
+
+    def run(args):
+        try:
+            values = _pairs(args.values)
+        except argparse.ArgumentTypeError as exc:
+            p.error(str(exc))
+        gpus = args.gpus
+        if gpus is not None:
+            gpus = int(gpus) if gpus.strip().isdigit() else [g for g in gpus.split(",") if g.strip()]
+        print(api.submit(args.train_type, values, user=args.user, name=args.name, backend=args.backend, gpus=gpus))
+    p.set_defaults(handler=run)
+
+
+def add_status(sub):
+    p = sub.add_parser("status", help="one job's status, owner, exit code and log file")
+    p.add_argument("job_id")
+    p.add_argument("--json", action="store_true", help="every field, as JSON")
+
+    def run(args):
+        job = api.get(args.job_id)
+        if args.json:
+            print(json.dumps(job, indent=2, default=str))
+            return
+        for key in ("id", "name", "train_type", "status", "exit_code", "owner", "log_path", "note", "backend",
+                    "external_id", "queue_reason"):
+            print(f"{key}: {'' if job[key] is None else job[key]}")
+        for key in ("created_at", "started_at", "ended_at"):
+            print(f"{key}: {_time(job[key])}")
+    p.set_defaults(handler=run)
+
+
+def add_stop(sub):
+    p = sub.add_parser("stop", help="stop a queued or running job (SIGTERM, then SIGKILL after the grace period)")
+    p.add_argument("job_id")
+    p.add_argument("--grace", type=float, default=api.runner.DEFAULT_GRACE_S, help="seconds between SIGTERM and SIGKILL")
+    p.add_argument("--wait", action="store_true", help="return once the job's end is recorded")
+    _user_option(p)
+
+    def run(args):
+        if api.stop(args.job_id, user=args.user, grace=args.grace, wait=args.wait):
+            print(f"job {args.job_id}: " + (api.get(args.job_id)["status"] if args.wait else "stopping"))
+        else:
+            print(f"job {args.job_id} had already ended")
+    p.set_defaults(handler=run)
+
+
+def add_delete(sub):
+    p = sub.add_parser("delete", help="delete a finished job and its log (not its weights)")
+    p.add_argument("job_id")
+    _user_option(p)
+
+    def run(args):
+        api.delete(args.job_id, user=args.user)
+        print(f"deleted job {args.job_id}")
+    p.set_defaults(handler=run)
+
+
+def add_list(sub):
+    p = sub.add_parser("list", help="jobs, newest first")
+    p.add_argument("--status", action="append", help="only this status (repeatable)")
+    p.add_argument("--type", dest="train_type", action="append", help="only this training type (repeatable)")
+    p.add_argument("--limit", type=int, default=50, help="at most this many (0: all)")
+
+    def run(args):
+        jobs = api.list_jobs(status=args.status, train_type=args.train_type, limit=args.limit or None)
+        print(f"{'id':>5}  {'type':<14} {'status':<10} {'owner':<20} {'created':<19}  name")
+        for j in jobs:
+            print(f"{j['id']:>5}  {j['train_type']:<14} {j['status']:<10} {j['owner']:<20} "
+                  f"{_time(j['created_at']):<19}  {j['name']}")
+    p.set_defaults(handler=run)
+
+
+def add_history(sub):
+    p = sub.add_parser("history", help="the audit trail (of one job, or of all)")
+    p.add_argument("job_id", nargs="?", type=int)
+    p.add_argument("--limit", type=int, default=50)
+
+    def run(args):
+        for e in api.history(args.job_id, args.limit or None):
+            job = "" if e["job_id"] is None else f"job {e['job_id']}"
+            print(f"{_time(e['at'])}  {e['user']:<20} {e['action']:<8} {job:<10} {json.dumps(e['detail'])}")
+    p.set_defaults(handler=run)
+
+
+def add_backup(sub):
+    p = sub.add_parser("backup", help="copy the job database now (SQLite online backup) into <home>/backups/")
+
+    def run(args):
+        store = api.open_store()
+        print(storeguard.backup(store.path))
+    p.set_defaults(handler=run)
+
+
+def add_restore(sub):
+    p = sub.add_parser("restore", help="list the job database's backups, or put one back ('latest' or a file)")
+    p.add_argument("backup", nargs="?", help="'latest' or a backup file; without it, the backups are listed")
+    _user_option(p)
+
+    def run(args):
+        home = default_home()
+        if args.backup is None:
+            found = storeguard.backups(home)
+            print("\n".join(str(b) for b in found) if found else f"no backups in {home / storeguard.BACKUP_DIR}")
+            return
+        user = args.user or roles.os_user()
+        if roles.role_of(user) != "admin":
+            raise api.Refused(f"{user} is not an admin: only an admin may restore the job database")
+        try:
+            source, aside = storeguard.restore(home / DB_NAME, args.backup)
+        except (OSError, sqlite3.Error, storeguard.StoreDamaged) as exc:
+            raise api.Refused(f"not restored: {exc}") from None
+        audit.record(user, "restore", None, {"from": str(source), "kept_aside": str(aside) if aside else None}, home=home)
+        print(f"restored {home / DB_NAME} from {source}" + (f"; the previous file is kept as {aside}" if aside else ""))
+    p.set_defaults(handler=run)
+
+
+def add_export(sub):
+    """`python -m mmcore export WEIGHT.pth OUT_DIR [...] [--user U]`: a member's or admin's action, audited."""
+    p = sub.add_parser("export", help="export a .pth weight file to a transformers folder (config, safetensors, "
+                                      "tokenizer, modeling code)")
+    add_export_options(p)
+    p.add_argument("--user", default=None, help="acting user (default: the OS user); viewers may not export")
+
+    def run(args):
+        user = args.user or roles.os_user()
+        options = {k: getattr(args, k) for k in ("hidden_size", "num_hidden_layers", "use_moe", "lora",
+                                                 "tokenizer_path", "dtype")}
+        try:
+            code, _ = modelguard.export(user, args.weight, args.out_dir, capture=False, timeout=None, **options)
+        except roles.Forbidden as exc:
+            raise api.Refused(str(exc)) from None
+        return code
+    p.set_defaults(handler=run)
+
+
+def add_queue(sub):
+    p = sub.add_parser("queue", help="jobs waiting in the queue, with their place and reason; move or prioritise one")
+    p.add_argument("job_id", nargs="?", help="a waiting job to move or prioritise")
+    p.add_argument("--move", choices=("up", "down", "top", "bottom"), help="move the job among jobs of its priority")
+    p.add_argument("--priority", type=int, help="set the job's priority (admins; higher starts first)")
+    p.add_argument("--user", default=None, help="acting user (default: the OS user)")
+
+    def run(args):
+        if args.job_id is None:
+            if args.move or args.priority is not None:
+                p.error("--move and --priority need a job id")
+            for job in api.queue():
+                print(f"{job['id']:>5}  {job['train_type']:<14} {job['owner']:<16} p={job['priority']:<4} "
+                      f"{job['backend']:<6} {job['queue_reason'] or ''}")
+            return None
+        if args.move is None and args.priority is None:
+            p.error("give --move or --priority with a job id")
+        done = True
+        if args.priority is not None:
+            done = api.set_priority(args.job_id, args.priority, user=args.user) and done
+        if args.move:
+            done = api.move(args.job_id, args.move, user=args.user) and done
+        if not done:
+            print(f"job {args.job_id} is not waiting in the queue")
+            return 1
+        return None
+    p.set_defaults(handler=run)
+
+
+#: Every subcommand, in the order `--help` lists them.
+COMMANDS = [add_submit, add_status, add_stop, add_delete, add_list, add_history, add_backup, add_restore, add_export,
+            add_queue]
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="python -m mmcore", description="MiniMind dashboard jobs from the shell.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in COMMANDS:
+        add(sub)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args) or 0
+    except api.Refused as exc:
+        print(f"python -m mmcore {args.command}: {exc}", file=sys.stderr)
+        return 1
+
+
+def dashboard(argv=None):
+    """`minimind-dashboard [OPTIONS]`: `streamlit run streamlit_app.py [OPTIONS]` from the repository root,
+    so the project's .streamlit/config.toml applies wherever it is started."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    os.chdir(ROOT)
+    os.execv(sys.executable, [sys.executable, "-m", "streamlit", "run", str(ROOT / "streamlit_app.py"), *argv])

@@ -1,0 +1,41 @@
+"""A job's note (how it ended when its trainer could not tell, or why it is held), kept as a message.
+
+The job store's `note` column holds JSON text, `{"key": "note.cancelled", "params": {...}}`
+(`stored`), written by the store, the supervisors, the scheduler and the backends. A page words it in
+the viewer's language (`note_text`), the API and the CLI in English (`english`). A note stored as
+plain text (by older versions) is shown as it is.
+"""
+import json
+
+from mmcore.base.i18n import language, message, word
+
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
+def stored(key, **params):
+    """The `note` column's text for the message `key` with `params` (which may hold messages)."""
+    return _JSON.encode(message(key, **params))
+
+
+def _parse(text):
+    if not text or not str(text).startswith("{"):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) and isinstance(value.get("key"), str) else None
+
+
+def note_text(text):
+    """A stored note in the current language; a plain-text note as it is ("" for none)."""
+    parsed = _parse(text)
+    return str(text or "") if parsed is None else str(word(parsed))
+
+
+def english(text):
+    """A stored note in English, whatever the viewer chose (the CLI, the API); None stays None."""
+    if text is None:
+        return None
+    with language("en"):
+        return note_text(text)

@@ -1,0 +1,435 @@
+"""Detached job supervisor: `python -m mmcore.jobs.runner JOB_ID [--db PATH]` runs one job to its end.
+
+The dashboard writes a `queued` row and calls `launch()`, which starts this module in a new session
+and returns at once. The supervisor, not the web server, is the trainer's parent, so a job keeps
+running and its ending is still recorded when the dashboard exits or restarts.
+
+The supervisor registers itself (pid and start time, status `running`), writes the log header, starts
+the trainer in its own process group with stdout and stderr appended to the log file (a file never
+stalls the trainer the way an undrained pipe would), records the trainer's pid and start time, waits,
+and records the exit code, end time and final status. A stop is a flag in the row (set by `stop()`)
+or SIGTERM/SIGINT/SIGHUP to the supervisor: it sends SIGTERM to the trainer's group and SIGKILL once
+the grace period has passed, so the page that asked returns at once.
+"""
+import argparse
+import ctypes
+import datetime
+import functools
+import json
+import os
+import shlex
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+
+import psutil
+
+from mmcore.access import dashboard_roots
+from mmcore.base import paths, proctree
+from mmcore.base.paths import ROOT, default_home
+from mmcore.base.process_identity import process_matches, process_start_time
+from mmcore.jobs import jobnote
+from mmcore.jobs.jobstore import JobStore
+from mmcore.runs.metric_stream import job_run_dir, with_run_dir
+from mmcore.train import file_owners
+from trainer.rules.specs import SPECS
+
+# Between SIGTERM and SIGKILL: long enough for every process to write its resume state on a busy machine.
+DEFAULT_GRACE_S = float(os.environ.get("MINIMIND_STOP_GRACE_S", 60))
+POLL_S = 0.5  # how often the supervisor checks its trainer and the stop flag
+LEFTOVER_GRACE_S = 5.0  # for processes a finished trainer left behind in its group
+FINAL_WRITE_ATTEMPTS = 5  # tries (1, 2, 4, 8 s apart) to record a job's ending in a busy database
+
+
+class JobRunningError(RuntimeError):
+    """The job is queued or running, so the operation is refused."""
+
+
+def _now_iso(ts=None):
+    return datetime.datetime.fromtimestamp(time.time() if ts is None else ts).astimezone().isoformat(timespec="seconds")
+
+
+def _get(store, job_id):
+    job = store.get(job_id)
+    if job is None:
+        raise KeyError(f"no job with id {job_id}")
+    return job
+
+
+# -- dashboard side ----------------------------------------------------------------------------
+
+def launch(store, job_id):
+    """Start the supervisor of a queued job in a new session; return its pid without waiting."""
+    job = _get(store, job_id)
+    if job.status != "queued":
+        raise ValueError(f"job {job_id} is {job.status}; only a queued job can be launched")
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mmcore.jobs.runner", str(job_id), "--db", store.path],
+            cwd=ROOT, start_new_session=True,
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except OSError as exc:
+        store.transition(job_id, "queued", status="failed", ended_at=time.time(),
+                         note=jobnote.stored("note.cannot_start_supervisor", error=str(exc)))
+        raise
+    # Record the supervisor at once so reconcile() can tell a slow start from a failed one. The
+    # supervisor writes the same values when it registers; whichever comes second changes nothing.
+    store.transition(job_id, "queued", supervisor_pid=proc.pid, supervisor_start=process_start_time(proc.pid))
+    # Reap it when it exits so it never lingers as a zombie in a long-running dashboard.
+    threading.Thread(target=proc.wait, name=f"reap-runner-{proc.pid}", daemon=True).start()
+    return proc.pid
+
+
+def stop(store, job_id, grace=DEFAULT_GRACE_S, wait=False):
+    """Ask a queued or running job to stop; False when it had already finished.
+
+    The job's supervisor sends SIGTERM to the trainer's process group and SIGKILL `grace` seconds
+    later if anything is left, then records `stopped`. This returns at once unless `wait` is true,
+    in which case it waits (at most grace + a few seconds) for the job to be recorded as ended.
+    A queued job whose supervisor never started is marked stopped directly.
+    """
+    if grace < 0:
+        raise ValueError(f"grace must be at least 0 seconds, got {grace}")
+    store.reconcile()  # a job whose supervisor died has already ended: lost
+    job = _get(store, job_id)
+    if not job.active:
+        return False
+    requested = job.stop_requested or time.time()
+    if not store.transition(job_id, ("queued", "running"), stop_requested=requested, stop_grace=float(grace)):
+        return False  # it ended in the meantime
+    if job.supervisor_pid is None:
+        now = time.time()
+        store.transition(job_id, "queued", status="stopped", ended_at=now, note=jobnote.stored("note.stopped_before_start"))
+        return True
+    # Wake the supervisor now rather than at its next poll. Only a registered (running) supervisor
+    # has its signal handlers installed; a queued one sees the flag right after registering.
+    if job.status == "running" and process_matches(job.supervisor_pid, job.supervisor_start):
+        try:
+            os.kill(job.supervisor_pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    if wait:
+        deadline = time.monotonic() + grace + LEFTOVER_GRACE_S + 5 * POLL_S
+        while time.monotonic() < deadline:
+            store.reconcile()
+            current = store.get(job_id)
+            if current is None or not current.active:
+                break
+            time.sleep(0.1)
+    return True
+
+
+def delete(store, job_id):
+    """Remove a finished job's row and log file; a queued or running job raises JobRunningError."""
+    store.reconcile()  # a job whose supervisor died has ended (lost) and may be deleted
+    job = _get(store, job_id)
+    if job.active:
+        raise JobRunningError(f"job {job_id} is {job.status}: stop it before deleting it")
+    store.delete(job_id)
+    if job.log_path:
+        Path(job.log_path).unlink(missing_ok=True)
+
+
+# -- supervisor side ---------------------------------------------------------------------------
+
+def _die_with_parent(libc, parent_pid):
+    """In the trainer (between fork and exec): get SIGTERM if the supervisor dies.
+
+    Without a supervisor nobody records the job's ending, so the trainer should not run on unseen;
+    SIGTERM lets it save its resume state first.
+    """
+    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent_pid:  # the supervisor died before prctl took effect
+        os._exit(1)
+
+
+def _load_libc():
+    """The C library, for prctl; None where there is none to call (not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+def group_alive(pgid):
+    """True while any non-zombie process is in process group `pgid`."""
+    for proc in psutil.process_iter(["status"]):
+        try:
+            if proc.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(proc.pid) == pgid:
+                return True
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return False
+
+
+def _killpg(pgid, sig):
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _describe_exit(code):
+    if code is not None and code < 0:
+        try:
+            return f"exit code {code}, signal {signal.Signals(-code).name}"
+        except ValueError:
+            pass
+    return f"exit code {code}"
+
+
+class Supervisor:
+    """Runs one job: the body of `python -m mmcore.jobs.runner`."""
+
+    def __init__(self, store, job_id):
+        self.store = store
+        self.job_id = job_id
+        self.signalled = False  # SIGTERM/SIGINT/SIGHUP received
+        self.job = None  # the row as read when the supervisor started
+        self.proc = None
+        self.log = None
+
+    def _on_signal(self, signum, frame):
+        # Only a flag: the main loop does the work (database writes are not signal-safe).
+        self.signalled = True
+
+    def _write_log(self, text):
+        if self.log is not None:
+            self.log.write(text.encode("utf-8", "replace"))
+            self.log.flush()
+
+    def _stop_requested(self):
+        if self.signalled:
+            return True
+        try:
+            job = self.store.get(self.job_id)
+        except (sqlite3.Error, RuntimeError) as exc:
+            # A database hiccup must not end a training run: look again at the next poll.
+            self._write_log(f"# supervisor: cannot read the job store ({exc}); retrying\n")
+            return False
+        # Only an explicit request stops the job: a row that cannot be found (a replaced or restored
+        # database) is no reason to end a training run.
+        return job is not None and job.stop_requested is not None
+
+    def _record(self, **fields):
+        """Write fields to the job's row, retrying a locked or busy database a few times."""
+        for attempt in range(FINAL_WRITE_ATTEMPTS):
+            try:
+                self.store.update(self.job_id, **fields)
+                return
+            except KeyError:
+                return  # the row was deleted meanwhile: nothing to record into
+            except sqlite3.OperationalError as exc:
+                self._write_log(f"# supervisor: cannot write to the job store ({exc})\n")
+                if attempt + 1 == FINAL_WRITE_ATTEMPTS:
+                    raise
+                time.sleep(2 ** attempt)
+
+    def _summary(self):
+        """The job's final progress from its now complete log, or None when that cannot be had.
+
+        Stored in the row so the Jobs page never parses a finished job's log again. Any failure
+        here is only noted in the log: recording how the job ended matters more.
+        """
+        if self.job is None or self.log is None:
+            return None
+        try:
+            # Round-tripped here so that a value JSON cannot hold fails now, not the final write.
+            # Imported here: it brings in pandas (seconds of start-up on a busy machine), which a
+            # supervisor needs only once its job has ended, not before it starts the trainer.
+            from mmcore.jobs import progress
+
+            return json.loads(json.dumps(progress.final_progress(self.job).as_dict()))
+        except Exception as exc:
+            self._write_log(f"# supervisor: cannot summarise the log's progress ({exc!r})\n")
+            return None
+
+    def _finish(self, status, exit_code=None, note=None):
+        summary = self._summary()
+        ended = time.time()
+        fields = {"status": status, "exit_code": exit_code, "ended_at": ended}
+        if note is not None:
+            fields["note"] = note
+        if summary is not None:
+            fields["final_progress"] = summary
+        # The footer first: should the database stay unwritable, the log still tells how it ended.
+        self._write_log(f"# finished: {status} ({_describe_exit(exit_code)}) at {_now_iso(ended)}\n")
+        self._record(**fields)
+        try:  # what this job held is free now: let the queue start the next job at once
+            from mmcore.jobs import scheduler_lock
+            scheduler_lock.wake(self.store)
+        except Exception as exc:  # the queue's own poll starts it a moment later anyway
+            self._write_log(f"# supervisor: cannot wake the queue ({exc!r})\n")
+
+    def run(self):
+        """Supervise the job to its end; return the process exit status for the supervisor."""
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, self._on_signal)
+        proctree.become_subreaper()  # the job's orphaned processes come back here, not to init
+        job = self.store.get(self.job_id)
+        if job is None:
+            print(f"mmcore.jobs.runner: no job with id {self.job_id} in {self.store.path}", file=sys.stderr)
+            return 2
+        self.job = job
+        registered = self.store.transition(
+            self.job_id, "queued", status="running", started_at=time.time(),
+            supervisor_pid=os.getpid(), supervisor_start=process_start_time(os.getpid()))
+        if not registered:
+            print(f"mmcore.jobs.runner: job {self.job_id} is {job.status}, not queued; not starting it", file=sys.stderr)
+            return 2
+        try:
+            Path(job.log_path).parent.mkdir(parents=True, exist_ok=True)
+            self.log = open(job.log_path, "ab")
+        except OSError as exc:
+            self._finish("failed", note=jobnote.stored("note.cannot_open_log", path=job.log_path, error=str(exc)))
+            return 1
+        try:
+            return self._run_trainer(job)
+        except BaseException as exc:  # record any supervisor failure instead of leaving the job running
+            if self.proc is not None and self.proc.poll() is None:
+                _killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+            self._write_log(f"# supervisor error:\n{traceback.format_exc()}")
+            self._finish("failed", self.proc.returncode if self.proc else None, note=jobnote.stored("note.supervisor_error", error=repr(exc)))
+            return 1
+        finally:
+            self.log.close()
+
+    def _trainer_argv(self, job):
+        """The job's argv; a training script's gets `--run_dir` (its records folder) unless it names one."""
+        spec = SPECS.get(job.train_type)
+        if spec is None or not any(os.path.basename(a) == spec.script for a in job.argv):
+            return list(job.argv)
+        return with_run_dir(job.argv, job_run_dir(job, self.store.home))
+
+    def _run_trainer(self, job):
+        argv = self._trainer_argv(job)
+        command = shlex.join(argv)
+        name = " ".join(job.name.splitlines())  # one header line, whatever the name holds
+        header = [f"# job {job.id} · type {job.train_type} · {name}",
+                  f"# command: {command}",
+                  f"# cwd: {job.cwd}"]
+        if job.env:
+            header.append(f"# env: {' '.join(f'{k}={shlex.quote(v)}' for k, v in sorted(job.env.items()))}")
+        header += [f"# started: {_now_iso()}",
+                   f"开始训练 {job.train_type} 进程",
+                   f"命令: {command}"]
+        self._write_log("\n".join(header) + "\n")
+
+        if self._stop_requested():
+            self._finish("stopped", note=jobnote.stored("note.stopped_before_trainer"))
+            return 0
+
+        # The trainer checks its paths against the same allowed folders as the launch did.
+        # It also learns its job id (recorded in its resume state) and, for a Resume, whose state it continues.
+        env = {**os.environ, **job.env, **dashboard_roots.current(self.store.home).env(),
+               **file_owners.trainer_env(self.store, job), "PYTHONUNBUFFERED": "1",
+               "PYTHONPATH": paths.python_path()}
+        libc = _load_libc()
+        preexec = functools.partial(_die_with_parent, libc, os.getpid()) if libc is not None else None
+        try:
+            self.proc = subprocess.Popen(
+                argv, cwd=job.cwd or None, env=env, stdin=subprocess.DEVNULL,
+                stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True,
+                preexec_fn=preexec)
+        except (OSError, subprocess.SubprocessError) as exc:
+            self._write_log(f"# error: cannot start the trainer: {exc}\n")
+            self._finish("failed", note=jobnote.stored("note.cannot_start_trainer", error=str(exc)))
+            return 1
+        pgid = self.proc.pid  # start_new_session makes the trainer its group's leader
+        self._record(trainer_pid=self.proc.pid, trainer_start=process_start_time(self.proc.pid))
+
+        term_sent_at = None
+        grace = DEFAULT_GRACE_S
+        killed = launcher = False
+        while True:
+            try:
+                code = self.proc.wait(timeout=POLL_S)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            proctree.reap_orphans(self.proc.pid)
+            if term_sent_at is None and self._stop_requested():
+                try:
+                    current = self.store.get(self.job_id)
+                    if current is not None and current.stop_grace is not None:
+                        grace = current.stop_grace
+                    if current is not None and current.stop_requested is None:  # a signal, not stop()
+                        self.store.update(self.job_id, stop_requested=time.time(), stop_grace=grace)
+                except sqlite3.Error:
+                    pass  # stop anyway, with the default grace period
+                # Every process of the job, torchrun's workers in their own groups included: each saves
+                # its resume state and exits.
+                procs = proctree.descendants()
+                self._write_log(f"# stop requested: SIGTERM to {len(procs)} process(es) ({proctree.describe(procs)}) "
+                                f"at {_now_iso()}\n")
+                proctree.signal_all(signal.SIGTERM, procs)
+                _killpg(pgid, signal.SIGTERM)
+                term_sent_at = time.monotonic()
+                # torchrun reports its workers' SIGTERM exit as a failure of its own.
+                launcher = "torch.distributed.run" in argv or Path(argv[0]).name == "torchrun"
+            elif term_sent_at is not None and not killed and time.monotonic() - term_sent_at >= grace:
+                procs = proctree.descendants()
+                self._write_log(f"# still running after {grace:g} s: SIGKILL to {proctree.describe(procs)}\n")
+                proctree.signal_all(signal.SIGKILL, procs)
+                killed = True
+
+        # Processes the trainer left behind (data loaders, workers of a torchrun that died, orphans
+        # re-parented here) must not outlive the job: SIGTERM, then SIGKILL when the grace period is
+        # over. The end is recorded only once none is left.
+        deadline = (term_sent_at + grace) if term_sent_at is not None else time.monotonic() + LEFTOVER_GRACE_S
+        left = proctree.descendants()
+        if left and term_sent_at is None:
+            self._write_log(f"# trainer exited; SIGTERM to what it left running: {proctree.describe(left)}\n")
+            proctree.signal_all(signal.SIGTERM, left)
+        while left:
+            proctree.reap_orphans(None)
+            if time.monotonic() >= deadline:
+                self._write_log(f"# SIGKILL to what is still running: {proctree.describe(left)}\n")
+                proctree.signal_all(signal.SIGKILL, left)
+                killed = True
+                deadline = float("inf")
+            time.sleep(0.1)
+            left = proctree.descendants()
+        proctree.reap_orphans(None)
+        if term_sent_at is not None and not killed and launcher and code is not None and code > 0 and code != 143:
+            # torchrun reports its workers' SIGTERM exit as a failure of its own (exit 1); they saved
+            # their state and ended within the grace period, which is what a stop means.
+            self._write_log(f"# every process ended within the grace period (launcher exit code {code}): "
+                            f"recorded as 143, stopped by SIGTERM\n")
+            code = 143
+
+        stopped = term_sent_at is not None or self._stop_requested()
+        status = "stopped" if stopped else "succeeded" if code == 0 else "failed"
+        self._finish(status, code)
+        return 0
+
+
+def main(argv=None):
+    """Command line: supervise job JOB_ID of the store at --db (default: the dashboard's)."""
+    parser = argparse.ArgumentParser(prog="python -m mmcore.jobs.runner", description=main.__doc__)
+    parser.add_argument("job_id", type=int, help="id of a queued job")
+    parser.add_argument("--db", default=None, help="jobs.db path (default: $MINIMIND_DASHBOARD_HOME/jobs.db or <repo>/runs/jobs.db)")
+    args = parser.parse_args(argv)
+    try:
+        store = JobStore(args.db)
+    except Exception:
+        # Launched detached, this process has no terminal: the job's log is where people look.
+        home = Path(args.db).resolve().parent if args.db else default_home()
+        log_path = home / "logs" / f"job-{args.job_id}.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "a", encoding="utf-8") as log:
+            log.write(f"# supervisor error: cannot open the job store\n{traceback.format_exc()}")
+        raise
+    return Supervisor(store, args.job_id).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,341 @@
+"""Training-metric charts: TensorBoard-style smoothing, one Plotly figure per metric across runs,
+one name per metric across training types, the default choice and order of metrics, and CSV export.
+
+Pure functions on the DataFrames `mmcore.logs.log_parser.parse_file` returns (x axis: `global_step`, or
+`samples`, `tokens`, `elapsed_s` where a run's records give them).
+"""
+import io
+import re
+
+import numpy as np
+import pandas as pd
+import plotly.colors
+import plotly.graph_objects as go
+
+from mmcore.base.i18n import t
+from mmcore.logs.loglines import INDEX_COLUMNS
+from trainer.rules.specs import RL_TYPES
+
+PALETTE = plotly.colors.qualitative.Plotly  # run i keeps colour i in every chart
+MAX_POINTS = 2000  # per trace (lowest and highest of 1,000 runs of points): as a full line at chart widths
+UNSMOOTHED_KINDS = ("lr", "time")  # schedules and estimates, not noisy signals: an EMA would only make them lag
+
+# One name per measured quantity, whatever the training type printed (its log line's label) or
+# recorded (its metrics stream's name): the same quantity lands in one chart.
+ALIASES = {
+    "loss": "loss", "Loss": "loss", "Actor Loss": "loss", "actor_loss": "loss",
+    "lr": "lr", "LR": "lr", "Actor LR": "lr", "learning_rate": "lr",
+    "Reward": "reward", "Reward Std": "reward_std", "reward/std": "reward_std",
+    "KL": "kl", "KL_ref": "kl_ref", "Avg Response Len": "response_len", "length/mean": "response_len",
+    "Critic Loss": "critic_loss", "Critic LR": "critic_lr", "Baseline": "baseline", "Rho": "rho",
+    "epoch_Time": "eta_min",
+}
+# What each chart shows, for its title (names not listed are titled as printed).
+TITLES = {
+    "loss": "Loss (training loss; the actor's loss for PPO, GRPO, SPO)",
+    "lr": "Learning rate (the actor's for PPO)",
+    "reward": "Reward (mean over a step's responses)",
+    "reward_std": "Reward std (spread over a step's responses)",
+    "kl": "KL divergence to the reference model",
+    "kl_ref": "KL to the reference model (PPO's penalty term)",
+    "response_len": "Response length (mean tokens)",
+    "critic_loss": "Critic loss (PPO's value model)",
+    "critic_lr": "Critic learning rate",
+    "baseline": "Baseline (SPO's running value estimate)",
+    "rho": "Rho (SPO's baseline decay)",
+    "ce": "Cross-entropy to the labels (distillation)",
+    "distill": "Distillation loss (KL to the teacher)",
+    "aux_loss": "MoE load-balancing loss",
+}
+# A band around a metric where the trainer logs its spread: metric -> its std column.
+BANDS = {"reward": "reward_std"}
+# x axes: column -> label; a run charts on an axis only when its table has that column.
+X_AXES = {"global_step": "step", "samples": "samples seen", "tokens": "tokens seen", "elapsed_s": "wall time (s)"}
+X_CHOICES = {"step": "global_step", "samples": "samples", "tokens": "tokens", "time": "elapsed_s"}
+
+# Metric kinds, by words in the printed name; the order of kinds is the order of charts.
+_KINDS = (
+    ("reward", re.compile(r"reward", re.I)),
+    ("loss", re.compile(r"loss", re.I)),
+    ("kl", re.compile(r"(^|[\s_])kl($|[\s_])", re.I)),
+    ("rl", re.compile(r"baseline|rho|adv|response.len", re.I)),
+    ("lr", re.compile(r"(^|[\s_])lr$|learning.?rate", re.I)),
+    ("time", re.compile(r"time|eta", re.I)),
+)
+_ORDER = {
+    True: ("reward", "loss", "kl", "rl", "other", "lr", "time"),  # PPO / GRPO / SPO: reward first
+    False: ("loss", "reward", "kl", "other", "rl", "lr", "time"),
+}
+
+
+def ema(values, weight):
+    """TensorBoard's debiased exponential moving average of `values` with smoothing `weight` (0..<1).
+
+    smoothed_i = last_i / (1 - weight ** n_i) with last_i = weight * last_(i-1) + (1 - weight) * v_i,
+    n_i counting finite values so far. Non-finite values (nan, inf) pass through unchanged and do
+    not count; a constant series is returned as is. weight 0 returns the values.
+    """
+    if not 0 <= weight < 1:
+        raise ValueError(f"smoothing weight must be in [0, 1), got {weight}")
+    y = np.asarray(values, dtype=np.float64)
+    out = y.copy()
+    finite = np.isfinite(y)
+    if weight == 0 or not finite.any() or (finite.all() and (y == y[0]).all()):
+        return out
+    # pandas' adjusted EWM is the same sum, sum_k w^k v_(i-k) / sum_k w^k, computed in C.
+    out[finite] = pd.Series(y[finite]).ewm(alpha=1 - weight, adjust=True).mean().to_numpy()
+    return out
+
+
+def metric_kind(name):
+    """The kind of a metric by its printed name: reward, loss, kl, rl, lr, time or other."""
+    for kind, pattern in _KINDS:
+        if pattern.search(name):
+            return kind
+    return "other"
+
+
+def canonical(name):
+    """The one name of a metric across training types ("Actor Loss" and "loss" are both "loss")."""
+    return ALIASES.get(name, name)
+
+
+def chart_title(name):
+    """What a chart of metric `name` shows, in the viewer's language (`chart.<name>` in the language
+    files, whose English is TITLES)."""
+    return t(f"chart.{name}") if name in TITLES else name
+
+
+def axis_title(x):
+    """The title of the x axis `x` (a column of X_AXES), in the viewer's language."""
+    return t(f"chart.x.{x}") if x in X_AXES else x
+
+
+def unify(df):
+    """`df` with its metric columns renamed to their `canonical` names (the first column wins where
+    two would get the same name)."""
+    renames, taken = {}, set(df.columns)
+    for column in df.columns:
+        new = canonical(column)
+        if new != column and new not in taken:
+            renames[column] = new
+            taken.add(new)
+    return df.rename(columns=renames) if renames else df
+
+
+def metric_columns(df):
+    """The metric columns of a parsed table (every column but the index and position columns), in
+    log order."""
+    return [c for c in df.columns if c not in INDEX_COLUMNS and c not in X_AXES and c not in ("run", "time")]
+
+
+def chartable(names):
+    """Metric names worth a chart: time estimates (`epoch_Time`: minutes left) are shown as the ETA,
+    not charted."""
+    return [n for n in names if metric_kind(n) != "time"]
+
+
+def comparable(tables):
+    """(metrics every run has, {metric: [runs that lack it]} for the others): what mixed runs (say a
+    pretrain log beside a GRPO one) can be compared on."""
+    have = {name: set(chartable(metric_columns(df))) for name, df in _runs(tables)}
+    every = set.intersection(*have.values()) if have else set()
+    lacking = {}
+    for metric in sorted(set().union(*have.values()) - every) if have else []:
+        lacking[metric] = [name for name, metrics_ in have.items() if metric not in metrics_]
+    return sorted(every), lacking
+
+
+def x_choices(tables):
+    """The x axes ("step", "samples", "tokens", "time") that at least one run's table can draw on."""
+    return [key for key, column in X_CHOICES.items()
+            if any(column in df.columns and df[column].notna().any() for _, df in _runs(tables))]
+
+
+def auto_smoothing(values, target=0.1, max_weight=0.99):
+    """A smoothing weight for `values` chosen from their noise: the weight whose EMA leaves the noise
+    at about `target` of the trend's range.
+
+    White noise of std s through an EMA of weight w keeps std s * sqrt((1 - w) / (1 + w)); s is
+    estimated from successive differences (robust: their median absolute deviation), the trend's
+    range from a moving median over a tenth of the series. A clean curve gets little or no smoothing;
+    a noisy RL reward gets a lot. Fewer than 8 points are not smoothed.
+    """
+    y = np.asarray(values, dtype=np.float64)
+    y = y[np.isfinite(y)]
+    if len(y) < 8:
+        return 0.0
+    diffs = np.diff(y)
+    noise = 1.4826 * np.median(np.abs(diffs - np.median(diffs))) / np.sqrt(2)
+    trend = pd.Series(y).rolling(max(3, len(y) // 10), center=True, min_periods=1).median()
+    spread = float(trend.max() - trend.min())
+    if noise <= 0:
+        return 0.0
+    if spread <= 0:
+        return max_weight
+    ratio = (target * spread / noise) ** 2
+    weight = (1 - ratio) / (1 + ratio)
+    return float(np.clip(round(weight, 2), 0.0, max_weight))
+
+
+def order_metrics(names, train_type=None):
+    """Metric names in chart order: loss-like and reward-like first (reward first for PPO, GRPO and
+    SPO, or when the type is unknown and a reward was logged), learning rates and times last."""
+    names = list(dict.fromkeys(names))
+    rl = train_type in RL_TYPES if train_type else any(metric_kind(n) == "reward" for n in names)
+    rank = {kind: i for i, kind in enumerate(_ORDER[rl])}
+    return sorted(names, key=lambda n: rank[metric_kind(n)])  # stable: log order within a kind
+
+
+def default_metrics(names, train_type=None):
+    """The metrics charted unless the user chooses: all of them in `order_metrics` order, except
+    time estimates (`epoch_Time` is minutes left, not a training signal) when there is anything else."""
+    return chartable(order_metrics(names, train_type))
+
+
+def _thin(x, *ys, max_points=MAX_POINTS):
+    """At most about `max_points` points, spikes kept: the series is cut into `max_points / 2` equal
+    runs of points and each keeps the two where the first `ys` is lowest and highest (in order), so
+    a line drawn through them looks like the full one at any width up to that many pixels; the first
+    and last points are always kept."""
+    n = len(x)
+    if n <= max_points:
+        return (x, *ys)
+    buckets = max(1, max_points // 2)
+    size = int(np.ceil(n / buckets))
+    first = np.asarray(ys[0] if ys else x, dtype=np.float64)
+    padded = np.full(buckets * size, np.nan)
+    padded[:n] = first
+    padded = padded.reshape(buckets, size)
+    nan = np.isnan(padded)
+    low = np.where(nan, np.inf, padded).argmin(axis=1)
+    high = np.where(nan, -np.inf, padded).argmax(axis=1)
+    starts = np.arange(buckets) * size
+    index = np.unique(np.concatenate([[0, n - 1], starts + low, starts + high]))
+    index = index[index < n]
+    return (x[index], *(y[index] for y in ys))
+
+
+def _runs(runs):
+    return list(runs.items()) if isinstance(runs, dict) else list(runs)
+
+
+def _integer_ticks(values):
+    """Axis settings that keep tick labels on whole numbers (steps, samples, tokens)."""
+    finite = values[np.isfinite(values)]
+    if len(finite) and finite.max() - finite.min() < 10:
+        return dict(tickformat=",d", dtick=1)
+    return dict(tickformat=",d")
+
+
+def metric_figure(metric, runs, smoothing=0.6, log_y=False, max_points=MAX_POINTS, height=340, x="global_step",
+                  y_range=None, x_range=None, marks=()):
+    """A Plotly figure of one metric for one or more runs.
+
+    `runs` is a dict or a list of (name, DataFrame). Each run gets one colour: its raw values drawn
+    faintly and, with `smoothing` > 0 (or "auto": chosen per run by `auto_smoothing`), their EMA (see
+    `ema`) drawn bold; a run with a single point is drawn as a marker. Where the table holds the
+    metric's spread (`BANDS`), a band of mean ± std is shaded. Learning rates and time estimates are
+    never smoothed. Runs without this metric or without the `x` column are left out. `log_y` uses a
+    logarithmic y axis (values <= 0 are not drawn there); `y_range` (low, high) fixes the y axis
+    (either may be None); `x_range` (low, high) keeps only points in it; `marks` are (x, text) lines
+    drawn across the plot (resume points).
+    """
+    fig = go.Figure()
+    all_x = []
+    for i, (name, df) in enumerate(_runs(runs)):
+        if metric not in df.columns or x not in df.columns:
+            continue
+        xv = df[x].to_numpy(dtype=np.float64)
+        y = df[metric].to_numpy(dtype=np.float64)
+        keep = np.isfinite(y) & np.isfinite(xv)
+        if log_y:
+            keep &= y > 0
+        if x_range is not None:
+            low, high = x_range
+            keep &= (xv >= (-np.inf if low is None else low)) & (xv <= (np.inf if high is None else high))
+        if not keep.any():
+            continue
+        weight = smoothing
+        if metric_kind(metric) in UNSMOOTHED_KINDS:
+            weight = 0.0
+        elif weight == "auto":
+            weight = auto_smoothing(y[keep])
+        color = PALETTE[i % len(PALETTE)]
+        label = str(name)
+        xs_all = xv[keep]
+        all_x.append(xs_all)
+        band = BANDS.get(metric)
+        if band in df.columns:
+            spread = df[band].to_numpy(dtype=np.float64)[keep]
+            ok = np.isfinite(spread)
+            if ok.any():
+                bx, lo, hi = _thin(xs_all[ok], y[keep][ok] - spread[ok], y[keep][ok] + spread[ok], max_points=max_points)
+                fig.add_trace(go.Scatter(x=np.concatenate([bx, bx[::-1]]), y=np.concatenate([hi, lo[::-1]]),
+                                         fill="toself", fillcolor=color, opacity=0.12, line=dict(width=0),
+                                         hoverinfo="skip", showlegend=False, legendgroup=label,
+                                         name=f"{label} (± std)"))
+        smooth = ema(y[keep], weight) if weight > 0 else None
+        xs, ys, *rest = _thin(xs_all, y[keep], *([smooth] if smooth is not None else []), max_points=max_points)
+        mode = "lines+markers" if len(xs) == 1 else "lines"  # a single point would draw nothing as a line
+        if smooth is None:
+            fig.add_trace(go.Scatter(x=xs, y=ys, mode=mode, name=label, legendgroup=label,
+                                     line=dict(color=color, width=2), marker=dict(size=8)))
+            continue
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode=mode, name=f"{label} (raw)", legendgroup=label,
+                                 showlegend=False, opacity=0.25, line=dict(color=color, width=1),
+                                 hovertemplate="%{y:.6g}<extra>" + label + " raw</extra>"))
+        fig.add_trace(go.Scatter(x=xs, y=rest[0], mode=mode, name=label, legendgroup=label,
+                                 line=dict(color=color, width=2.5), marker=dict(size=8),
+                                 hovertemplate="%{y:.6g}<extra>" + label + "</extra>"))
+    for at, text in marks:
+        fig.add_vline(x=at, line=dict(dash="dot", width=1, color="gray"), annotation_text=text,
+                      annotation_position="top left", annotation_font_size=10)
+    yaxis = dict(type="log" if log_y else "linear")
+    if y_range is not None and any(v is not None for v in y_range):
+        low, high = y_range
+        if log_y:  # plotly takes a log axis's range in powers of ten
+            low = np.log10(low) if low is not None and low > 0 else None
+            high = np.log10(high) if high is not None and high > 0 else None
+        yaxis["range"] = [low, high]
+        yaxis["autorange"] = False if low is not None and high is not None else (
+            "min" if high is not None else "max")
+    xaxis = dict(title=axis_title(x))
+    if x != "elapsed_s":
+        xaxis.update(_integer_ticks(np.concatenate(all_x) if all_x else np.array([])))
+    fig.update_layout(
+        title=dict(text=chart_title(metric), x=0, xanchor="left"), height=height, hovermode="x unified",
+        margin=dict(l=10, r=10, t=40, b=10),
+        # Under the plot: at the top right it would sit beneath Plotly's toolbar.
+        legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0),
+        xaxis=xaxis, yaxis=yaxis)
+    return fig
+
+
+def combined_table(runs):
+    """One table of several runs' records, with a leading `run` column."""
+    frames = [df.assign(run=str(name)) for name, df in _runs(runs)]
+    if not frames:
+        return pd.DataFrame(columns=["run", *INDEX_COLUMNS])
+    table = pd.concat(frames, ignore_index=True, sort=False)
+    return table[["run", *[c for c in table.columns if c != "run"]]]
+
+
+def csv_file_name(runs, max_len=120):
+    """The CSV download's file name, after the runs it holds: "minimind-12-sft-tiny_13-grpo.csv"
+    (characters other than letters, digits, '.', '-' and '_' become '-'; long lists are cut)."""
+    names = [str(name) for name, _ in _runs(runs)]
+    parts = [re.sub(r"-{2,}", "-", re.sub(r"[^\w.-]+", "-", n, flags=re.ASCII)).strip("-.") for n in names]
+    stem = "_".join(p for p in parts if p) or "metrics"
+    if len(stem) > max_len:
+        stem = stem[:max_len].rstrip("-_.") + "-and-more"
+    return f"minimind-{stem}.csv"
+
+
+def to_csv(runs):
+    """CSV bytes (UTF-8) of one DataFrame, or of several runs (dict or list of (name, DataFrame))
+    with a `run` column; numbers as printed by repr (exact), empty cells where a metric was not printed."""
+    table = runs if isinstance(runs, pd.DataFrame) else combined_table(runs)
+    buffer = io.StringIO()
+    table.to_csv(buffer, index=False)
+    return buffer.getvalue().encode("utf-8")

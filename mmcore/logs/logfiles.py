@@ -1,0 +1,101 @@
+"""Log files for the pages: the end of a log as a terminal shows it, saved uploads, and why a
+log has no chart."""
+import hashlib
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+
+from mmcore.base.i18n import MessageError, message, t
+from mmcore.logs.logtext import ANSI_RE, decode, visible
+
+
+def explain(parser, label=None):
+    """Why a log has no chart, for a page to show: (level, message), level "info" or "warning";
+    None when it has progress records. `parser` has been updated; `label` names the log."""
+    name = label or parser.path
+    kind = parser.kind
+    if kind == "progress":
+        return None
+    if kind == "missing":
+        return "warning", t("logfile.missing", name=name, path=parser.path)
+    if kind == "empty":
+        return "info", t("logfile.empty", name=name)
+    if kind == "unknown":
+        return "warning", t("logfile.unknown", name=name)
+    finished = parser.header.get("finished")
+    if finished:
+        return "info", t("logfile.ended_early", name=name, finished=finished)
+    return "info", t("logfile.no_progress_yet", name=name)
+
+
+def tail(path, n=200, block=64 << 10):
+    """The last `n` lines of a file as a terminal shows them (ANSI codes removed, `\\r` rewrites
+    resolved), reading only the end of the file. A missing file raises FileNotFoundError."""
+    if n <= 0:
+        return []
+    with open(path, "rb") as f:
+        end = f.seek(0, os.SEEK_END)
+        data = b""
+        start = end
+        # One newline more than needed, so the first kept line is complete.
+        while start > 0 and data.count(b"\n") <= n:
+            size = min(block, start)
+            start -= size
+            f.seek(start)
+            data = f.read(size) + data
+    if b"\x1b" in data:
+        data = ANSI_RE.sub(b"", data)
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()  # the file ends with a newline
+    if start > 0:
+        lines = lines[1:]  # cut mid-line
+    return [decode(visible(line)) for line in lines[-n:]]
+
+
+#: Largest upload kept, in MB (also Streamlit's server.maxUploadSize in .streamlit/config.toml, which
+#: stops a bigger file before it reaches the server's memory), and how long an upload is kept.
+UPLOAD_MAX_MB = float(os.environ.get("MINIMIND_UPLOAD_MAX_MB", 50))
+UPLOAD_KEEP_S = float(os.environ.get("MINIMIND_UPLOAD_KEEP_H", 24)) * 3600
+
+
+class UploadTooLarge(MessageError):
+    """An upload over UPLOAD_MAX_MB; the message says the limit, in the language of whoever reads it."""
+
+
+def prune_uploads(folder, keep_s=None, now=None):
+    """Delete uploads older than `keep_s` seconds; returns how many went."""
+    keep_s = UPLOAD_KEEP_S if keep_s is None else keep_s
+    now = time.time() if now is None else now
+    gone = 0
+    for path in Path(folder).glob("*"):
+        try:
+            if path.is_file() and now - path.stat().st_mtime > keep_s:
+                path.unlink()
+                gone += 1
+        except OSError:
+            continue
+    return gone
+
+
+def save_upload(data, name, folder=None, max_mb=None):
+    """Write uploaded log bytes to a file (named by their hash, so the same upload is saved once) and
+    return its path; the Logs page then reads it like any other log. Uploads over `max_mb` raise
+    UploadTooLarge; uploads older than UPLOAD_KEEP_S are removed on the way."""
+    max_mb = UPLOAD_MAX_MB if max_mb is None else max_mb
+    if len(data) > max_mb * 1024 * 1024:
+        raise UploadTooLarge(message("logs.upload_too_large", name=name, mb=f"{len(data) / 1024 / 1024:.0f}",
+                                     max=f"{max_mb:g}", env="MINIMIND_UPLOAD_MAX_MB"))
+    folder = Path(folder) if folder is not None else Path(tempfile.gettempdir()) / "minimind-dashboard-uploads"
+    folder.mkdir(parents=True, exist_ok=True)
+    prune_uploads(folder)
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    safe = re.sub(r"[^\w.-]+", "_", Path(name).name)[:80] or "upload.log"
+    path = folder / f"{digest}-{safe}"
+    if not path.exists():
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    return path

@@ -1,0 +1,77 @@
+"""Why a job waits: kept as messages, worded for whoever reads it.
+
+The scheduler (mmcore/queue/queueplan.py, mmcore/queue/scheduler.py, mmcore/queue/slurm.py) stores each waiting job's
+reason in the job store's `queue_reason` column as JSON text, `{"place": 2, "parts": [message, ...]}`:
+its place in the queue (0 where it has none, e.g. at Slurm) and what it waits for, as
+`mmcore.base.i18n.message`s ("waiting for GPU 0", "GPU 0 held by job 5 (alice)"). One stored reason is
+shared by every viewer; a page words it in the viewer's language (`reason_text`), the CLI and the API
+in English (`english`). A row stored before reasons were kept as messages holds English text: it is
+shown as it is.
+"""
+import json
+
+from mmcore.base.i18n import language, message, t, word
+
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # one encoder: a round stores 1,000s
+
+
+def stored(parts, place=0):
+    """The `queue_reason` column's text for `parts` (messages) and a place in the queue (0: none)."""
+    return _JSON.encode({"place": place, "parts": list(parts)})
+
+
+def parse(text):
+    """(place, parts) of a stored reason, or None for a plain-text one (an older row) or none at all."""
+    if not text or not str(text).startswith("{"):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("parts"), list):
+        return None
+    return int(value.get("place") or 0), value["parts"]
+
+
+def reason_text(text):
+    """A stored reason in the current language ("#2 in the queue · waiting for GPU 0; GPU 0 held by
+    job 5 (alice)"); a plain-text reason as it is."""
+    parsed = parse(text)
+    if parsed is None:
+        return str(text or "")
+    place, parts = parsed
+    rest = t("sep.parts").join(str(word(part)) for part in parts)
+    return t("reason.place", n=place, rest=rest) if place else rest
+
+
+def english(text):
+    """A stored reason in English, whatever the viewer chose (the CLI, the API); None stays None."""
+    if text is None:
+        return None
+    with language("en"):
+        return reason_text(text)
+
+
+def job(job_id, user=None):
+    """A job as a reason names it: "job 5 (alice)", or "job 5" when it has no owner."""
+    return message("reason.job_of", id=job_id, user=user) if user else message("reason.job", id=job_id)
+
+
+def stage(job_id, stage_index=None):
+    """A job another waits for: "stage 2 (job 5)" for a pipeline's stage (`stage_index` 1), else "job 5"."""
+    return message("reason.stage_job", n=stage_index + 1, id=job_id) if stage_index is not None else job(job_id)
+
+
+# Reasons that do not depend on the queue's state.
+SCHEDULER = stored([message("reason.scheduler")])  # queued, not yet looked at by the scheduler
+SUBMITTING = stored([message("reason.submitting")])  # handed to sbatch
+
+
+def slurm_submitted(slurm_id):
+    return stored([message("reason.slurm_submitted", id=slurm_id)])
+
+
+def slurm_state(slurm_id, state, why=""):
+    """A job Slurm holds: its state ("pending") and Slurm's reason ("Resources"), in Slurm's words."""
+    return stored([message("reason.slurm_state", id=slurm_id, state=state,
+                           why=message("reason.slurm_why", why=why) if why else "")])

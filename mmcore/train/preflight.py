@@ -1,0 +1,188 @@
+"""Checks before a launch: what would make a job fail at once, as messages for the user.
+
+Each concern is one function over values that `mmcore.train.commandline.check` parsed once (`CheckedValues`
+and its `effective()` values: the value the script will use for every valid option). The rules
+of a training type (its data format, the base weights it loads, the files it writes, its reward
+model) come from `trainer/rules/specs.py`, the same functions the trainers name their files with.
+Relative paths resolve against `trainer_dir`, the jobs' working directory. Nothing is created.
+"""
+import json
+import os
+from pathlib import Path
+
+from dataset import formats  # torch-free
+from mmcore.base import i18n
+from mmcore.base.i18n import t
+from mmcore.base.paths import TRAINER_DIR
+from mmcore.train import commandline, train_types
+from trainer.rules import roots as trainer_roots
+from trainer.rules import specs, weight_meta
+
+#: Lines of the data file that are checked: enough to catch a wrong format, fast on huge files.
+DATA_LINES = 50
+
+
+def run(train_type, values, gpu_count, trainer_dir=TRAINER_DIR):
+    """Every problem of submitted values (see `mmcore.train.commandline`); [] when none were found."""
+    return problems(commandline.check(train_type, values, trainer_dir), gpu_count, trainer_dir)
+
+
+def problems(checked, gpu_count, trainer_dir=TRAINER_DIR):
+    """Every problem of parsed values, in the order a user fixes them: invalid fields, devices,
+    data, base weights, reward model, folders the job writes."""
+    spec = specs.spec(checked.train_type)
+    values = checked.effective()
+    return (invalid_fields(checked) + devices(checked, gpu_count) + data(spec, values, trainer_dir)
+            + base_weights(spec, values, trainer_dir) + tokenizer(values, trainer_dir)
+            + reward_model(spec, values, trainer_dir) + writable_folders(values, trainer_dir))
+
+
+def warnings(checked, trainer_dir=TRAINER_DIR):
+    """Findings that do not stop a launch but deserve a look: a tokenizer other than the base weights'."""
+    try:
+        return tokenizer_mismatch(specs.spec(checked.train_type), checked.effective(), trainer_dir)
+    except (KeyError, OSError, ValueError):
+        return []
+
+
+def resolve(trainer_dir, path):
+    """A path as the trainer sees it: relative paths are relative to its working directory."""
+    return Path(os.path.normpath(Path(trainer_dir) / path))
+
+
+def invalid_fields(checked):
+    """One sentence per invalid field: "Epochs (epochs) must be a whole number, got 'x'."."""
+    return [t("preflight.invalid_field", label=train_types.field_label(name, checked.train_type), name=name,
+              message=i18n.field_error(message)) for name, message in checked.errors.items()]
+
+
+def devices(checked, gpu_count):
+    """More GPUs chosen than exist, or a GPU id this machine does not have."""
+    gpus, device = checked.typed["gpus"], checked.typed["device"]
+    unit = t("preflight.gpu_unit.one" if gpu_count == 1 else "preflight.gpu_unit.many")
+    if len(gpus) > gpu_count:
+        return [t("preflight.too_many_gpus", n=len(gpus), count=gpu_count, unit=unit)]
+    asked = gpus if len(gpus) >= 2 else []
+    if device and device.startswith("cuda:"):
+        asked = [int(device.split(":")[1])]
+    found = []
+    for index in asked:
+        if gpu_count == 0:
+            found.append(t("preflight.no_gpu", index=index))
+        elif index >= gpu_count:
+            found.append(t("preflight.gpu_missing", index=index, count=gpu_count, unit=unit, last=gpu_count - 1))
+    return found
+
+
+def data(spec, values, trainer_dir):
+    """The data file exists and its first lines are in the type's format."""
+    data_path = values.get("data_path")
+    if not data_path:
+        return []
+    path = resolve(trainer_dir, data_path)
+    try:
+        formats.validate_file(str(path), spec.data_kind, max_lines=DATA_LINES)
+    except FileNotFoundError:
+        return [t("preflight.data_missing", path=path, value=repr(data_path), folder=trainer_dir)]
+    except formats.DataFormatError as e:
+        return [t("preflight.data_unusable", type=t(f"type.{spec.key}"), error=e)]
+    except OSError as e:
+        return [t("preflight.data_unreadable", path=path, error=e.strerror)]
+    return []
+
+
+def base_weights(spec, values, trainer_dir):
+    """The weights the type starts from are in weight_dir (and the choice itself is allowed)."""
+    try:
+        needed, found = spec.base_weights(values)
+        weight_dir, moe = values["weight_dir"], values["use_moe"]
+    except KeyError:  # an option the rule reads is invalid: that is reported as an invalid field
+        return []
+    found = list(found)
+    reported = set()
+    for weight in needed:
+        path = resolve(trainer_dir, weight_dir) / specs.weight_file(weight.prefix, weight.hidden_size, moe)
+        if not path.is_file() and path not in reported:  # a student and teacher may share one file
+            reported.add(path)
+            found.append(t("preflight.weight_missing", path=path, why=weight.why))
+    return found
+
+
+def reward_model(spec, values, trainer_dir):
+    """The reward model folder (PPO, GRPO, SPO) exists and holds a transformers model."""
+    try:
+        folder = spec.reward_model_path(values)
+    except KeyError:  # reward_model_path is invalid: reported as an invalid field
+        return []
+    if folder is None:
+        return []
+    path = resolve(trainer_dir, folder)
+    if not path.is_dir():
+        return [t("preflight.reward_missing", path=path, value=repr(folder))]
+    if not (path / specs.REWARD_MODEL_CONFIG).is_file():
+        return [t("preflight.reward_no_config", path=path, config=specs.REWARD_MODEL_CONFIG)]
+    try:
+        needs_code = "auto_map" in json.loads((path / specs.REWARD_MODEL_CONFIG).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        needs_code = False  # the trainer reports an unreadable config itself
+    if needs_code and not trainer_roots.trusts_code(path, trainer_dir):
+        return [t("preflight.reward_untrusted", path=path, env=trainer_roots.TRUSTED_CODE_ENV)]
+    return []
+
+
+def tokenizer(values, trainer_dir):
+    """The tokenizer folder holds a tokenizer (tokenizer.json)."""
+    folder = values.get("tokenizer_path")
+    if not folder:
+        return []
+    path = resolve(trainer_dir, folder)
+    if not (path / "tokenizer.json").is_file():
+        return [t("preflight.tokenizer_missing", path=path, value=repr(folder))]
+    return []
+
+
+def tokenizer_mismatch(spec, values, trainer_dir):
+    """A base weight whose metadata names a tokenizer other than the chosen one: the model would read
+    the wrong token ids (upstream weights need upstream's tokenizer)."""
+    folder = values.get("tokenizer_path")
+    chosen = weight_meta.tokenizer_fingerprint(str(resolve(trainer_dir, folder))) if folder else None
+    if chosen is None:
+        return []
+    needed, _ = spec.base_weights(values)
+    found = []
+    for weight in needed:
+        path = resolve(trainer_dir, values["weight_dir"]) / specs.weight_file(weight.prefix, weight.hidden_size,
+                                                                              values["use_moe"])
+        meta = weight_meta.read_meta(str(path)) or {}
+        trained = (meta.get("tokenizer") or {}).get("fingerprint")
+        if trained and trained != chosen:
+            found.append(t("preflight.tokenizer_mismatch", weight=path.name, trained_path=meta["tokenizer"].get("path"),
+                           trained=trained, value=repr(folder), chosen=chosen))
+    return found
+
+
+def unwritable(folder):
+    """Why `folder` cannot be written or created, or None when it can."""
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return t("preflight.is_a_file", path=existing)
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return t("preflight.not_writable" if existing == folder else "preflight.cannot_create", path=existing)
+    return None
+
+
+def writable_folders(values, trainer_dir):
+    """The job can write its weights (save_dir) and its resume state (../checkpoints)."""
+    found = []
+    save_dir = values.get("save_dir")
+    if save_dir:
+        why = unwritable(resolve(trainer_dir, save_dir))
+        if why:
+            found.append(t("preflight.cannot_save", path=resolve(trainer_dir, save_dir), why=why))
+    checkpoints = resolve(trainer_dir, specs.CHECKPOINT_DIR)
+    why = unwritable(checkpoints)
+    if why:
+        found.append(t("preflight.cannot_resume_state", path=checkpoints, why=why))
+    return found
