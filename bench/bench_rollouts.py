@@ -145,7 +145,7 @@ def bench_view(args):
 
         # The Rollouts view alone, as its fragment reruns when one of its widgets changes.
         at = AppTest.from_string(
-            f"from mmcore import rollouts_panel\nrollouts_panel.show([('big-grpo', {str(run_dir)!r})])\n",
+            f"from mmcore.widgets import rollouts_panel\nrollouts_panel.show([('big-grpo', {str(run_dir)!r})])\n",
             default_timeout=120)
         at.run()
         assert not at.exception, at.exception

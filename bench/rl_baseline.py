@@ -149,7 +149,7 @@ def masked_mean_per_sequence(values, mask):
 
 
 # ---------------------------------------------------------------------------------------------------
-# Steps: each takes the parts (see bench_train.RLParts) and a batch, returns the metrics
+# Steps: each takes the parts (see bench_rl_steps.RLParts) and a batch, returns the metrics
 
 
 def optimizer_step(timer, parts, loss):

@@ -122,6 +122,20 @@ def reasoning_reply(thought, answer):
 # ---------------------------------------------------------------------------------------------------
 # Sentences for pretraining and question/answer pairs for chat data.
 
+#: The closed fact set by kind: (table of (subject en, subject zh, value en, value zh) or None for
+#: counting, English question, English sentence, Chinese question, Chinese sentence); {s} is the
+#: subject and {v} the value.
+FACTS = {
+    "capital": (CAPITALS, "What is the capital of {s}?", "The capital of {s} is {v}.",
+                "{s}的首都是哪里？", "{s}的首都是{v}。"),
+    "colour": (COLOURS, "What colour is {s}?", "The colour of {s} is {v}.", "{s}是什么颜色的？", "{s}是{v}的。"),
+    "animal": (ANIMALS, "What does a {s} say?", "A {s} says {v}.", "{s}怎么叫？", "{s}的叫声是{v}。"),
+    "opposite": (OPPOSITES, "What is the opposite of {s}?", "The opposite of {s} is {v}.",
+                 "{s}的反义词是什么？", "{s}的反义词是{v}。"),
+    "count": (None, "What number comes after {s}?", "After {s} comes {v}.", "{s}的后面是几？", "{s}的后面是{v}。"),
+}
+
+
 def fact_sentence(rng, lang):
     """One plain-text sentence stating a fact of the closed fact set."""
     kind = rng.choice(["add", "add", "sub", "capital", "colour", "animal", "opposite", "count", "identity"])
@@ -130,51 +144,27 @@ def fact_sentence(rng, lang):
         if lang == "en":
             return f"{arith_thought(a, op, b, c, 'en')}. So {a}{op}{b}={c}."
         return f"{arith_thought(a, op, b, c, 'zh')}。所以{a}{op}{b}={c}。"
-    if kind == "capital":
-        en, zh, cap_en, cap_zh = rng.choice(CAPITALS)
-        return f"The capital of {en} is {cap_en}." if lang == "en" else f"{zh}的首都是{cap_zh}。"
-    if kind == "colour":
-        en, zh, col_en, col_zh = rng.choice(COLOURS)
-        return f"The colour of {en} is {col_en}." if lang == "en" else f"{zh}是{col_zh}的。"
-    if kind == "animal":
-        en, zh, s_en, s_zh = rng.choice(ANIMALS)
-        return f"A {en} says {s_en}." if lang == "en" else f"{zh}的叫声是{s_zh}。"
-    if kind == "opposite":
-        w_en, w_zh, o_en, o_zh = rng.choice(OPPOSITES)
-        return f"The opposite of {w_en} is {o_en}." if lang == "en" else f"{w_zh}的反义词是{o_zh}。"
-    if kind == "count":
-        n = rng.randrange(0, 19)
-        return f"After {n} comes {n + 1}." if lang == "en" else f"{n}的后面是{n + 1}。"
+    if kind in FACTS:
+        return fact(rng, kind, lang)[1]
     return rng.choice(ABOUT_EN if lang == "en" else ABOUT_ZH)
 
 
 def fact_qa(rng, lang, kind=None):
     """One (question, answer, short answer) of the fact set; the short answer is checkable."""
-    kind = kind or rng.choice(["capital", "colour", "animal", "opposite", "count"])
-    if kind == "capital":
-        en, zh, v_en, v_zh = rng.choice(CAPITALS)
-        if lang == "en":
-            return f"What is the capital of {en}?", f"The capital of {en} is {v_en}.", v_en
-        return f"{zh}的首都是哪里？", f"{zh}的首都是{v_zh}。", v_zh
-    if kind == "colour":
-        en, zh, v_en, v_zh = rng.choice(COLOURS)
-        if lang == "en":
-            return f"What colour is {en}?", f"The colour of {en} is {v_en}.", v_en
-        return f"{zh}是什么颜色的？", f"{zh}是{v_zh}的。", v_zh
-    if kind == "animal":
-        en, zh, v_en, v_zh = rng.choice(ANIMALS)
-        if lang == "en":
-            return f"What does a {en} say?", f"A {en} says {v_en}.", v_en
-        return f"{zh}怎么叫？", f"{zh}的叫声是{v_zh}。", v_zh
-    if kind == "opposite":
-        w_en, w_zh, v_en, v_zh = rng.choice(OPPOSITES)
-        if lang == "en":
-            return f"What is the opposite of {w_en}?", f"The opposite of {w_en} is {v_en}.", v_en
-        return f"{w_zh}的反义词是什么？", f"{w_zh}的反义词是{v_zh}。", v_zh
-    n = rng.randrange(0, 19)
-    if lang == "en":
-        return f"What number comes after {n}?", f"After {n} comes {n + 1}.", str(n + 1)
-    return f"{n}的后面是几？", f"{n}的后面是{n + 1}。", str(n + 1)
+    return fact(rng, kind or rng.choice(list(FACTS)), lang)
+
+
+def fact(rng, kind, lang):
+    """(question, sentence, short answer) of one fact of `kind` (a key of FACTS; any other: "count")."""
+    table, *templates = FACTS.get(kind, FACTS["count"])
+    if table is None:  # counting: the subject is a number below 19, the answer the next one
+        n = rng.randrange(0, 19)
+        s_en, s_zh, v_en, v_zh = n, n, n + 1, n + 1
+    else:
+        s_en, s_zh, v_en, v_zh = rng.choice(table)
+    question, sentence = templates[:2] if lang == "en" else templates[2:]
+    s, v = (s_en, v_en) if lang == "en" else (s_zh, v_zh)
+    return question.format(s=s, v=v), sentence.format(s=s, v=v), str(v)
 
 
 def arith_qa(rng, lang):

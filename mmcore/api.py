@@ -5,34 +5,29 @@
     api.get(job_id)["status"]
     api.stop(job_id)
 
-The same rules as the pages apply: the acting user's role (`mmcore.access.roles`), the value checks and
-preflight of the Train page (paths inside the allowed roots, files no other active job writes), and
-every action lands in the audit trail (`mmcore.access.audit`). `user` is the acting identity, trusted as
-given: only someone with a shell on the dashboard's host can call this. None means the OS user.
-The job store is the dashboard's (`$MINIMIND_DASHBOARD_HOME`, see `mmcore.jobs.jobstore`).
+The same acts as the pages run (`mmcore.actions`): the acting user's role (`mmcore.access.roles`), the value
+checks and preflight of the Train page (paths inside the allowed roots, files no other active job writes),
+and every change lands in the audit trail (`mmcore.access.audit`, entry "api"; "cli" for `python -m
+mmcore`). `user` is the acting identity, trusted as given: only someone with a shell on the dashboard's
+host can call this. None means the OS user. The job store is the dashboard's (`$MINIMIND_DASHBOARD_HOME`,
+see `mmcore.jobs.jobstore`).
 
 Every refusal raises `Refused` (or a subclass) whose message says why.
 """
+import contextlib
+import contextvars
 import dataclasses
 import sqlite3
 
-from mmcore.access import audit, roles
+from mmcore.access import audit
+from mmcore.actions import core, job_acts, queue_acts
 from mmcore.jobs import jobnote, runner
 from mmcore.jobs.jobstore import JobStore
-from mmcore.queue import (
-    backends,
-    jobqueue,
-    launch,
-    queueconf,
-    queuetext,
-    resources,
-    scheduler,
-)
-from mmcore.train import train_types
-from mmcore.widgets import train_form
+from mmcore.queue import queuetext, scheduler
 
 #: Keys of `values` that are not parameters of a type but still mean something to `command`.
-DEVICE_KEYS = ("device", "gpus")
+DEVICE_KEYS = job_acts.DEVICE_KEYS
+_ENTRY = contextvars.ContextVar("mmcore_api_entry", default=core.API)
 
 
 class Refused(Exception):
@@ -61,17 +56,22 @@ def open_store(path=None):
         raise StoreUnavailable(f"the job store cannot be read: {exc}") from exc
 
 
-def _acting(user):
-    return user if user else roles.os_user()
-
-
-def _require(user, action, job=None, store=None):
+@contextlib.contextmanager
+def called_from(entry):
+    """Record the acts of the calls inside as asked from `entry` (`python -m mmcore` runs its commands in
+    `called_from("cli")`); outside, they are the API's."""
+    token = _ENTRY.set(entry)
     try:
-        roles.require(user, action, owner=job.user if job else None, job_id=job.id if job else None)
-    except roles.RolesFileError as exc:
-        raise Refused(f"the roles file cannot be used: {exc}") from exc
-    except roles.Forbidden as exc:
-        raise Refused(str(exc)) from exc
+        yield
+    finally:
+        _ENTRY.reset(token)
+
+
+def _value(outcome):
+    """What an act made, or Refused with its reasons."""
+    if outcome.refused:
+        raise Refused(list(outcome.reasons))
+    return outcome.value
 
 
 def _job(store, job_id):
@@ -99,16 +99,9 @@ def full_values(train_type, values):
     Raises Refused for an unknown type or a key that is not a field of the type.
     """
     try:
-        t = train_types.get_type(train_type)
-    except KeyError as exc:
-        raise Refused(exc.args[0]) from None
-    unknown = sorted(set(values) - set(t.names) - set(DEVICE_KEYS))
-    if unknown:
-        raise Refused(f"{t.label} has no field {', '.join(repr(k) for k in unknown)}; "
-                      f"its fields are {', '.join(t.names)}")
-    full = {k: v for k, v in train_types.defaults(train_type).items()}
-    full.update(values)
-    return full
+        return job_acts.full_values(train_type, values)
+    except ValueError as exc:
+        raise Refused(str(exc)) from None
 
 
 def submit(train_type, values, user=None, name=None, backend=None, gpus=None):
@@ -119,26 +112,8 @@ def submit(train_type, values, user=None, name=None, backend=None, gpus=None):
     a number of GPUs (any free ones: the queue picks them) or a list of GPU ids; None keeps the
     device in `values` (CPU when none is given on a machine without GPUs).
     """
-    user = _acting(user)
-    _require(user, "launch")
-    full = full_values(train_type, values)
-    name = name or train_form.default_job_name(train_type)
-    store = open_store()
-    try:
-        backend = backend or queueconf.load(store.home).default_backend
-        gpu_count = jobqueue.gpu_count_for(store, backend)
-        if gpus is not None:
-            full = resources.values_on(full, resources.resources_for(full, gpus, gpu_count))
-        job_id = launch.launch(store, train_type, name, full, gpu_count, user=user, backend=backend, gpus=gpus)
-    except resources.QueueRefused as exc:
-        raise Refused(exc.reasons) from None
-    except launch.LaunchRefused as exc:
-        raise Refused(exc.reasons) from None
-    except (sqlite3.Error, OSError) as exc:
-        raise Refused(f"the job could not be started: {exc}") from exc
-    audit.record(user, "launch", job_id, {"type": train_type, "name": name, "values": values, "backend": backend,
-                                          "gpus": gpus}, home=store.home)
-    return job_id
+    return _value(job_acts.launch_job(open_store(), train_type, name, values, user, backend=backend, gpus=gpus,
+                                      entry=_ENTRY.get()))
 
 
 def get(job_id):
@@ -160,46 +135,24 @@ def stop(job_id, user=None, grace=runner.DEFAULT_GRACE_S, wait=False):
     """Ask a job to stop (its processes get SIGTERM, then SIGKILL after `grace` seconds; on Slurm,
     after the cluster's KillWait) or take it out of the queue; True when it was queued or running,
     False when it had already ended. `wait`: return once its end is recorded."""
-    user = _acting(user)
     store = open_store()
     job = _job(store, job_id)
-    _require(user, "stop", job)
-    try:
-        stopping = backends.stop(store, job.id, grace=grace, wait=wait)
-    except RuntimeError as exc:  # scancel failed
-        raise Refused(f"job {job.id} could not be stopped: {exc}") from None
-    audit.record(user, "stop", job.id, {"was": job.status, "stopping": stopping}, home=store.home)
-    return stopping
+    return _value(job_acts.stop_job(store, job.id, user, grace=grace, wait=wait, entry=_ENTRY.get()))
 
 
 def delete(job_id, user=None):
     """Delete a finished job's row and log (not its weights); refused while it is queued or running."""
-    user = _acting(user)
     store = open_store()
     job = _job(store, job_id)
-    _require(user, "delete", job)
-    try:
-        runner.delete(store, job.id)
-    except runner.JobRunningError as exc:
-        raise Refused(str(exc)) from None
-    audit.record(user, "delete", job.id, {"name": job.name, "type": job.train_type, "owner": job.user},
-                 home=store.home)
+    _value(job_acts.delete_job(store, job.id, user, entry=_ENTRY.get()))
 
 
 def resume(job_id, user=None):
-    """Start a new job that continues a finished job from its last resume state; returns the new id."""
-    user = _acting(user)
+    """Start a new job that continues a finished job from its last resume state (from the beginning when it
+    saved none); returns the new id."""
     store = open_store()
     job = _job(store, job_id)
-    _require(user, "resume", job)
-    if job.active:
-        raise Refused(f"job {job.id} is {job.status}: it can be resumed once it has ended")
-    try:
-        new_id = launch.resume(store, job, jobqueue.gpu_count_for(store, job.backend), user=user)
-    except launch.LaunchRefused as exc:
-        raise Refused(exc.reasons) from None
-    audit.record(user, "resume", job.id, {"new_job": new_id}, home=store.home)
-    return new_id
+    return _value(job_acts.resume_job(store, job.id, user, entry=_ENTRY.get(), needs_state=False))
 
 
 def history(job_id=None, limit=200):
@@ -221,25 +174,13 @@ def queue():
 def move(job_id, where, user=None):
     """Move a waiting job among jobs of its priority: "up", "down", "top" or "bottom" (its owner or
     an admin). False when it is no longer waiting."""
-    user = _acting(user)
     store = open_store()
     job = _job(store, job_id)
-    _require(user, "stop", job)  # who may take a job out of the queue may also reorder it
-    try:
-        return jobqueue.move(store, job.id, where)
-    except resources.QueueRefused as exc:
-        raise Refused(exc.reasons) from None
+    return _value(queue_acts.move_job(store, job.id, where, user, entry=_ENTRY.get()))
 
 
 def set_priority(job_id, priority, user=None):
     """Set a waiting job's priority (higher starts first; admins only). False when it is no longer waiting."""
-    user = _acting(user)
     store = open_store()
     job = _job(store, job_id)
-    _require(user, "settings")
-    try:
-        changed = jobqueue.set_priority(store, job.id, priority)
-    except resources.QueueRefused as exc:
-        raise Refused(exc.reasons) from None
-    audit.record(user, "settings", job.id, {"priority": priority, "changed": changed}, home=store.home)
-    return changed
+    return _value(queue_acts.set_priority(store, job.id, priority, user, entry=_ENTRY.get()))

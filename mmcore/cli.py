@@ -14,19 +14,18 @@ pages' rules; and `minimind-dashboard [STREAMLIT OPTIONS]`, which serves the app
 
 Each subcommand is one `add_*` function below that registers its parser and handler; a new one is a
 new function added to `COMMANDS`. A handler may return an exit status (None means 0); a refusal
-(`api.Refused`) exits 1 with the reason on stderr, a usage error 2.
+(`api.Refused`) exits 1 with the reason on stderr, a usage error 2. What changes something is an act of
+`mmcore.actions` (through `mmcore.api`, or directly for restore and export), recorded as asked from "cli".
 """
 import argparse
 import datetime
 import json
 import os
-import sqlite3
 import sys
 
 from mmcore import api
-from mmcore.access import audit, roles
-from mmcore.actions import modelguard
-from mmcore.base.paths import DB_NAME, ROOT, default_home
+from mmcore.actions import core, job_acts, model_acts
+from mmcore.base.paths import ROOT, default_home
 from mmcore.jobs import storeguard
 from trainer.rules.export_options import add_export_options
 
@@ -165,15 +164,10 @@ def add_restore(sub):
             found = storeguard.backups(home)
             print("\n".join(str(b) for b in found) if found else f"no backups in {home / storeguard.BACKUP_DIR}")
             return
-        user = args.user or roles.os_user()
-        if roles.role_of(user) != "admin":
-            raise api.Refused(f"{user} is not an admin: only an admin may restore the job database")
-        try:
-            source, aside = storeguard.restore(home / DB_NAME, args.backup)
-        except (OSError, sqlite3.Error, storeguard.StoreDamaged) as exc:
-            raise api.Refused(f"not restored: {exc}") from None
-        audit.record(user, "restore", None, {"from": str(source), "kept_aside": str(aside) if aside else None}, home=home)
-        print(f"restored {home / DB_NAME} from {source}" + (f"; the previous file is kept as {aside}" if aside else ""))
+        outcome = job_acts.restore_store(home, args.backup, args.user, entry=core.CLI)
+        if outcome.refused:
+            raise api.Refused(list(outcome.reasons))
+        print(outcome.message)
     p.set_defaults(handler=run)
 
 
@@ -185,14 +179,13 @@ def add_export(sub):
     p.add_argument("--user", default=None, help="acting user (default: the OS user); viewers may not export")
 
     def run(args):
-        user = args.user or roles.os_user()
         options = {k: getattr(args, k) for k in ("hidden_size", "num_hidden_layers", "use_moe", "lora",
                                                  "tokenizer_path", "dtype")}
-        try:
-            code, _ = modelguard.export(user, args.weight, args.out_dir, capture=False, timeout=None, **options)
-        except roles.Forbidden as exc:
-            raise api.Refused(str(exc)) from None
-        return code
+        outcome = model_acts.export(args.user, args.weight, args.out_dir, capture=False, entry=core.CLI, timeout=None,
+                                    **options)
+        if outcome.refused:
+            raise api.Refused(list(outcome.reasons))
+        return outcome.value[0]
     p.set_defaults(handler=run)
 
 
@@ -241,7 +234,8 @@ def build_parser():
 def main(argv=None):
     args = build_parser().parse_args(argv)
     try:
-        return args.handler(args) or 0
+        with api.called_from(core.CLI):
+            return args.handler(args) or 0
     except api.Refused as exc:
         print(f"python -m mmcore {args.command}: {exc}", file=sys.stderr)
         return 1

@@ -1,8 +1,8 @@
 """Export a MiniMind weight file to a self-contained transformers folder.
 
 The folder holds `config.json` (with `auto_map`), `model.safetensors`, the modeling code
-(`model_minimind.py`), the tokenizer files and `generation_config.json`, so anywhere with
-transformers installed:
+(`model_minimind.py` and the modules it imports), the tokenizer files and `generation_config.json`,
+so anywhere with transformers installed:
 
     model = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)
     tokenizer = AutoTokenizer.from_pretrained(folder)

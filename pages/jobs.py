@@ -5,27 +5,22 @@ import time
 import streamlit as st
 
 from mmcore.access import audit, auth
-from mmcore.actions import guard, job_acts
-from mmcore.base import gpu, i18n
+from mmcore.base import i18n
 from mmcore.base.i18n import t
-from mmcore.base.safetext import md, md_lines
+from mmcore.base.safetext import md
 from mmcore.jobs import jobnote, jobtable, progress, storeguard
 from mmcore.jobs.jobrow import STATUSES
 from mmcore.jobs.jobstore import JobStore
 from mmcore.logs import logfiles, tailview
-from mmcore.queue import launch
 from mmcore.runs import health, metric_stream, resumes
 from mmcore.runs.trend_watch import RunWatch
 from mmcore.train import train_types
-from mmcore.widgets import livepage, navigation, queue_panel, train_form
+from mmcore.widgets import confirm, livepage, navigation, queue_panel
 
 navigation.ensure_app_navigation()
 
 state = st.session_state
 user = auth.session_user(state)  # who acts: their role decides what the buttons may do
-FLASH_KEY = "jobs.flash"  # (kind, message, unix time) of the last action, shown for FLASH_S
-FLASH_S = 10.0  # long enough to read, though the page refreshes itself every few seconds
-CONFIRM_KEY = "jobs.awaiting_confirmation"  # ("stop" | "delete", job id) of the action awaiting confirmation
 SELECT_KEY = "jobs.selected"  # the selected job's id (the selector's own key changes with its options)
 PROGRESS_S = 10.0  # a running job's progress in the table follows its log at most this often
 LIMITS = (50, 200, 1000, None)
@@ -93,83 +88,6 @@ def on_pick(pick_key):
     select(state.get(pick_key))
 
 
-def flash(kind, message):
-    state[FLASH_KEY] = (kind, message, time.time())
-
-
-def show(outcome):
-    """Keep an action's outcome for the runs that follow its callback."""
-    flash(outcome.kind, outcome.message)
-    if outcome.job_id is not None:
-        select(outcome.job_id)
-
-
-def on_stop(job_id):
-    job = store.get(job_id)
-    refusal = guard.refusal(user, "stop", job) if job else t("jobs.no_job", id=job_id)
-    if refusal:
-        flash("error", refusal)
-    else:
-        state[CONFIRM_KEY] = ("stop", job_id)  # ask first
-
-
-def on_confirm_stop(job_id):
-    state.pop(CONFIRM_KEY, None)
-    show(guard.stop_job(store, job_id, user))
-
-
-def on_resume(job_id):
-    show(guard.resume_job(store, job_id, len(gpu.list_gpus()), user))
-
-
-def on_delete(job_id):
-    job = store.get(job_id)
-    refusal = (guard.refusal(user, "delete", job) if job else None) or job_acts.delete_refusal(store, job_id)
-    if refusal:
-        flash("error", refusal)
-    else:
-        state[CONFIRM_KEY] = ("delete", job_id)  # ask first
-
-
-def on_confirm_delete(job_id):
-    state.pop(CONFIRM_KEY, None)
-    outcome = guard.delete_job(store, job_id, user, cache)
-    if outcome.kind == "success":
-        select(None)
-    show(outcome)
-
-
-def on_cancel():
-    state.pop(CONFIRM_KEY, None)
-
-
-def confirm(job):
-    """The question of a Stop or Delete click, naming the job and its owner, with Yes and Cancel."""
-    action, job_id = state.get(CONFIRM_KEY) or (None, None)
-    if job_id != job.id:
-        return
-    owner = jobtable.submitted_by(job)
-    if action == "stop":
-        st.warning(t("jobs.confirm_stop", id=job.id, name=md(job.name), owner=md(owner)))
-        yes_label, on_yes = t("jobs.yes_stop"), on_confirm_stop
-    else:
-        st.warning(t("jobs.confirm_delete", id=job.id, name=md(job.name), owner=md(owner)))
-        yes_label, on_yes = t("jobs.yes_delete"), on_confirm_delete
-    yes, no, _ = st.columns([1, 1, 4])
-    yes.button(yes_label, type="primary", on_click=on_yes, args=(job.id,), key="jobs.confirm")
-    no.button(t("jobs.cancel"), on_click=on_cancel, key="jobs.cancel")
-
-
-def show_flash():
-    if FLASH_KEY not in state:
-        return
-    kind, message, at = state[FLASH_KEY]
-    if time.time() - at > FLASH_S:
-        del state[FLASH_KEY]
-    else:
-        getattr(st, kind)(md_lines(message))
-
-
 def details(job):
     """The selected job: actions, parameters, command and the end of its log."""
     with st.container(border=True):
@@ -183,27 +101,7 @@ def details(job):
         for finding in findings:
             st.warning(t("jobs.finding", title=finding.title, step=finding.since_step, message=finding.message,
                          advice=finding.advice), icon=":material/health_and_safety:")
-        buttons = st.columns(5)
-        may_not = {action: guard.refusal(user, action, job) for action in ("stop", "delete", "resume")}
-        buttons[0].button(t("jobs.stop"), on_click=on_stop, args=(job.id,), disabled=not job.active or bool(may_not["stop"]),
-                          key="jobs.stop", help=md(may_not["stop"] or t("jobs.stop.help")))
-        buttons[1].button(t("jobs.delete"), on_click=on_delete, args=(job.id,), key="jobs.delete",
-                          disabled=bool(may_not["delete"]),
-                          help=md(may_not["delete"] or t("jobs.delete.help")))
-        clone = buttons[2].button(t("jobs.clone"), key="jobs.clone", help=t("jobs.clone.help"))
-        cannot_resume = may_not["resume"] or launch.resume_refusal(job)
-        buttons[3].button(t("jobs.resume"), on_click=on_resume, args=(job.id,), disabled=bool(cannot_resume),
-                          key="jobs.resume", help=cannot_resume or t("jobs.resume.help"))
-        with buttons[4]:
-            st.page_link("pages/logs.py", label=t("jobs.charts_link"), icon=":material/monitoring:",
-                         query_params={"job": str(job.id)})
-        if clone and (why := guard.clone(store, job, user)):
-            flash("error", why)
-        elif clone:
-            state[train_form.CLONE_KEY] = train_form.clone_request(job)
-            st.switch_page("pages/train.py")
-
-        confirm(job)
+        confirm.buttons(store, job, user, select, cache)
 
         left, right = st.columns(2)
         with left:
@@ -245,7 +143,7 @@ def jobs_view():
     """The table and the selected job. A fragment: a running job's progress (its log grew) redraws
     this part alone, at most every PROGRESS_S; a new or ended job reruns the whole page."""
     livepage.fragment_ticker("jobs.progress", logs=True, progress_s=PROGRESS_S)
-    show_flash()
+    confirm.show_flash()
     queue_panel.pipelines_section(store, user)
     try:
         jobs = store.list(status=status_filter or None, train_type=type_filter or None, limit=limit)
@@ -311,7 +209,7 @@ def audit_columns():
 def audit_rows(entries):
     """Audit entries as table rows (a dataframe shows text as text)."""
     return [{"when": jobtable.format_time(e.at), "who": e.user, "action": e.action,
-             "job": e.job_id, "detail": ", ".join(f"{k}={v}" for k, v in e.detail.items() if k != "values")}
+             "job": e.job_id, "detail": audit.detail_text(e.detail)}
             for e in entries]
 
 

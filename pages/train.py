@@ -1,16 +1,13 @@
 """Train: pick a training type, set its parameters, check the command and launch a job."""
-import sqlite3
-
 import streamlit as st
 
 from mmcore.access import auth
-from mmcore.actions import guard
+from mmcore.actions import job_acts
 from mmcore.base import gpu, i18n
 from mmcore.base.i18n import t
-from mmcore.base.safetext import md
+from mmcore.base.safetext import md, md_lines
 from mmcore.jobs import storeguard
 from mmcore.jobs.jobstore import JobStore
-from mmcore.queue import launch
 from mmcore.train import train_types
 from mmcore.widgets import navigation, queue_panel, train_form
 
@@ -134,14 +131,12 @@ with st.container(border=True):
         queue_panel.slurm_preview(JobStore(), train_type, train_form.job_name(form), check.command)
 
     if st.button(t("train.launch"), type="primary"):
-        try:
-            job_id = guard.start(JobStore(), train_form.job_name(form), check, auth.session_user(state), backend=backend)
-        except launch.LaunchRefused as exc:
-            st.error(t("train.refused") + "\n" + "\n".join(f"- {md(reason)}" for reason in exc.reasons))
-        except (OSError, ValueError, KeyError, RuntimeError, sqlite3.Error) as exc:  # store or process start failed
-            st.error(t("train.failed", error=md(exc)))
+        outcome = job_acts.launch_job(JobStore(), train_type, train_form.job_name(form), check.values,
+                                      auth.session_user(state), check=check, backend=backend)
+        if outcome.done:
+            state[train_form.LAUNCHED_KEY] = outcome.value
         else:
-            state[train_form.LAUNCHED_KEY] = job_id
+            st.error(md_lines(outcome.message))
 
     launched = state.get(train_form.LAUNCHED_KEY)
     if launched is not None:

@@ -88,8 +88,11 @@ class StreamlitServer:
     """
 
     def __init__(self, app_dir, home, log_path, port=None, start_timeout=60.0, address="127.0.0.1", unset_env=(),
-                 options=()):
+                 options=(), launcher=None):
         self.app_dir = Path(app_dir)
+        # what starts the server, before its options: `streamlit run streamlit_app.py` unless given
+        # (e.g. ["minimind-dashboard"], the installed command)
+        self.launcher = list(launcher or [sys.executable, "-m", "streamlit", "run", "streamlit_app.py"])
         self.options = tuple(options)  # more `streamlit run` options, e.g. ("--server.enableStaticServing", "false")
         self.address = address  # "0.0.0.0": every interface, as a dashboard served to a team
         self.unset_env = tuple(unset_env)  # variables of this process the server must not see
@@ -103,7 +106,7 @@ class StreamlitServer:
     def __enter__(self):
         env = {**{k: v for k, v in os.environ.items() if k not in self.unset_env},
                "MINIMIND_DASHBOARD_HOME": str(self.home), "PYTHONPATH": str(self.app_dir), "PYTHONUNBUFFERED": "1"}
-        argv = [sys.executable, "-m", "streamlit", "run", "streamlit_app.py",
+        argv = [*self.launcher,
                 "--server.headless", "true", "--server.address", self.address, "--server.port", str(self.port),
                 "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none", *self.options]
         self.log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -79,7 +79,8 @@ def tiny_args(**overrides):
 
 def trainer_env(**extra):
     """The environment for a trainer subprocess: no inherited torchrun variables, one thread pool
-    sized for a small shared machine, unbuffered output."""
+    sized for a small shared machine, unbuffered output. The callers put the copy's root on PYTHONPATH,
+    as the dashboard does, so `import trainer` is the copy and not the editable install's."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "LOCAL_WORLD_SIZE")}
     env.setdefault("OMP_NUM_THREADS", "1")
@@ -95,7 +96,7 @@ def run_trainer(repo, script, argv, timeout=900, launcher=None):
     Returns the CompletedProcess (text stdout/stderr).
     """
     cmd = list(launcher or [sys.executable]) + [script] + list(argv)
-    return subprocess.run(cmd, cwd=Path(repo) / "trainer", env=trainer_env(), capture_output=True,
+    return subprocess.run(cmd, cwd=Path(repo) / "trainer", env=trainer_env(PYTHONPATH=repo), capture_output=True,
                           text=True, timeout=timeout)
 
 
@@ -104,7 +105,7 @@ def start_trainer(repo, script, argv, log_path):
     log = open(log_path, "wb")
     try:
         return subprocess.Popen([sys.executable, script] + list(argv), cwd=Path(repo) / "trainer",
-                                env=trainer_env(), stdout=log, stderr=subprocess.STDOUT)
+                                env=trainer_env(PYTHONPATH=repo), stdout=log, stderr=subprocess.STDOUT)
     finally:
         log.close()  # the child holds its own descriptor
 

@@ -4,7 +4,7 @@ from _pages_helpers import open_page, texts
 
 from mmcore.access import auth, roles
 from mmcore.access.roles import RoleConfig
-from mmcore.actions import guard
+from mmcore.actions import job_acts
 from mmcore.jobs.jobstore import JobStore
 
 TEAM = RoleConfig(users={"alice@example.com": "member", "bob@example.com": "member", "root": "admin",
@@ -64,10 +64,10 @@ def test_guarded_actions_refuse_other_members_jobs_and_audit(home):
     store = JobStore()
     job_id = store.create("pretrain", "alices", {}, ["true"], "/tmp", {}, user="alice")
     store.update(job_id, status="stopped")
-    assert "belongs to alice" in guard.delete_job(store, job_id, "bob").message
-    assert "belongs to alice" in guard.resume_job(store, job_id, 0, "bob").message
-    assert guard.clone(store, store.get(job_id), "vera") is not None  # a viewer may not clone
-    assert guard.delete_job(store, job_id, "alice").kind == "success"
+    assert "belongs to alice" in job_acts.delete_job(store, job_id, "bob").message
+    assert "belongs to alice" in job_acts.resume_job(store, job_id, "bob", gpu_count=0).message
+    assert job_acts.clone_job(store, job_id, "vera").refused  # a viewer may not clone
+    assert job_acts.delete_job(store, job_id, "alice").kind == "success"
     from mmcore.access import audit
     assert [(e.user, e.action) for e in audit.entries(job_id, home=home)] == [("alice", "delete")]
 

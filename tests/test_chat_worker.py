@@ -129,7 +129,7 @@ def test_split_think_folds_the_reasoning():
 def test_worker_scores_replies_with_a_reward_model(worker, tmp_path):
     from transformers import AutoTokenizer, LlamaConfig, LlamaForSequenceClassification
 
-    from mmcore.models.chat_engine import ModelPool, build_prompt, score_reply
+    from mmcore.workers.chat_engine import ModelPool, build_prompt, score_reply
     reward_dir = tmp_path / "rm"
     torch.manual_seed(0)
     LlamaForSequenceClassification(LlamaConfig(

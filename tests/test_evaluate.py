@@ -1,4 +1,4 @@
-"""Evaluation: a real job (supervisor + mmcore/models/eval_worker.py) answers the demo prompts with the demo checkpoints,
+"""Evaluation: a real job (supervisor + mmcore/workers/eval_worker.py) answers the demo prompts with the demo checkpoints,
 stores every answer with the training rewards (or the reward model chosen on the page) and each
 checkpoint's summary in SQLite, and the Models page shows the results and the answers."""
 
@@ -41,7 +41,7 @@ def test_eval_chart_follows_the_step_per_run():
 
 
 def test_evaluation_job_scores_every_answer_and_the_page_shows_them(demo_models):
-    from mmcore.models.chat_engine import score_reply
+    from mmcore.workers.chat_engine import score_reply
 
     store = JobStore()
     entries = catalogue.scan(store)
@@ -84,7 +84,7 @@ def test_evaluation_from_the_page_scores_with_the_chosen_reward_model(demo_model
     """Evaluate on the page with a reward-model folder: every stored reward is what that model gives."""
     import re
 
-    from mmcore.models.chat_engine import build_prompt, score_reply
+    from mmcore.workers.chat_engine import build_prompt, score_reply
     from model.weights import load_tokenizer
     from trainer.rl.reward_model import RewardModel
 

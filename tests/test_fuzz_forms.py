@@ -10,7 +10,7 @@ from mmcore.access import dashboard_roots as dashboard_roots
 from mmcore.train import commandline, preflight, train_types
 from mmcore.train.preset_table import demo_preset
 from trainer.rules import args as trainer_args
-from trainer.rules import roots, specs
+from trainer.rules import job_paths, roots, specs
 
 PATHS = ["../out", "../out/demo", "../dataset/demo/pretrain.jsonl", "../dataset/demo/sft.jsonl", "../checkpoints",
          "/etc", "/etc/passwd", "../../", "../out/../../x", "/tmp/x", "~/x", "../out/a b", "..", "", "none",
@@ -65,7 +65,7 @@ def check_one(train_type, values):
         pytest.fail(f"the trainer's parser rejects what the dashboard accepted: {argv}")
     assert trainer_args.cross_errors(train_type, parsed) == {}, argv
     in_force = dashboard_roots.current()
-    assert roots.path_errors(train_type, parsed, in_force) == {}, argv
+    assert job_paths.path_errors(train_type, parsed, in_force) == {}, argv
     for arg in trainer_args.ARGS[train_type]:
         if arg.kind in ("read", "write") and not roots.skip_path(arg, parsed[arg.name]):
             path = roots.resolved(parsed[arg.name])

@@ -107,6 +107,6 @@ def test_real_nvml():
 
 
 def test_without_pynvml_installed():
-    code = ("import sys; sys.modules['pynvml'] = None; from mmcore import gpu; "
+    code = ("import sys; sys.modules['pynvml'] = None; from mmcore.base import gpu; "
             "assert gpu.list_gpus() == [] and gpu.gpu_count() == 0")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)

@@ -115,7 +115,7 @@ def test_a_bad_threshold_is_refused_in_the_readers_language(tmp_path):
     with pytest.raises(ValueError) as raised:
         health.save_settings(tmp_path, bad)
     assert not (tmp_path / health.SETTINGS_FILE).exists()
-    assert [m["key"] for m in raised.value.messages] == ["health.error.window", "health.error.share",
+    assert [m.key for m in raised.value.messages] == ["health.error.window", "health.error.share",
                                                           "health.error.positive"]
     with i18n.language("en"):
         assert str(raised.value) == ("Window (logged steps) (window) must be a whole number of at least 1; "

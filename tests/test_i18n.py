@@ -244,7 +244,7 @@ def field_messages(tmp_path):
 
     from mmcore.train import commandline, train_types
     from mmcore.widgets import train_form
-    from trainer.rules import args, roots, specs
+    from trainer.rules import args, job_paths, roots, specs
     found = [train_types.param("sft", "epochs").check(0), train_types.param("grpo", "top_p").check(2.0),
              train_types.param("sft", "learning_rate").check(0.0), train_types.param("sft", "use_moe").check(3),
              roots.name_problem("a/b"), roots.name_problem("x" * 500),
@@ -262,7 +262,7 @@ def field_messages(tmp_path):
     values = {**specs.spec("sft").defaults(), "save_dir": str(tmp_path / "out"), "save_weight": "x"}
     os.symlink(tmp_path / "elsewhere.pth", tmp_path / "out" / specs.spec("sft").weight_files(values)[0])
     writable = roots.Roots(read=(Path("/"),), write=(tmp_path / "out", (tmp_path / specs.CHECKPOINT_DIR).resolve()))
-    found += roots.path_errors("sft", values, writable, base=tmp_path).values()
+    found += job_paths.path_errors("sft", values, writable, base=tmp_path).values()
     for mode, gpu_count, form in (("bogus", 0, {}), ("single", 0, {}), ("single", 1, {}), ("multi", 2, {})):
         found += train_form._device_errors({"device_mode": mode, **form}, gpu_count).values()
     found += [train_form.check_form("sft", {"device_mode": "cpu", train_form.NAME_FIELD: " "}, 0).errors[train_form.NAME_FIELD]]
@@ -282,6 +282,38 @@ def test_field_messages_are_english_for_the_trainers_and_worded_from_their_keys(
             assert has_chinese(i18n.field_error(message)), message
     assert "must be at least 1" in messages and "must be a multiple of 16" in " ".join(messages)
     assert i18n.field_error("something new") == "something new"  # a message without a key: as it is
+    assert not i18n.missing
+
+
+def test_one_message_type_for_the_trainers_and_the_dashboard():
+    """A trainer's check and a dashboard's stored text are the same kind of value, `Message`, made by
+    the one `message` function: it reads as its English wording, keeps its key and values, is worded
+    in the reader's language, and is stored as data and worded back from it."""
+    import ast
+    import json
+    import pickle
+
+    from mmcore.base.paths import ROOT
+    from mmcore.train import train_types
+    from trainer.rules import messages
+    assert i18n.message is messages.message
+    defined = [str(path.relative_to(ROOT)) for folder in ("mmcore", "trainer", "dataset", "model", "pages")
+               for path in sorted((ROOT / folder).rglob("*.py"))
+               for node in ast.parse(path.read_text(encoding="utf-8")).body  # a module's own names
+               if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name.lower() == "message"]
+    assert defined == ["trainer/rules/messages.py", "trainer/rules/messages.py"], defined  # Message and message
+    checked = train_types.param("sft", "epochs").check(0)  # a trainer's option check
+    held = i18n.message("note.held", id=5, status=i18n.message("status.failed"))  # a job's note
+    for m, english in ((checked, "must be at least 1"), (held, "held: the job before it (job 5) is failed")):
+        assert isinstance(m, messages.Message) and m == english and str(m) == english
+        with i18n.language("zh"):
+            assert has_chinese(i18n.word(m)) and i18n.word(m) != english
+        data = json.loads(i18n.stored(m))
+        assert data["key"] == m.key and i18n.english(data) == english
+        assert pickle.loads(pickle.dumps(m)).params == m.params
+    assert json.loads(i18n.stored(held))["params"]["status"] == {"key": "status.failed", "params": {}}
+    assert i18n.read_stored(i18n.stored(held), "key", str)["key"] == "note.held"
+    assert i18n.read_stored("plain text", "key", str) is None and i18n.read_stored('{"key": 1}', "key", str) is None
     assert not i18n.missing
 
 

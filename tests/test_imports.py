@@ -1,74 +1,73 @@
-"""The core's shape: every mmcore module imports on its own, without torch, and no import circle."""
-import ast
+"""The code's shape, written once as import-linter contracts in pyproject.toml: the layers (pages ->
+widgets/api -> actions -> wings -> trainer.rules), no import circle, streamlit only in pages and
+mmcore.widgets, torch only in the trainers, the model and mmcore.workers. Plus what a static check
+cannot see: each dashboard module imports on its own in a fresh interpreter, without torch."""
 import json
+import shutil
 import subprocess
 import sys
+import textwrap
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
 
 from mmcore.base.paths import ROOT
 
-CORE = ROOT / "mmcore"
+LINT_IMPORTS = shutil.which("lint-imports")
+needs_import_linter = pytest.mark.skipif(LINT_IMPORTS is None, reason="import-linter is in requirements-dev.txt")
 
 
-def core_modules():
-    return sorted(f"mmcore.{p.stem}" for p in CORE.glob("*.py") if p.stem != "__init__")
+def dashboard_modules():
+    """Every module of mmcore but its torch child processes (mmcore.workers)."""
+    found = []
+    for path in sorted((ROOT / "mmcore").rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        if "workers" in parts or parts[-1] == "__main__":
+            continue
+        found.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return found
 
 
-def core_imports(module):
-    """The mmcore modules `module` imports anywhere in its source (a function-level import counts)."""
-    tree = ast.parse((CORE / f"{module.split('.')[1]}.py").read_text(encoding="utf-8"))
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names if a.name.startswith("mmcore.")}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module == "mmcore":
-                found |= {f"mmcore.{a.name}" for a in node.names}
-            elif node.module.startswith("mmcore."):
-                found.add(node.module)
-    return found & set(core_modules())
+@needs_import_linter
+def test_the_import_contracts_hold():
+    result = subprocess.run([LINT_IMPORTS, "--no-cache"], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.count(" KEPT") >= 6 and "BROKEN" not in result.stdout
 
 
-def find_circle(graph):
-    """One import circle as a list of modules (first == last), or None."""
-    done, path = set(), []
-
-    def visit(node):
-        if node in path:
-            return path[path.index(node):] + [node]
-        if node in done:
-            return None
-        path.append(node)
-        for nxt in sorted(graph[node]):
-            circle = visit(nxt)
-            if circle:
-                return circle
-        path.pop()
-        done.add(node)
-        return None
-
-    for node in sorted(graph):
-        circle = visit(node)
-        if circle:
-            return circle
-    return None
+@needs_import_linter
+def test_a_layer_violation_breaks_the_contracts(tmp_path):
+    """The same kind of contract on a tiny project with one upward import: lint-imports must fail."""
+    pkg = tmp_path / "shop"
+    for name, body in {"__init__": "", "pages": "from shop import core\n", "core": "from shop import pages\n"}.items():
+        pkg.mkdir(exist_ok=True)
+        (pkg / f"{name}.py").write_text(body)
+    (tmp_path / ".importlinter").write_text(textwrap.dedent("""
+        [importlinter]
+        root_package = shop
+        [importlinter:contract:layers]
+        name = layers
+        type = layers
+        layers =
+            shop.pages
+            shop.core
+    """))
+    result = subprocess.run([LINT_IMPORTS, "--no-cache"], cwd=tmp_path, capture_output=True, text=True,
+                            env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    assert result.returncode != 0 and "BROKEN" in result.stdout
 
 
-def test_no_import_circle_in_the_core():
-    graph = {m: core_imports(m) for m in core_modules()}
-    assert len(graph) >= 15 and graph["mmcore.jobs.runner"]  # the walk sees the modules and their imports
-    assert find_circle(graph) is None, f"import circle: {' -> '.join(find_circle(graph))}"
-
-
-def test_the_circle_finder_finds_circles():
-    assert find_circle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
-    assert find_circle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
-
-
-def test_every_core_module_imports_alone_without_torch():
+def test_every_dashboard_module_imports_alone_without_torch():
     """Each module in a fresh interpreter: it must not lean on another having been imported first."""
+    modules = dashboard_modules()
+    assert len(modules) > 60 and "mmcore.jobs.runner" in modules  # the walk sees the wings
     code = ("import importlib, json, sys; importlib.import_module(sys.argv[1]); "
             "print(json.dumps([m for m in ('torch', 'transformers') if m in sys.modules]))")
-    for module in core_modules():
-        result = subprocess.run([sys.executable, "-c", code, module], cwd=ROOT, capture_output=True, text=True)
+    def run(module):
+        return module, subprocess.run([sys.executable, "-c", code, module], cwd=ROOT, capture_output=True, text=True)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(run, modules))
+    for module, result in results:
         assert result.returncode == 0, f"{module}: {result.stderr}"
         assert json.loads(result.stdout) == [], f"{module} imports {result.stdout.strip()}"

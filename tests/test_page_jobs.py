@@ -183,7 +183,7 @@ def test_resume_creates_a_new_job_with_from_resume(store, tmp_path):
     at = open_page("pages/jobs.py")
     # It stopped before saving resume state: Resume is not offered, and says why.
     assert button(at, "Resume").disabled and "saved no resume state" in button(at, "Resume").help
-    outcome = job_acts.resume_job(store, job_id, 0)
+    outcome = job_acts.resume_job(store, job_id, gpu_count=0)
     assert outcome.kind == "error" and "saved no resume state" in outcome.message
     assert store.count() == 1  # nothing started
     checkpoint = launch.resume_checkpoint(store.get(job_id))
@@ -253,8 +253,9 @@ def test_history_and_audit_trail_tables_are_built_when_opened(store):
     (collapsed) get their tables when opened, and keep them while open."""
     from mmcore.access import audit
     job_id = finished_job(store, "sft", {"epochs": "2"}, name="audited")
-    audit.record("alice", "stop", job_id, {"why": "test"}, home=store.home)
-    audit.record("bob", "settings", None, {"queue": {}}, home=store.home)
+    audit.record("alice", "stop", job_id, {"entry": "page", "request": {"job": job_id}, "result": {"why": "test"}},
+                 home=store.home)
+    audit.record("bob", "settings", None, {"entry": "api", "request": {"queue": {}}, "result": {}}, home=store.home)
     at = open_page("pages/jobs.py")
     assert not at.exception, at.exception
     labels = [e.label for e in at.expander]
@@ -276,7 +277,7 @@ def test_history_and_audit_trail_tables_are_built_when_opened(store):
     at.run()
     assert len(at.dataframe) == 2
     assert list(at.dataframe[1].value["who"]) == ["bob", "alice"]
-    audit.record("carol", "resume", job_id, {}, home=store.home)
+    audit.record("carol", "resume", job_id, {"entry": "cli", "request": {}, "result": {}}, home=store.home)
     at.run()  # a rerun (the page follows the store) with a new entry keeps both open
     assert not at.exception, at.exception
     assert "History (2)" in [e.label for e in at.expander] and len(at.dataframe) == 2

@@ -118,7 +118,7 @@ def test_compare_scores_answers_with_the_chosen_reward_model(demo_models, get_sc
     finally:
         stop_chat_worker()
 
-    from mmcore.models.chat_engine import build_prompt, score_reply
+    from mmcore.workers.chat_engine import build_prompt, score_reply
     from model.weights import load_tokenizer
     from trainer.rl.reward_model import RewardModel
     reward_model, tokenizer = RewardModel(str(get_score_reward_model)), load_tokenizer()
@@ -185,7 +185,7 @@ def test_a_viewer_browses_models_but_runs_and_writes_nothing(demo_models, as_vie
 
 
 def test_score_reply_matches_hand_checked_answers():
-    from mmcore.models.chat_engine import score_reply
+    from mmcore.workers.chat_engine import score_reply
     good = "<think>\n6 minus 3\n</think>\n<answer>\n3\n</answer>"
     assert score_reply("", good, "3", reasoning=True) == {"total": 2.5, "format": 1.5, "rule": 1.0,
                                                                "reward_model": None, "correct": 1.0}
@@ -212,7 +212,8 @@ def test_export_from_the_page_writes_a_transformers_folder(demo_models):
         assert any("Export done" in s.value for s in at.success), [e.value for e in at.error]
         assert {"config.json", "model.safetensors", "tokenizer.json"} <= set(os.listdir(folder))
         last = audit.entries(limit=1, home=JobStore().home)[0]  # who exported what, where
-        assert (last.user, last.action, last.detail["weight"], last.detail["out_dir"], last.detail["exit_code"]) == \
+        asked, result = last.detail["request"], last.detail["result"]
+        assert (last.user, last.action, asked["weight"], asked["out_dir"], result["exit_code"]) == \
             (roles.os_user(), "export", label, str(folder.resolve()), 0)
     finally:
         shutil.rmtree(folder, ignore_errors=True)

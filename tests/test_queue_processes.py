@@ -34,16 +34,18 @@ with open(sys.argv[1], "a") as f:
 
 DASHBOARD = """
 import sys
-from mmcore import jobqueue, presets, queuelock
+from mmcore.jobs import scheduler_lock
+from mmcore.queue import jobqueue
+from mmcore.train import preset_table
 from mmcore.jobs.jobstore import JobStore
 store = JobStore(sys.argv[1])
 if sys.argv[2] == "submit":
     for i in range(3):
-        values = {**presets.demo_preset("pretrain"), "save_weight": f"queued{i}"}
+        values = {**preset_table.demo_preset("pretrain"), "save_weight": f"queued{i}"}
         job_id = jobqueue.submit(store, "pretrain", values, name=f"q{i}", gpu_count=0, check=False)
         # A stand-in trainer: the queue decides on the job's resources and files, not its argv.
         store.update(job_id, argv=[sys.executable, sys.argv[3], sys.argv[4], sys.argv[5]], env={"JOB": str(i)})
-print(queuelock.ensure_running(store))
+print(scheduler_lock.ensure_running(store))
 """
 
 

@@ -2,6 +2,7 @@
 
 import pytest
 
+from mmcore.base import i18n
 from mmcore.train import train_types
 from trainer.rules import args as trainer_args
 from trainer.rules import specs
@@ -205,10 +206,57 @@ def test_unknown_names_are_clear_errors():
 
 
 def test_field_labels_have_one_table():
+    """The labels are the language tables' (param.*, group.*, the Train page's train.*), nowhere else."""
+    assert not hasattr(train_types, "FIELD_LABELS") and not hasattr(train_types, "GROUP_LABELS")
     assert train_types.field_label("learning_rate") == "Learning rate"
-    assert train_types.field_label("gpus") == train_types.FIELD_LABELS["gpus"] == "GPUs"
+    assert train_types.field_label("gpus") == i18n.table("en")["train.gpus"] == "GPUs"
     assert train_types.field_label("job_name") == "Job name"
     assert train_types.field_label("beta", "grpo") == train_types.param("grpo", "beta").label == "Beta"
     assert train_types.field_label("no_such_field") == "no_such_field"
+    assert train_types.group_label("model", "sft") == "Model"
+    assert train_types.group_label("type_specific", "grpo") == "GRPO parameters"
+    with i18n.language("zh"):
+        assert train_types.param("sft", "learning_rate").label == i18n.table("zh")["param.learning_rate"] == "学习率"
+        assert train_types.group_label("type_specific", "grpo") == i18n.t("group.type_specific", type="GRPO")
     for key, t in train_types.TYPES.items():  # type labels are the specs' own
         assert (t.label, t.short, t.script) == (specs.SPECS[key].label, specs.SPECS[key].short, specs.SPECS[key].script)
+
+
+def argparse_helps(train_type):
+    """{option: help} as the script's own parser shows it (`--help`)."""
+    return {a.dest: a.help for a in trainer_args.build_parser(train_type)._actions if a.dest != "help"}
+
+
+@pytest.mark.parametrize("key", KEYS)
+def test_every_parameter_has_a_label_and_help_in_each_language_and_the_english_help_is_the_scripts(key):
+    helps = argparse_helps(key)
+    for p in train_types.TYPES[key].params:
+        for lang in i18n.LANGUAGES:
+            with i18n.language(lang):
+                label, help_text = train_types.field_label(p.name, key), train_types.param_help(key, p.name)
+            assert label.strip() and label != p.name, (lang, key, p.name)
+            assert help_text.strip() and not help_text.startswith("help."), (lang, key, p.name)
+        with i18n.language("en"):
+            assert train_types.param_help(key, p.name) == p.help == helps.get(p.name, p.help), (key, p.name)
+    for name, text in helps.items():  # every option of the script, shown as a field or not (--use_wandb)
+        help_key = trainer_args.help_key(key, name)
+        with i18n.language("en"):
+            assert i18n.t(help_key) == text, (key, name)
+        assert i18n.file_table("zh")[help_key].strip(), (key, name)
+    assert not i18n.missing
+
+
+def test_the_english_help_texts_and_check_messages_are_not_copied_into_en_json():
+    """Their one place is trainer/rules (args.py's options, messages.py's templates); en.json keeps
+    only the dashboard's own texts, and zh.json translates every one of them."""
+    rules = i18n.rules_english()
+    assert not set(rules) & set(i18n.file_table("en"))
+    assert set(rules) <= set(i18n.file_table("zh"))
+    assert {k for k in i18n.table("en") if k.startswith("help.")} == {
+        trainer_args.help_key(key, a.name) for key in KEYS for a in trainer_args.ARGS[key]} | {"help.train_monitor"}
+
+
+def test_one_list_of_training_types():
+    """args.TRAIN_TYPES gives the order; the options, the specs and the forms follow it."""
+    assert trainer_args.TRAIN_TYPES == tuple(KEYS)
+    assert tuple(trainer_args.ARGS) == tuple(specs.SPECS) == tuple(train_types.TYPES) == trainer_args.TRAIN_TYPES

@@ -106,7 +106,7 @@ def test_numbers_are_bounded_in_the_form_the_api_and_the_trainer(layout, field, 
     assert message in errors("pretrain", values(allowed, **{field: value}))[field]
     with pytest.raises(api.Refused, match=message):
         api.submit("pretrain", values(allowed, **{field: value}))
-    parsed = subprocess.run([sys.executable, "-c", "import sys; from trainer.rules.args import parse_args; "
+    parsed = subprocess.run([sys.executable, "-c", "import sys; from trainer.rules.parsing import parse_args; "
                              "parse_args('pretrain', sys.argv[1:])", f"--{field}", value, "--device", "cpu"],
                             cwd=ROOT, capture_output=True, text=True)
     assert parsed.returncode == 2 and message in parsed.stderr

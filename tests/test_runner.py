@@ -236,7 +236,7 @@ def test_job_outlives_the_process_that_launched_it(store, tmp_path):
     job_id = submit(store, argv, tmp_path)
     launcher = subprocess.run(
         [sys.executable, "-c",
-         "import sys; from mmcore import runner; from mmcore.jobs.jobstore import JobStore; "
+         "import sys; from mmcore.jobs import runner; from mmcore.jobs.jobstore import JobStore; "
          "print(runner.launch(JobStore(sys.argv[1]), int(sys.argv[2])))", store.path, str(job_id)],
         cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
     supervisor = int(launcher.stdout)

@@ -153,7 +153,7 @@ def test_sft_from_the_catalogue_chats_and_exports_with_its_own_tokenizer(trained
     that tokenizer without being told: the exported folder, reloaded in a fresh process, gives the chat
     worker's greedy tokens."""
     from mmcore.access import roles
-    from mmcore.actions import modelguard
+    from mmcore.actions import model_acts
     from mmcore.models import catalogue, modelsview
     repo, tok2, *_ = trained
     weight, runs = sft_weight
@@ -179,8 +179,8 @@ def test_sft_from_the_catalogue_chats_and_exports_with_its_own_tokenizer(trained
     assert done["text"] == tok.decode(done["ids"], skip_special_tokens=True)
 
     out = tmp_path / "hf"
-    code, output = modelguard.export(roles.os_user(), target.weight, out, home, **{
-        k: v for k, v in target.payload().items() if k != "weight"})
+    code, output = model_acts.export(roles.os_user(), target.weight, out, home, **{
+        k: v for k, v in target.payload().items() if k != "weight"}).value
     assert code == 0, output
     assert (out / "tokenizer.json").read_bytes() == (tok2 / "tokenizer.json").read_bytes()
     env = {**os.environ, "HF_MODULES_CACHE": str(tmp_path / "hf_modules"), "HF_HUB_OFFLINE": "1"}

@@ -34,7 +34,7 @@ from trainer.checkpoint import (
     set_rng_states,
 )
 from trainer.rules import specs, weight_meta
-from trainer.rules.args import parse_args
+from trainer.rules.parsing import parse_args
 from trainer.rules.records import Recorder, RunRecords, default_run_dir
 
 # ----------------------------------------------------------------------------------------------------
@@ -44,7 +44,7 @@ from trainer.rules.records import Recorder, RunRecords, default_run_dir
 def start(train_type):
     """The first steps of every script, in this order: parse the options of `train_type`, catch SIGTERM,
     start the processes, seed each rank. Returns a `Run`."""
-    args = parse_args(train_type)
+    args = parse_args(train_type, cuda_available=torch.cuda.is_available)
     stop = StopSignal()
     info = tu.init_distributed(args)
     tu.setup_seed(tu.BASE_SEED + info.rank)

@@ -15,10 +15,11 @@ The actor is saved as `{save_weight}_{h}.pth`, the critic beside it (`ppo_actor`
 
 from dataset.lm_dataset import pad_collate
 from trainer import loop
+from trainer import rl_setup as setup
 from trainer import trainer_utils as tu
-from trainer.rl import losses, rewards, setup
+from trainer.rl import losses
 from trainer.rl import step_metrics as rl_metrics
-from trainer.rl.rollout import completion_logps, rollout, sampling_options
+from trainer.rl.rollout import completion_logps
 
 #: The upstream PPO progress line (an interface: the dashboard and old tools parse it).
 PROGRESS = ("Epoch: {epoch}, Step: {step}/{iters}, Actor Loss: {actor_loss:.6f}, Critic Loss: {critic_loss:.6f}, "
@@ -55,29 +56,22 @@ def main():
 
     # 3. One step: one response per prompt, scored whole against the critic's value
     def step_fn(batch):
-        with run.records.timer("generate"):
-            ro = rollout(actor, tokenizer, batch["prompt"], batch["answer"], args.max_seq_len, args.max_gen_len,
-                         args.device, **sampling_options(args))
-        with run.records.timer("score"):
-            kept = {}  # per-response values the reward functions keep (a reward model's raw score)
-            reward, parts = rewards.score(reward_fns, ro.prompts, ro.responses, ro.references, extras=kept)
-        reward = reward.to(args.device)
+        ro, reward, parts, kept = setup.sample_and_score(run, actor, tokenizer, reward_fns, batch)
         values = losses.last_token_values(critic_part.model(ro.input_ids, ro.attention_mask), ro.attention_mask)
         # The MoE auxiliary loss is not added to RL losses, as upstream.
         logps, _ = completion_logps(actor_part.model, ro.input_ids, ro.attention_mask, ro.num_completion)
         old_logps = ro.sample_logps if old_is_current[0] else setup.reference_logps(old_actor, ro, logps)
         ref_logps = setup.reference_logps(reference, ro, logps)
-        mask = ro.completion_mask.to(logps.dtype)
-        out = losses.ppo_losses((logps * mask).sum(dim=1), (old_logps * mask).sum(dim=1),
-                                (ref_logps * mask).sum(dim=1), values.float(), reward, args.clip_epsilon,
-                                args.vf_coef, args.kl_coef)
+        mask = ro.completion_mask.to(logps.dtype)  # each response is one action: its summed log-prob
+        logp, old_logp, ref_logp = ((x * mask).sum(dim=1) for x in (logps, old_logps, ref_logps))
+        out = losses.ppo_losses(logp, old_logp, ref_logp, values.float(), reward, args.clip_epsilon, args.vf_coef,
+                                args.kl_coef)
         values = values.detach().float()
         return out["loss"], {
             "actor_loss": out["policy_loss"].item(), "critic_loss": out["value_loss"].item(),
             "reward": reward.mean().item(), "kl": out["kl"].item(), "kl_ref": out["kl_ref"].item(),
             "avg_response_len": ro.response_lengths().mean().item(),
-            "clip_frac": rl_metrics.ppo_clip_frac((logps * mask).sum(dim=1), (old_logps * mask).sum(dim=1),
-                                                  args.clip_epsilon),
+            "clip_frac": rl_metrics.ppo_clip_frac(logp, old_logp, args.clip_epsilon),
             **rl_metrics.record(run, ro, reward_fns=reward_fns, rewards=reward, parts=parts,
                                 advantages=reward - values, logps=logps, ref_logps=ref_logps,
                                 eos_id=tokenizer.eos_token_id, extras={**kept, "value": values})}

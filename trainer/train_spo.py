@@ -15,10 +15,11 @@ loss = -logp * A + beta * KL (k3, against the frozen starting model, not built w
 
 from dataset.lm_dataset import pad_collate
 from trainer import loop
+from trainer import rl_setup as setup
 from trainer import trainer_utils as tu
-from trainer.rl import losses, rewards, setup
+from trainer.rl import losses, rewards
 from trainer.rl import step_metrics as rl_metrics
-from trainer.rl.rollout import rollout, rollout_logps, sampling_options
+from trainer.rl.rollout import rollout_logps
 
 #: The upstream SPO progress line (an interface: the dashboard and old tools parse it).
 PROGRESS = ("Epoch: {epoch}, Step: {step}/{iters}, Actor Loss: {actor_loss:.6f}, Reward: {reward:.6f}, "
@@ -37,13 +38,7 @@ def main():
 
     # 3. One step: one response per prompt, advantage against the tracked baseline
     def step_fn(batch):
-        with run.records.timer("generate"):
-            ro = rollout(policy, tokenizer, batch["prompt"], batch["answer"], args.max_seq_len, args.max_gen_len,
-                         args.device, **sampling_options(args))
-        with run.records.timer("score"):
-            kept = {}  # per-response values the reward functions keep (a reward model's raw score)
-            reward, parts = rewards.score(reward_fns, ro.prompts, ro.responses, ro.references, extras=kept)
-        reward = reward.to(args.device)
+        ro, reward, parts, kept = setup.sample_and_score(run, policy, tokenizer, reward_fns, batch)
         baseline, baseline_reward = value_tracker.baseline(), value_tracker.baseline_reward()
         advantages = losses.spo_advantages(reward, baseline_reward)
         # The MoE auxiliary loss is not added to RL losses, as upstream.

@@ -1,7 +1,8 @@
 """Building blocks of the MiniMind training scripts: processes, output, precision, models, data.
 
 The scripts' shape and their one training loop live in `trainer.loop`; resume state and weight files
-in `trainer.checkpoint`; the RL pieces in `trainer.rl`. Here, roughly in the order a script uses them:
+in `trainer.checkpoint`; the RL maths in `trainer.rl`, built into the RL scripts by `trainer.rl_setup`;
+`SetupError` and `MissingWeightError` in `trainer.rules.setup_errors`. Here, roughly in script order:
 
 - `script_main(main)`: runs a script's `main()`; a setup error (missing data or weight file, bad data
   line) becomes one `ERROR: ...` line and exit status 1, a SIGTERM exit status 143, and the process
@@ -31,6 +32,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler, Sampler
 
+from trainer.rules.setup_errors import MissingWeightError, SetupError
 from trainer.rules.specs import weight_file
 
 TRAINER_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -44,14 +46,6 @@ TOKENIZER_DIR = os.path.join(ROOT, "model")
 BASE_SEED = 42
 #: Exit status after a SIGTERM (128 + 15), so a stopped job is recognisably "stopped, resumable".
 SIGTERM_EXIT = 143
-
-
-class SetupError(Exception):
-    """A problem found before training starts (missing file, bad option); reported as one line."""
-
-
-class MissingWeightError(SetupError, FileNotFoundError):
-    """A base weight named by --from_weight (or similar) does not exist; the message names the path."""
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ its `env()` is what the supervisor hands to the trainers so that they enforce th
 """
 from pathlib import Path
 
+from trainer.rules import job_paths
 from trainer.rules import roots as trainer_roots  # (torch-free)
 from trainer.rules.records import RECORDS_SUBDIR
 
@@ -23,4 +24,4 @@ def current(home=None):
 def path_errors(train_type, values, home=None, base=trainer_roots.TRAINER_DIR):
     """{option: message} for path options of typed `values` outside the roots (see trainer/rules/roots.py);
     relative paths start in `base`, the job's working directory."""
-    return trainer_roots.path_errors(train_type, values, current(home), base)
+    return job_paths.path_errors(train_type, values, current(home), base)

@@ -1,9 +1,12 @@
 """Who may do what: three roles read from a small TOML file.
 
 - viewer: sees every job, log and chart;
-- member: also launches jobs, and stops, deletes or resumes the jobs it owns; on the Models page it
-  chats with, compares, evaluates and exports checkpoints (each runs a model or writes files);
-- admin: everything, on every job, and the dashboard's settings.
+- member: also launches jobs and pipelines, and stops, deletes, resumes, retries or moves in the queue the
+  jobs it owns; on the Models page it chats with, compares, evaluates and exports checkpoints (each runs a
+  model or writes files);
+- admin: everything, on every job, and the dashboard's settings (queue priorities among them) and restores.
+
+Everyone may also look (`view`), which covers keeping their own saved views of the Logs page.
 
 The file is `$MINIMIND_ROLES`, else `<dashboard home>/roles.toml` (beside jobs.db)::
 
@@ -15,7 +18,8 @@ The file is `$MINIMIND_ROLES`, else `<dashboard home>/roles.toml` (beside jobs.d
 Without a file, the OS user running the dashboard is admin and everyone else a viewer: a dashboard
 started with the README's commands works as before for the person who started it, and nobody else
 gets more than a look until an admin writes the file. Identities are compared case-insensitively
-(e-mail addresses as sign-in providers report them, or OS user names).
+(e-mail addresses as sign-in providers report them, or OS user names). The acts of `mmcore.actions` ask
+`refusal` (through `mmcore.actions.core`); nothing else decides what a user may do.
 """
 import getpass
 import os
@@ -33,8 +37,8 @@ ANONYMOUS_ROLE_USER = "anonymous"
 ROLES_ENV = "MINIMIND_ROLES"
 FILE_NAME = "roles.toml"
 
-#: Actions on a job that a member may take on its own jobs only.
-OWN_JOB_ACTIONS = frozenset({"stop", "delete", "resume"})
+#: Actions on a job (or a pipeline) that a member may take on its own only.
+OWN_JOB_ACTIONS = frozenset({"stop", "delete", "resume", "retry", "move"})
 #: The Models page's actions: each runs a model (chat, compare, evaluate) or writes files (export).
 MODEL_ACTIONS = frozenset({"chat", "compare", "evaluate", "export"})
 #: What each role may do (an admin may do everything).
@@ -44,12 +48,8 @@ _ALLOWED = {
     "admin": None,
 }
 # Actions with a wording of their own in messages ("role.verb.<action>" in the language files).
-_VERBS = frozenset({"launch", "clone", "stop", "delete", "resume", "settings", "view", "chat", "compare", "evaluate",
-                    "export"})
-
-
-class Forbidden(PermissionError):
-    """The acting user's role does not allow the action; the message says who, what and why."""
+_VERBS = frozenset({"launch", "clone", "stop", "delete", "resume", "retry", "move", "settings", "restore", "view",
+                    "chat", "compare", "evaluate", "export"})
 
 
 class RolesFileError(ValueError):
@@ -138,10 +138,3 @@ def refusal(identity, action, owner=None, job_id=None, config=None):
     if action in OWN_JOB_ACTIONS and _norm(owner) != _norm(identity):
         return t("role.not_owner", identity=identity, verb=verb, job=job_id, owner=owner or t("role.nobody"))
     return None
-
-
-def require(identity, action, owner=None, job_id=None, config=None):
-    """Raise Forbidden unless `identity` may take `action`."""
-    why = refusal(identity, action, owner, job_id, config)
-    if why:
-        raise Forbidden(why)

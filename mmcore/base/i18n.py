@@ -1,8 +1,15 @@
 """The dashboard's languages: English and Simplified Chinese.
 
 Every label, help text, message and button text a page shows is `t(key, **values)`: the text of
-`key` in the viewer's language, formatted with `values` (`str.format`). The texts live in one place,
-`mmcore/base/locales/<language>.json`, one flat table per language with the same keys (a test checks it).
+`key` in the viewer's language, formatted with `values` (`str.format`). One flat table per language,
+with the same keys (a test checks it): `mmcore/base/locales/<language>.json`, except for the English
+texts the trainers print too, which have their one place in trainer/rules: the options' help texts
+(`help.*`, trainer/rules/args.py) and the option checks' messages (trainer/rules/messages.py). The
+English table takes those from there; zh.json translates them under the same keys.
+
+A text kept before its reader is known (a job's note, why a job waits, a field's error, an exception)
+is a `Message` (trainer/rules/messages.py, made with `message(key, **params)`), worded when shown
+(`word`); the job store keeps messages as JSON (`stored`, read back with `read_stored`).
 
 The language is chosen per viewer: an explicit `language(...)` block (tests, command line), else the
 Streamlit session's choice (`STATE_KEY`), which `choose_language` fills on a session's first run from
@@ -14,6 +21,10 @@ import json
 import re
 from contextvars import ContextVar
 from pathlib import Path
+
+from trainer.rules import args as rule_args
+from trainer.rules import messages
+from trainer.rules.messages import Message, message  # noqa: F401  (the dashboard's `message` is this one)
 
 LOCALES_DIR = Path(__file__).with_name("locales")
 LANGUAGES = {"en": "English", "zh": "简体中文"}  # code -> the language's name in itself
@@ -31,11 +42,23 @@ _forced = ContextVar("minimind_language", default=None)
 missing = set()
 
 
-@functools.cache
-def table(lang):
-    """The texts of one language: key -> text (read once per process)."""
+def file_table(lang):
+    """The texts of one language's file, `locales/<lang>.json`: key -> text."""
     with open(LOCALES_DIR / f"{lang}.json", encoding="utf-8") as f:
         return json.load(f)
+
+
+def rules_english():
+    """The English texts whose one place is trainer/rules: help texts and the option checks' messages."""
+    return {**rule_args.help_texts(), **messages.TEMPLATES}
+
+
+@functools.cache
+def table(lang):
+    """The texts of one language: key -> text (read once per process). English: en.json and the
+    trainer's own texts (`rules_english`)."""
+    texts = file_table(lang)
+    return {**texts, **rules_english()} if lang == DEFAULT else texts
 
 
 def normalize(code):
@@ -107,21 +130,45 @@ def t(key, **values):
     return text.format(**values) if values else text
 
 
-def message(key, **params):
-    """A text kept as data and worded when shown, in the reader's language: what is stored or raised
-    where the reader is not known yet (the job store, an exception). A parameter is a plain value, a
-    message, or a list of them (worded and joined by `sep.list`). JSON-ready when its values are."""
-    return {"key": key, "params": params}
-
-
 def word(value):
-    """A message (see `message`) in the current language; a list of values is joined by `sep.list`,
-    a plain value is given back as it is (so a text's format spec, `{share:.0%}`, still applies)."""
+    """A message (a `Message`, or one read back from the store: `{"key": ..., "params": {...}}`) in the
+    current language; a list of values is joined by `sep.list`, a plain value is given back as it is
+    (so a text's format spec, `{share:.0%}`, still applies)."""
+    if isinstance(value, Message):
+        return t(value.key, **{name: word(v) for name, v in value.params.items()})
     if isinstance(value, dict) and "key" in value:
         return t(value["key"], **{name: word(v) for name, v in (value.get("params") or {}).items()})
     if isinstance(value, (list, tuple)):
         return t("sep.list").join(str(word(v)) for v in value)
     return value
+
+
+def _english_of(key, params):
+    with language(DEFAULT):
+        return t(key, **{name: word(v) for name, v in params.items()})
+
+
+messages.word_english_with(_english_of)  # a Message reads as its English wording
+
+_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # one encoder: a queue round stores 1,000s
+
+
+def stored(value):
+    """JSON text of `value` with its messages kept as data (`{"key": ..., "params": {...}}`): what the
+    job store keeps, worded by whoever reads it (`read_stored`, then `word`)."""
+    return _JSON.encode(messages.data(value))
+
+
+def read_stored(text, field, kind):
+    """The dict that `stored` wrote, when `text` is one holding `field` of type `kind`; None for a text
+    stored plain (by older versions), for none at all, or for anything else."""
+    if not text or not str(text).startswith("{"):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) and isinstance(value.get(field), kind) else None
 
 
 def english(value):
@@ -135,7 +182,7 @@ class MessageError(ValueError):
     the language current when it is shown, not when it was raised."""
 
     def __init__(self, messages):
-        self.messages = [messages] if isinstance(messages, dict) else list(messages)
+        self.messages = [messages] if isinstance(messages, (str, dict)) else list(messages)
         super().__init__(*self.messages)
 
     def __str__(self):
@@ -143,11 +190,9 @@ class MessageError(ValueError):
 
 
 def field_error(message):
-    """A field's error message ("must be at least 1") in the current language. The checks give English
-    messages tagged with their key and values (trainer/rules/messages.py: what the trainers print), worded
-    here from the language files; a message without a key is shown as it is."""
-    key = getattr(message, "key", None)
-    return t(key, **message.params) if key else str(message)
+    """A field's error message ("must be at least 1") in the current language: a `Message` is worded
+    from its key, a plain text is shown as it is."""
+    return str(word(message))
 
 
 def relabel(session_state, *keys):

@@ -5,26 +5,17 @@ The job store's `note` column holds JSON text, `{"key": "note.cancelled", "param
 the viewer's language (`note_text`), the API and the CLI in English (`english`). A note stored as
 plain text (by older versions) is shown as it is.
 """
-import json
-
+from mmcore.base import i18n
 from mmcore.base.i18n import language, message, word
-
-_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
 def stored(key, **params):
     """The `note` column's text for the message `key` with `params` (which may hold messages)."""
-    return _JSON.encode(message(key, **params))
+    return i18n.stored(message(key, **params))
 
 
 def _parse(text):
-    if not text or not str(text).startswith("{"):
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) and isinstance(value.get("key"), str) else None
+    return i18n.read_stored(text, "key", str)
 
 
 def note_text(text):

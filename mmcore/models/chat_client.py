@@ -1,4 +1,4 @@
-"""Talk to the chat worker (`mmcore/models/chat_worker.py`) from the dashboard, without importing torch.
+"""Talk to the chat worker (`mmcore/workers/chat_worker.py`) from the dashboard, without importing torch.
 
 The worker is one process per dashboard home, listening on `<home>/chat/worker.sock`; `chat()`
 starts it on first use (under a file lock, so two sessions never start two) and streams its events:
@@ -75,7 +75,7 @@ def ensure_worker(home=None, idle_unload_s=IDLE_UNLOAD_S, exit_after_s=EXIT_AFTE
         fcntl.flock(lock, fcntl.LOCK_EX)
         if worker_running(home):  # another session started it while this one waited for the lock
             return path
-        argv = [sys.executable, "-m", "mmcore.models.chat_worker", "--socket", path, "--idle_unload", str(idle_unload_s),
+        argv = [sys.executable, "-m", "mmcore.workers.chat_worker", "--socket", path, "--idle_unload", str(idle_unload_s),
                 "--exit_after", str(exit_after_s), "--device", device, "--threads", str(threads)]
         with open(wdir / "worker.log", "ab") as log:
             proc = subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,

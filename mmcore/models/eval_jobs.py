@@ -1,7 +1,7 @@
 """Launch an evaluation as a job: checkpoints over an RLAIF/SFT file with reference answers.
 
 The evaluation's row (checkpoints, data file, settings) goes to `evals.db` beside the job store; the
-job, `python -m mmcore.models.eval_worker --eval_id N --db ...`, goes through the same queue and supervisor as
+job, `python -m mmcore.workers.eval_worker --eval_id N --db ...`, goes through the same queue and supervisor as
 training jobs, so it waits for a free slot, shows on Jobs with its log, can be stopped, and survives a
 dashboard restart.
 """
@@ -39,7 +39,7 @@ def launch(store, targets, entries, data_path, settings, user=None):
         raise ValueError("Choose at least one checkpoint to evaluate.")
     evals = eval_store_for(store)
     eval_id = evals.create(data_path, settings, weight_specs(targets, entries))
-    argv = [sys.executable, "-m", "mmcore.models.eval_worker", "--eval_id", str(eval_id), "--db", evals.path]
+    argv = [sys.executable, "-m", "mmcore.workers.eval_worker", "--eval_id", str(eval_id), "--db", evals.path]
     name = f"eval {eval_id}: " + ", ".join(Path(t.lora or t.weight).name for t in targets)
     params = {"eval_id": str(eval_id), "data_path": str(data_path),
               **{k: str(v) for k, v in settings.items() if v is not None}}

@@ -3,7 +3,7 @@
 An evaluation (one job) runs checkpoints over prompts with reference answers. Its rows:
 `evals` (what was asked: data file, settings, the job that runs it), `eval_results` (one per
 checkpoint: accuracy, format rate, mean reward, mean length, and the checkpoint's training step and
-run), `eval_answers` (every prompt's answer with its scores). Written by `mmcore/models/eval_worker.py`, read by
+run), `eval_answers` (every prompt's answer with its scores). Written by `mmcore/workers/eval_worker.py`, read by
 the Models page. Torch-free.
 """
 import json

@@ -6,7 +6,9 @@
   is the reference, the turns before it the prompt);
 - `compare`: several checkpoints answer the same prompts with the same seed and sampling settings,
   each answer scored by the chat worker with the training rewards;
-- `export_folder`: where an export from the page goes (a plain name under `out/hf/`).
+- `export_folder`: where an export from the page goes (a plain name under `out/hf/`);
+- `data_file`, `reward_model_folder`: the paths typed on the page, checked against the folders a job may
+  read (trainer/rules/roots.py) as the workers will open them (relative to the repository).
 """
 import datetime
 import json
@@ -17,7 +19,9 @@ from pathlib import Path
 from mmcore.base.i18n import MessageError, message, t
 from mmcore.base.paths import ROOT
 from mmcore.models import catalogue, chat_client
-from trainer.rules import weight_meta  # (importable once mmcore.catalogue set the path)
+from mmcore.train import preflight
+from trainer.rules import roots as trainer_roots
+from trainer.rules import specs, weight_meta
 
 EXPORT_ROOT = ROOT / "out" / "hf"
 _PLAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -192,3 +196,26 @@ def export_folder(name):
     if not _PLAIN_NAME.fullmatch(name or "") or name in (".", ".."):
         raise MessageError(message("models.export.bad_name", most=100, example="grpo_512"))
     return EXPORT_ROOT / name
+
+
+def data_file(text):
+    """A prompts file typed on the page -> (absolute path or None, problem or None): inside the folders
+    a job may read, and a file."""
+    path = trainer_roots.resolved(text, ROOT)
+    problem = trainer_roots.configured().problem(text, "read", base=ROOT)
+    if problem is None and not path.is_file():
+        problem = t("models.no_file", path=text)
+    return (None if problem else path), problem
+
+
+def reward_model_folder(text):
+    """An optional reward-model folder typed on the page -> (absolute path or None, problem or None):
+    inside the folders a job may read, a transformers model, and its own code only where an admin
+    allowed it (as GRPO's preflight checks it). Blank: (None, None)."""
+    if not text.strip():
+        return None, None
+    problem = trainer_roots.configured().problem(text, "read", base=ROOT)
+    if problem is None:
+        found = preflight.reward_model(specs.spec("grpo"), {"reward_model_path": text}, ROOT)
+        problem = found[0] if found else None
+    return (None, problem) if problem else (str(trainer_roots.resolved(text, ROOT)), None)

@@ -8,29 +8,19 @@ shared by every viewer; a page words it in the viewer's language (`reason_text`)
 in English (`english`). A row stored before reasons were kept as messages holds English text: it is
 shown as it is.
 """
-import json
-
+from mmcore.base import i18n
 from mmcore.base.i18n import language, message, t, word
-
-_JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # one encoder: a round stores 1,000s
 
 
 def stored(parts, place=0):
     """The `queue_reason` column's text for `parts` (messages) and a place in the queue (0: none)."""
-    return _JSON.encode({"place": place, "parts": list(parts)})
+    return i18n.stored({"place": place, "parts": list(parts)})
 
 
 def parse(text):
     """(place, parts) of a stored reason, or None for a plain-text one (an older row) or none at all."""
-    if not text or not str(text).startswith("{"):
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(value, dict) or not isinstance(value.get("parts"), list):
-        return None
-    return int(value.get("place") or 0), value["parts"]
+    value = i18n.read_stored(text, "parts", list)
+    return None if value is None else (int(value.get("place") or 0), value["parts"])
 
 
 def reason_text(text):

@@ -76,26 +76,26 @@ def _convert(p, text):
             return True, None
         if text.lower() in _FALSE:
             return False, None
-        return None, message("field.flag", "must be 1 or 0")
+        return None, message("field.flag")
     if p.type is int:
         try:
             value = int(text)
         except ValueError:
-            return None, message("field.not_whole", "must be a whole number, got {got}", got=repr(text))
+            return None, message("field.not_whole", got=repr(text))
     elif p.type is float:
         try:
             value = float(text)
         except ValueError:
-            return None, message("field.not_number", "must be a number, got {got}", got=repr(text))
+            return None, message("field.not_number", got=repr(text))
         if not math.isfinite(value):
-            return None, message("field.not_finite", "must be a finite number, got {got}", got=repr(text))
+            return None, message("field.not_finite", got=repr(text))
     else:
         value = text
         # argparse would read a leading '-' as another option, and argv cannot hold NUL.
         if text.startswith("-"):
-            return None, message("field.dash", "must not start with '-'")
+            return None, message("field.dash")
         if any(c in text for c in "\0\n\r"):
-            return None, message("field.one_line", "must be a single line")
+            return None, message("field.one_line")
     problem = p.check(value)
     return (None, problem) if problem else (value, None)
 
@@ -111,10 +111,10 @@ def _parse_gpus(raw):
     for item in items:
         text = str(item).strip()
         if not (text.isascii() and text.isdigit()):
-            return [], message("field.gpu_ids", "must be GPU ids 0, 1, ..., got {got}", got=repr(text))
+            return [], message("field.gpu_ids", got=repr(text))
         gpus.append(int(text))
     if len(set(gpus)) != len(gpus):
-        return [], message("field.gpu_twice", "must not list a GPU twice")
+        return [], message("field.gpu_twice")
     return gpus, None
 
 
@@ -154,7 +154,7 @@ def check(train_type, values, trainer_dir=TRAINER_DIR):
         text = _submitted_text(values.get(p.name))
         if not text:
             if p.required:
-                errors[p.name] = message("field.required", "is required")
+                errors[p.name] = message("field.required")
             else:
                 typed[p.name] = None  # not given: the script's default applies
             continue
@@ -168,7 +168,7 @@ def check(train_type, values, trainer_dir=TRAINER_DIR):
     if monitor in train_types.MONITORS:
         typed["train_monitor"] = monitor
     else:
-        errors["train_monitor"] = message("field.one_of", "must be one of {choices}", choices=", ".join(train_types.MONITORS))
+        errors["train_monitor"] = message("field.one_of", choices=", ".join(train_types.MONITORS))
 
     device, gpus, device_errors = parse_devices(values)
     errors.update(device_errors)
@@ -198,7 +198,7 @@ def parse_devices(values):
     elif _CUDA_DEVICE.fullmatch(device):
         device = f"cuda:{int(device[5:])}"
     elif device != "cpu":
-        errors["device"] = message("field.device", "must be cpu or cuda:N (N = GPU index), got {got}", got=repr(device))
+        errors["device"] = message("field.device", got=repr(device))
         device = None
     if device is None and len(gpus) == 1:
         device = f"cuda:{gpus[0]}"

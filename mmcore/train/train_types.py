@@ -2,7 +2,8 @@
 
 Names, types, defaults, choices, bounds and help texts come from `trainer/rules/args.py`, the same
 definitions the training scripts parse, so a form's defaults are the scripts' defaults by
-construction. This module only adds what a UI needs on top: a label, a group and a widget kind.
+construction. This module only adds what a UI needs on top: a group and a widget kind. Labels are the
+language tables' (`param.<name>`, `group.<group>`: `field_label`, `group_label`).
 
 Two options are not plain form fields. `device` is chosen by the device mode (CPU, one GPU,
 several GPUs; see `mmcore.train.commandline`), and the `--use_wandb` flag is replaced by `train_monitor`
@@ -18,10 +19,6 @@ from trainer.rules import specs
 
 #: UI groups, in the order a form shows them.
 GROUPS = ("training", "model", "save_load", "type_specific", "devices", "monitoring")
-GROUP_LABELS = {
-    "training": "Training", "model": "Model", "save_load": "Data, saving and loading",
-    "type_specific": "Type-specific", "devices": "Devices", "monitoring": "Monitoring",
-}
 
 WIDGETS = ("number", "text", "select", "checkbox")
 
@@ -41,28 +38,6 @@ _GROUP_OF_COMMON = {
     "run_dir": "monitoring",  # the run's structured records (metrics stream, rollout store)
 }
 
-#: Every form field's label: the parameters' (a parameter not listed reads as its name, capitalised)
-#: and the Train page's own fields (device choice, job name). Messages name fields by these labels.
-FIELD_LABELS = {
-    "device": "Device", "device_mode": "Device", "gpu": "GPU", "gpus": "GPUs", "job_name": "Job name",
-    "save_dir": "Save folder", "tokenizer_path": "Tokenizer folder", "keep_checkpoints": "Keep step snapshots", "save_weight": "Saved weight name", "lora_name": "LoRA name",
-    "batch_size": "Batch size", "learning_rate": "Learning rate", "dtype": "Precision (dtype)",
-    "num_workers": "Data workers", "accumulation_steps": "Gradient accumulation", "grad_clip": "Gradient clip",
-    "log_interval": "Log every N steps", "save_interval": "Save every N steps", "hidden_size": "Hidden size",
-    "num_hidden_layers": "Layers", "max_seq_len": "Max sequence length", "use_moe": "Mixture of experts",
-    "data_path": "Data file", "from_weight": "Start from weight", "weight_dir": "Weight folder",
-    "from_resume": "Resume", "train_monitor": "Training monitor", "wandb_project": "Project name",
-    "max_gen_len": "Max generated tokens", "critic_learning_rate": "Critic learning rate",
-    "clip_epsilon": "Clip epsilon", "vf_coef": "Value loss weight", "kl_coef": "KL weight",
-    "update_old_actor_freq": "Old actor refresh (steps)", "reward_model_path": "Reward model",
-    "num_generations": "Generations per prompt", "from_student_weight": "Student weight",
-    "from_teacher_weight": "Teacher weight", "student_hidden_size": "Student hidden size",
-    "student_num_layers": "Student layers", "teacher_hidden_size": "Teacher hidden size",
-    "teacher_num_layers": "Teacher layers", "run_dir": "Records folder",
-    "rollout_groups": "Stored groups per step", "rollout_max_mb": "Rollout store limit (MB)",
-    "top_k": "Top-k sampling", "top_p": "Top-p sampling", "pack": "Pack documents into full rows",
-}
-
 # A run without data or without a place to save makes no sense, so these may not be left empty;
 # any other empty field means "the script's own default".
 REQUIRED = frozenset({"save_dir", "data_path"})
@@ -74,10 +49,9 @@ class Param:
     name: str
     type: type  # int, float, str or bool
     default: object  # the script's default, typed (device: "auto" = cuda:0 when available, else cpu)
-    help: str
+    help: str  # English: the script's own (trainer/rules/args.py); `param_help` in the viewer's language
     group: str
     widget: str
-    label: str
     choices: tuple | None = None
     min: float | None = None
     max: float | None = None
@@ -92,6 +66,11 @@ class Param:
     def default_text(self):
         """The default as a form string."""
         return format_value(self.default)
+
+    @property
+    def label(self):
+        """The field's label in the viewer's language."""
+        return field_label(self.name)
 
 
 @dataclass(frozen=True)
@@ -159,15 +138,14 @@ def _param_from_arg(arg):
     return Param(
         name=arg.name, type=arg.type, default=arg.default, help=arg.help, group=group,
         widget="text" if arg.name == "device" else _widget(arg.type, arg.choices),
-        label=FIELD_LABELS.get(arg.name, arg.name.replace("_", " ").capitalize()),
         choices=arg.choices, min=arg.min, max=arg.max, gt_zero=arg.gt_zero, kind=arg.kind,
         required=arg.name in REQUIRED)
 
 
+# The dashboard's own field, with no script option behind it: its English help is the language table's.
 _TRAIN_MONITOR = Param(
-    name="train_monitor", type=str, default="none", group="monitoring", widget="select",
-    label=FIELD_LABELS["train_monitor"], choices=MONITORS,
-    help="Where to report metrics: none, wandb (with the project name below) or swanlab")
+    name="train_monitor", type=str, default="none", group="monitoring", widget="select", choices=MONITORS,
+    help=i18n.table(i18n.DEFAULT)["help.train_monitor"])
 
 
 def _build_type(key):
@@ -198,25 +176,34 @@ def param(train_type, name):
     return get_type(train_type).param(name)
 
 
-# The Train page's own fields' keys in the language files (parameters are under `param.<name>`).
+# The Train page's own fields' keys in the language tables (parameters are under `param.<name>`).
 _PAGE_FIELD_KEYS = {"device_mode": "train.device", "gpu": "train.gpu", "gpus": "train.gpus", "job_name": "train.job_name"}
 
 
 def field_label(name, train_type=None):
-    """A form field's label, for messages: "Learning rate", "GPUs"; the name itself for an unknown field.
-
-    `train_type` narrows the look-up to that type's parameters. In the viewer's language where the
-    language files have the field (`param.<name>`, the Train page's own fields under `train.`).
-    """
+    """A form field's label in the viewer's language, for forms and messages: "Learning rate", "GPUs";
+    the name itself for an unknown field. The labels are the language tables' (`param.<name>`, the
+    Train page's own fields under `train.`), the same for every type (`train_type` is accepted for
+    callers that know it)."""
     key = _PAGE_FIELD_KEYS.get(name, f"param.{name}")
-    if key in i18n.table(i18n.DEFAULT):
-        return i18n.t(key)
-    if name in FIELD_LABELS:
-        return FIELD_LABELS[name]
-    for t in [get_type(train_type)] if train_type else TYPES.values():
-        if name in t.names:
-            return t.param(name).label
-    return name
+    return i18n.t(key) if key in i18n.table(i18n.DEFAULT) else name
+
+
+def group_label(group, train_type):
+    """A form section's title in the viewer's language: "Training", or "GRPO parameters" for the
+    type's own parameters."""
+    if group == "type_specific":
+        return i18n.t("group.type_specific", type=get_type(train_type).short)
+    return i18n.t(f"group.{group}")
+
+
+def param_help(train_type, name):
+    """An option's help text in the viewer's language: the type's own text where the option means
+    something else for it (`help.ppo.learning_rate`), else the option's (`help.learning_rate`). The
+    English texts are the scripts' (trainer/rules/args.py); the dashboard's own field's, en.json's."""
+    if any(a.name == name for a in trainer_args.ARGS[get_type(train_type).key]):
+        return i18n.t(trainer_args.help_key(train_type, name))
+    return i18n.t(f"help.{name}")
 
 
 def params_by_group(train_type):

@@ -6,18 +6,17 @@ Jobs: `queue_details` (a waiting job's place and reason, moves, priority) and `p
 (each pipeline as one group with its stages' states, retry/resume from the failed stage).
 Logs: `pipeline_jobs` (a `?pipeline=N` link charts every stage of that pipeline).
 All: `settings_section` (the queue settings; admins change them).
+Every change is an act of `mmcore.actions.queue_acts` (role checked, audited); a control someone may not
+use is disabled, and the act refuses it anyway.
 """
-import dataclasses
-import sqlite3
-
 import streamlit as st
 
-from mmcore.access import audit, roles
+from mmcore.access import roles
+from mmcore.actions import queue_acts
 from mmcore.base import i18n
 from mmcore.base.i18n import t
-from mmcore.base.safetext import md
-from mmcore.queue import backends, jobqueue, pipelines, queueconf, queuetext, slurm
-from mmcore.queue.resources import QueueRefused
+from mmcore.base.safetext import md, md_lines
+from mmcore.queue import pipelines, queueconf, queuetext, slurm
 from mmcore.widgets import train_form
 
 BACKEND_LABELS = {"local": "This machine (queue)", "slurm": "Slurm cluster"}
@@ -30,11 +29,9 @@ def _status(status):
     return t(f"status.{status}") if f"status.{status}" in i18n.table(i18n.DEFAULT) else status
 
 
-def _admin(identity):
-    try:
-        return roles.refusal(identity or roles.ANONYMOUS_ROLE_USER, "settings") is None
-    except roles.RolesFileError:
-        return False
+def _who(identity):
+    """The acting identity of a page (nobody in particular when it has none: the default role)."""
+    return identity or roles.ANONYMOUS_ROLE_USER
 
 
 # -- Train ---------------------------------------------------------------------------------------
@@ -101,20 +98,17 @@ def pipeline_section(store, gpu_count, identity=None):
         problems = pipelines.check(stages, gpu_count if backend == "local" else 1024)
         for problem in problems:
             st.warning(md(problem), icon=":material/warning:")
-        may_not = _may(identity, "launch")
+        may_not = queue_acts.refusal(_who(identity), "launch")
         if may_not:
             st.caption(md(may_not))
         if st.button(t("queue.run_pipeline"), type="primary", key="queue.pipeline.launch",
                      disabled=bool(problems) or bool(may_not)):
-            try:
-                pid = pipelines.create(store, name.strip() or template.label, stages, user=identity, backend=backend,
-                                       gpu_count=gpu_count, template=key)
-            except (pipelines.PipelineRefused, QueueRefused) as exc:
-                st.error(t("queue.refused") + "\n" + "\n".join(f"- {md(r)}" for r in exc.reasons))
-            except (OSError, sqlite3.Error) as exc:
-                st.error(t("queue.failed", error=md(exc)))
+            outcome = queue_acts.queue_pipeline(store, name.strip() or template.label, stages, _who(identity),
+                                                backend=backend, gpu_count=gpu_count, template=key)
+            if outcome.done:
+                st.session_state["queue.pipeline.launched"] = outcome.value
             else:
-                st.session_state["queue.pipeline.launched"] = pid
+                st.error(md_lines(outcome.message))
         launched = st.session_state.get("queue.pipeline.launched")
         if launched is not None:
             st.success(t("queue.queued", id=launched))
@@ -123,33 +117,28 @@ def pipeline_section(store, gpu_count, identity=None):
 
 # -- Jobs ----------------------------------------------------------------------------------------
 
-def _flash(kind, message):
-    st.session_state["queue.flash"] = (kind, message)
+def _flash(outcome):
+    st.session_state["queue.flash"] = (outcome.kind, outcome.message)
 
 
-def _move(store, job_id, where):
-    ok = jobqueue.move(store, job_id, where)
-    _flash("info" if ok else "warning", t(f"queue.moved.{where}", id=job_id) if ok else t("queue.not_waiting", id=job_id))
+def _move(store, job_id, where, identity):
+    _flash(queue_acts.move_job(store, job_id, where, _who(identity)))
 
 
 def _priority(store, job_id, key, identity):
-    if not _admin(identity):
-        _flash("error", t("queue.priority_admin_only"))
-        return
     try:
-        ok = jobqueue.set_priority(store, job_id, int(st.session_state[key]))
-    except (QueueRefused, ValueError) as exc:
-        _flash("error", str(exc))
+        priority = int(st.session_state[key])
+    except (TypeError, ValueError) as exc:
+        st.session_state["queue.flash"] = ("error", str(exc))
         return
-    _flash("info" if ok else "warning", t("queue.priority_set", id=job_id, priority=st.session_state[key]) if ok
-           else t("queue.not_waiting", id=job_id))
+    _flash(queue_acts.set_priority(store, job_id, priority, _who(identity)))
 
 
 def queue_details(store, job, identity=None):
     """Where a job runs and, while it waits, its place, its reason and the queue's controls."""
     flash = st.session_state.pop("queue.flash", None)
     if flash:
-        getattr(st, flash[0])(md(flash[1]))
+        getattr(st, flash[0])(md_lines(flash[1]))
     where = t(f"queue.backend.{job.backend}") if job.backend in BACKEND_LABELS else job.backend
     extra = t("queue.slurm_job", id=job.external_id) if job.external_id else ""
     if job.assigned_gpus:
@@ -162,45 +151,23 @@ def queue_details(store, job, identity=None):
     if not job.in_queue:
         return
     cols = st.columns([1, 1, 1, 2])
+    may_not = queue_acts.refusal(_who(identity), "move", job)
     for col, where_to, label in zip(cols, ("top", "up", "down"), (t("queue.top"), t("queue.up"), t("queue.down"))):
-        col.button(label, key=f"queue.{where_to}", on_click=_move, args=(store, job.id, where_to))
+        col.button(label, key=f"queue.{where_to}", on_click=_move, args=(store, job.id, where_to, identity),
+                   disabled=bool(may_not), help=md(may_not) if may_not else None)
     key = f"queue.priority.{job.id}"
+    no_priority = queue_acts.refusal(_who(identity), "settings")  # priorities are an admin's
     cols[3].number_input(t("queue.priority"), -1000, 1000, value=int(job.priority), step=1,
                          key=key, on_change=_priority, args=(store, job.id, key, identity),
-                         disabled=not _admin(identity))
-
-
-def _may(identity, action, owner=None, what=None):
-    """Why `identity` may not take `action` (on something `owner` owns), or None."""
-    try:
-        return roles.refusal(identity or roles.ANONYMOUS_ROLE_USER, action, owner=owner, job_id=what)
-    except roles.RolesFileError as exc:
-        return t("role.file_unusable", error=exc)
+                         disabled=bool(no_priority), help=md(no_priority) if no_priority else None)
 
 
 def _retry(store, pipeline_id, resume, identity):
-    pipeline = pipelines.get(store, pipeline_id)
-    why = _may(identity, "resume" if resume else "stop", pipeline.user if pipeline else None,
-               t("queue.of_pipeline", id=pipeline_id))
-    if why:
-        _flash("error", why)
-        return
-    try:
-        new_id = pipelines.retry(store, pipeline_id, resume=resume, user=identity)
-    except (pipelines.PipelineRefused, QueueRefused) as exc:
-        _flash("error", "; ".join(exc.reasons))
-    else:
-        _flash("success", t("queue.retried", id=new_id))
+    _flash(queue_acts.retry_pipeline(store, pipeline_id, resume, _who(identity)))
 
 
 def _stop_pipeline(store, pipeline_id, identity=None):
-    pipeline = pipelines.get(store, pipeline_id)
-    why = _may(identity, "stop", pipeline.user, t("queue.of_pipeline", id=pipeline_id))
-    if why:
-        _flash("error", why)
-        return
-    stopped = [j.id for j in pipeline.stages if j.active and backends.stop(store, j.id)]
-    _flash("info", t("queue.stopping", ids=", ".join(map(str, stopped))) if stopped else t("queue.nothing_active"))
+    _flash(queue_acts.stop_pipeline(store, pipeline_id, _who(identity)))
 
 
 def pipelines_section(store, identity=None, limit=10):
@@ -217,13 +184,15 @@ def pipelines_section(store, identity=None, limit=10):
             st.text(stages)
             cols = st.columns(4)
             failed = p.status in ("failed", "stopped", "lost")
-            cols[0].button(t("queue.retry"), key=f"pipe.retry.{p.id}", disabled=not failed,
-                           on_click=_retry, args=(store, p.id, False, identity))
-            cols[1].button(t("queue.resume"), key=f"pipe.resume.{p.id}", disabled=not failed,
+            no_retry, no_stop = (queue_acts.pipeline_refusal(_who(identity), action, p) for action in ("retry", "stop"))
+            cols[0].button(t("queue.retry"), key=f"pipe.retry.{p.id}", disabled=not failed or bool(no_retry),
+                           on_click=_retry, args=(store, p.id, False, identity), help=md(no_retry) if no_retry else None)
+            cols[1].button(t("queue.resume"), key=f"pipe.resume.{p.id}", disabled=not failed or bool(no_retry),
                            on_click=_retry, args=(store, p.id, True, identity),
-                           help=t("queue.resume.help"))
-            cols[2].button(t("queue.stop"), key=f"pipe.stop.{p.id}", disabled=p.status not in ("running", "queued"),
-                           on_click=_stop_pipeline, args=(store, p.id, identity))
+                           help=md(no_retry) if no_retry else t("queue.resume.help"))
+            cols[2].button(t("queue.stop"), key=f"pipe.stop.{p.id}",
+                           disabled=p.status not in ("running", "queued") or bool(no_stop),
+                           on_click=_stop_pipeline, args=(store, p.id, identity), help=md(no_stop) if no_stop else None)
             with cols[3]:
                 st.page_link("pages/logs.py", label=t("queue.chart"), icon=":material/monitoring:",
                              query_params={"pipeline": str(p.id)})
@@ -256,7 +225,8 @@ def settings_section(store, identity=None):
     if not box.open:
         return
     current = queueconf.load(store.home)
-    admin = _admin(identity)
+    why_not = queue_acts.refusal(_who(identity), "settings")
+    admin = why_not is None
     with box:
         if not admin:
             st.caption(t("queue.admin_only"))
@@ -283,17 +253,11 @@ def settings_section(store, identity=None):
                                          disabled=not admin)
             cpus = cols[2].number_input(t("queue.slurm_cpus"), 0, 1024, current.slurm_cpus_per_task,
                                         disabled=not admin)
-            if st.form_submit_button(t("queue.save"), disabled=not admin):
+            if st.form_submit_button(t("queue.save"), disabled=not admin, help=md(why_not) if why_not else None):
                 new = queueconf.QueueSettings(
                     cpu_slots=int(cpu_slots), foreign_memory_mib=int(foreign), default_backend=backend,
                     slurm_partition=partition.strip(), slurm_account=account.strip(), slurm_time=limit.strip(),
                     slurm_nodes=int(nodes), slurm_gpus_per_node=int(gpus), slurm_tasks_per_node=int(tasks),
                     slurm_cpus_per_task=int(cpus), slurm_rdzv_port=current.slurm_rdzv_port)
-                try:
-                    queueconf.save(store.home, new)
-                    audit.record(identity or roles.ANONYMOUS_ROLE_USER, "settings", None,
-                                 {"queue": dataclasses.asdict(new)}, home=store.home)
-                except (ValueError, OSError, sqlite3.Error) as exc:
-                    st.error(t("logs.not_saved", error=md(exc)))
-                else:
-                    st.success(t("queue.saved"))
+                outcome = queue_acts.save_settings(store, new, _who(identity))
+                getattr(st, outcome.kind)(md_lines(outcome.message))

@@ -19,7 +19,6 @@ The page keeps a form in `st.session_state` under keys that include the training
 import datetime
 import math
 
-from mmcore.base import i18n
 from mmcore.queue import launch
 from mmcore.train import commandline, train_types
 from mmcore.train.preset_table import demo_preset
@@ -63,8 +62,7 @@ def sections(train_type):
         params = [p for p in params if p.name != "device"]
         if not params and group != "devices":
             continue
-        title = f"{t.short} parameters" if group == "type_specific" else train_types.GROUP_LABELS[group]
-        result.append((group, title, params))
+        result.append((group, train_types.group_label(group, t.key), params))
     return result
 
 
@@ -77,8 +75,7 @@ def param_help(train_type, p):
     """A parameter's help text in the viewer's language: the type's own text where the option means
     something else for it (`help.ppo.learning_rate`), else the option's (`help.learning_rate`). The
     English texts are trainer/rules/args.py's (a test keeps them equal)."""
-    key = f"help.{train_type}.{p.name}"
-    return i18n.t(key if key in i18n.table(i18n.DEFAULT) else f"help.{p.name}")
+    return train_types.param_help(train_type, p.name)
 
 
 def select_options(p):
@@ -297,14 +294,13 @@ def command_values(train_type, form):
 def _device_errors(form, gpu_count):
     mode = form.get("device_mode") or "cpu"
     if mode not in DEVICE_MODES:
-        return {"device_mode": message("field.one_of", "must be one of {choices}",
-                                       choices=", ".join(DEVICE_MODE_LABELS.values()))}
+        return {"device_mode": message("field.one_of", choices=", ".join(DEVICE_MODE_LABELS.values()))}
     if mode != "cpu" and gpu_count == 0:
-        return {"device_mode": message("field.no_gpu", "no GPU was found on this machine: choose CPU")}
+        return {"device_mode": message("field.no_gpu")}
     if mode == "single" and form.get("gpu") is None:
-        return {"gpu": message("field.choose_gpu", "choose a GPU")}
+        return {"gpu": message("field.choose_gpu")}
     if mode == "multi" and not form.get("gpus"):
-        return {"gpus": message("field.choose_gpus", "choose at least one GPU")}
+        return {"gpus": message("field.choose_gpus")}
     return {}
 
 
@@ -317,7 +313,7 @@ def check_form(train_type, form, gpu_count):
     """Validate a form and run the preflight checks -> launch.LaunchCheck (`launch.start` starts it)."""
     errors = _device_errors(form, gpu_count)
     if not job_name(form):
-        errors[NAME_FIELD] = message("field.required", "is required")
+        errors[NAME_FIELD] = message("field.required")
     return launch.check(train_type, command_values(train_type, form), gpu_count, errors)
 
 

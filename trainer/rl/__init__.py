@@ -5,7 +5,10 @@
 - `reward_model`: loading and querying a local transformers reward model.
 - `rollout`: sampling responses with the KV cache and the log-probabilities the losses need.
 - `losses`: advantages and losses of GRPO, SPO and PPO as pure functions over one masked mean.
-- `setup`: what the three scripts build before their loop (inputs checked, policy, reference, prompts).
+- `step_metrics`: what an RL step records beyond its loss (reward parts, KL, truncation, rollout rows).
+
+What the three scripts build with the training loop (inputs checked, policy, reference, prompts) is
+`trainer.rl_setup`: this package imports nothing of the trainer but `trainer.rules`.
 
 Shapes: B = responses in the batch, R = completion tokens. Log-probabilities are per token, [B, R];
 masks are 0/1 tensors of the same shape that keep a response's tokens up to and including its first

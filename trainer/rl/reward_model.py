@@ -5,7 +5,7 @@ import os
 import torch
 
 from trainer.rules import roots
-from trainer.trainer_utils import SetupError
+from trainer.rules.setup_errors import SetupError
 
 
 class RewardModel:

@@ -4,8 +4,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
-
-from trainer.trainer_utils import unwrap_model
+from torch.nn.parallel import DistributedDataParallel
 
 
 def encode_prompts(tokenizer, prompts, max_len, device):
@@ -118,7 +117,8 @@ def rollout(model, tokenizer, prompts, references, max_prompt_len, max_gen_len, 
 def rollout_logps(model, ro):
     """`completion_logps` of a rollout's responses under `model` (plain or DDP-wrapped). Groups of
     responses to one prompt share one pass over it when that is exact (dense model, no dropout)."""
-    config = unwrap_model(model).config
+    plain = model.module if isinstance(model, DistributedDataParallel) else model
+    config = getattr(plain, "_orig_mod", plain).config  # inside DDP and/or torch.compile wrappers
     shared = None
     if ro.group_size > 1 and not config.use_moe and config.dropout == 0:
         shared = (ro.input_ids.size(1) - ro.num_completion, ro.group_size)

@@ -1,21 +1,24 @@
 """Command-line arguments of every MiniMind training script.
 
 This module is the one place where a training parameter's name, type, default, bounds, choices and
-help text are written. Each trainer parses its command line with `parse_args(TYPE)`; the dashboard's
-registry (`mmcore.train.train_types`) reads the same `Arg` definitions to build its forms. It must stay
-importable without torch, because the dashboard never imports torch.
+English help text are written, and where the training types are listed (`TRAIN_TYPES`: their order
+everywhere). Each trainer parses its command line with `trainer.rules.parsing.parse_args(TYPE)`; the
+dashboard's registry (`mmcore.train.train_types`) reads the same `Arg` definitions to build its forms,
+and its English language table takes the help texts from here (`help_texts`). It must stay importable
+without torch, because the dashboard never imports torch.
 """
 import argparse
 import os
 from dataclasses import dataclass, replace
 
-from trainer.rules import lifeline, roots
+from trainer.rules import roots
 from trainer.rules.messages import message
 
+#: Every training type, in the order the trainers' rules, the specs and the dashboard list them.
 TRAIN_TYPES = ("pretrain", "sft", "lora", "dpo", "ppo", "grpo", "spo", "distill_reason", "distillation")
 
 # The training device's default depends on the machine (cuda:0 when CUDA is available, else cpu), so
-# the parser keeps this marker and `parse_args` resolves it once torch is imported.
+# the parser keeps this marker and `trainer.rules.parsing.parse_args` resolves it once torch is imported.
 AUTO_DEVICE = "auto"
 
 
@@ -31,7 +34,7 @@ class Arg:
     max: float | None = None
     gt_zero: bool = False  # strictly positive (learning rates, temperatures)
     # "name": a plain file-name prefix (no folders); "read"/"write": a path inside the allowed roots
-    # (see trainer/rules/roots.py; checked by `path_errors`, not here, since it depends on the machine).
+    # (see trainer/rules/roots.py; checked by trainer/rules/job_paths.py, not here: it depends on the machine).
     kind: str | None = None
 
     def check(self, value):
@@ -40,13 +43,13 @@ class Arg:
         if self.kind == "name":
             return roots.name_problem(value)
         if self.choices is not None and value not in self.choices:
-            return message("field.one_of", "must be one of {choices}", choices=", ".join(str(c) for c in self.choices))
+            return message("field.one_of", choices=", ".join(str(c) for c in self.choices))
         if self.gt_zero and not value > 0:
-            return message("field.positive", "must be greater than 0")
+            return message("field.positive")
         if self.min is not None and value < self.min:
-            return message("field.at_least", "must be at least {n}", n=f"{self.min:g}")
+            return message("field.at_least", n=f"{self.min:g}")
         if self.max is not None and value > self.max:
-            return message("field.at_most", "must be at most {n}", n=f"{self.max:g}")
+            return message("field.at_most", n=f"{self.max:g}")
         return None
 
 
@@ -239,8 +242,10 @@ def _bounded(args):
     return _override(args, **changes)
 
 
-#: Every training type's options, in command-line order.
-ARGS: dict[str, list[Arg]] = {key: _bounded(args) for key, args in _definitions().items()}
+_DEFINED = _definitions()
+assert set(_DEFINED) == set(TRAIN_TYPES), "every training type, and only those, has options"
+#: Every training type's options, in command-line order (the types in TRAIN_TYPES order).
+ARGS: dict[str, list[Arg]] = {key: _bounded(_DEFINED[key]) for key in TRAIN_TYPES}
 _unbounded = [(k, a.name) for k, args in ARGS.items() for a in args
               if a.type in (int, float) and a.choices is None and a.max is None]
 assert not _unbounded, f"numeric options without an upper bound: {_unbounded}"
@@ -253,10 +258,25 @@ def cross_errors(train_type, values):
     for name in ("hidden_size", "student_hidden_size", "teacher_hidden_size"):
         value = values.get(name)
         if isinstance(value, int) and value % (2 * ATTENTION_HEADS):
-            errors[name] = message("field.head_multiple", "must be a multiple of {multiple} ({heads} attention heads, "
-                                   "each of an even size), got {got}", multiple=2 * ATTENTION_HEADS,
-                                   heads=ATTENTION_HEADS, got=value)
+            errors[name] = message("field.head_multiple", multiple=2 * ATTENTION_HEADS, heads=ATTENTION_HEADS,
+                                   got=value)
     return errors
+
+
+def help_key(train_type, name):
+    """The language-table key of an option's help text: `help.<name>`, the text most types give the
+    option, or `help.<type>.<name>` where this type's option means something else (PPO's learning rate)."""
+    helps = [a.help for key in TRAIN_TYPES for a in ARGS[key] if a.name == name]
+    common = max(helps, key=helps.count)  # the most frequent text; on a tie, the first type's
+    own = next(a.help for a in ARGS[train_type] if a.name == name)
+    return f"help.{name}" if own == common else f"help.{train_type}.{name}"
+
+
+def help_texts():
+    """Every option's English help text by its language-table key (see `help_key`): the dashboard's
+    English table takes them from here, its other languages translate them under the same keys."""
+    return {help_key(key, a.name): a.help for key in TRAIN_TYPES for a in ARGS[key]}
+
 
 def _argparse_type(arg):
     """An argparse `type` that converts and checks bounds, so the CLI rejects what the dashboard rejects."""
@@ -285,24 +305,3 @@ def build_parser(train_type):
             parser.add_argument(f"--{arg.name}", type=_argparse_type(arg), default=arg.default,
                                 choices=arg.choices, help=arg.help)
     return parser
-
-
-def parse_args(train_type, argv=None):
-    """Parse a trainer's command line; resolves the machine-dependent device default (imports torch).
-
-    Exits with a usage error for a combination the model cannot build, and, when the dashboard
-    started the job (see trainer/rules/roots.py), for a path outside the allowed folders.
-    """
-    lifeline.tie_to_parent()  # a job the dashboard started ends (and saves) when its launcher dies
-    parser = build_parser(train_type)
-    args = parser.parse_args(argv)
-    errors = cross_errors(train_type, vars(args))
-    enforced = roots.enforced()
-    if enforced is not None and not errors:
-        errors = roots.path_errors(train_type, vars(args), enforced, base=os.getcwd())
-    if errors:
-        parser.error("; ".join(f"--{name} {message}" for name, message in errors.items()))
-    if args.device == AUTO_DEVICE:
-        import torch
-        args.device = "cuda:0" if torch.cuda.is_available() else "cpu"
-    return args

@@ -1,9 +1,10 @@
 """Where a training job may read and write: allowed root folders, checked the same way everywhere.
 
 The dashboard (its Train page, `mmcore.api`, `python -m mmcore`) checks every path option of a job
-against these roots before launching it, and the jobs it starts check again at their start
-(`parse_args` does, when `MINIMIND_WRITE_ROOTS` is set: the dashboard's supervisor sets it), so a
-path that escapes the roots is refused with the same message wherever it comes from. Paths are
+against these roots before launching it (`trainer.rules.job_paths.path_errors`), and the jobs it
+starts check again at their start (`trainer.rules.parsing.parse_args` does, when
+`MINIMIND_WRITE_ROOTS` is set: the dashboard's supervisor sets it), so a path that escapes the roots
+is refused with the same message wherever it comes from. Paths are
 resolved the way the trainer sees them (relative to trainer/, symlinks followed), so neither `..`
 nor a symlink leads outside. A trainer run by hand without those variables checks only names.
 
@@ -36,10 +37,9 @@ NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 def name_problem(value):
     """Why `value` is not a plain name, or None when it is."""
     if len(value) > NAME_MAX:
-        return message("field.name_too_long", "must be at most {n} characters", n=NAME_MAX)
+        return message("field.name_too_long", n=NAME_MAX)
     if not NAME_RE.fullmatch(value):
-        return message("field.plain_name", "must be a plain name: letters, digits, '.', '_' and '-', starting with a "
-                                           "letter or digit (no folders)")
+        return message("field.plain_name")
     return None
 
 
@@ -70,10 +70,8 @@ class Roots:
         if self.allows(resolved(value, base), kind):
             return None
         roots = dict.fromkeys(self.write if kind == "write" else self.read + self.write)  # in order, once each
-        key, template = (("field.outside_write", "{value} is outside the folders a job may write to ({roots})")
-                         if kind == "write" else ("field.outside_read", "{value} is outside the folders a job may read "
-                                                                         "from ({roots})"))
-        return message(key, template, value=repr(str(value)), roots=", ".join(str(r) for r in roots))
+        return message("field.outside_write" if kind == "write" else "field.outside_read", value=repr(str(value)),
+                       roots=", ".join(str(r) for r in roots))
 
     def env(self):
         """The environment variables that make a trainer enforce these roots."""
@@ -109,39 +107,6 @@ def enforced():
 def skip_path(arg, value):
     """Values of a path option that name no path: empty (the default place) or "none" (rule rewards)."""
     return value in ("", None) or (arg.name == "reward_model_path" and str(value).lower() == "none")
-
-
-def path_errors(train_type, values, roots, base=TRAINER_DIR):
-    """{option: message} for every path option of `values` outside `roots`, and for written files
-    (weights, resume state) that a symlink would send outside the write roots."""
-    from trainer.rules import (
-        specs,  # here: specs imports args, which imports this module
-    )
-    from trainer.rules.args import ARGS
-
-    errors = {}
-    for arg in ARGS[train_type]:
-        if arg.kind not in ("read", "write") or arg.name not in values or skip_path(arg, values[arg.name]):
-            continue
-        why = roots.problem(values[arg.name], arg.kind, base)
-        if why:
-            errors[arg.name] = why
-    if errors:
-        return errors
-    spec = specs.spec(train_type)
-    try:
-        full = {**spec.defaults(), **{k: v for k, v in values.items() if v is not None}}
-        name_field = "lora_name" if spec.lora else "save_weight"  # the option that names the files
-        written = [Path(full["save_dir"]) / f for f in spec.weight_files(full)]
-        written.append(Path(specs.CHECKPOINT_DIR) / spec.resume_file(full))
-    except (KeyError, TypeError, ValueError):
-        return errors  # an invalid option: reported as such
-    for path in written:
-        if not roots.allows(resolved(path, base), "write"):
-            errors.setdefault(name_field, message("field.symlink_out", "the job would write {path}, which resolves to "
-                                                  "{target}: outside the folders a job may write to (a symlink?)",
-                                                  path=str(path), target=str(resolved(path, base))))
-    return errors
 
 
 #: Reward-model folders whose own Python code (transformers' trust_remote_code) may run, set by an

@@ -138,21 +138,23 @@ class TypeSpec:
         return {a.name: a.default for a in ARGS[self.key]}
 
 
-_SPECS = (
-    TypeSpec("pretrain", "Pretrain", "Pretrain", "train_pretrain.py", "pretrain"),
-    TypeSpec("sft", "SFT - Full", "SFT", "train_full_sft.py", "sft"),
-    TypeSpec("lora", "SFT - LoRA", "LoRA", "train_lora.py", "sft"),
-    TypeSpec("dpo", "RL - DPO", "DPO", "train_dpo.py", "dpo"),
-    TypeSpec("ppo", "RL - PPO", "PPO", "train_ppo.py", "rlaif"),
-    TypeSpec("grpo", "RL - GRPO", "GRPO", "train_grpo.py", "rlaif"),
-    TypeSpec("spo", "RL - SPO", "SPO", "train_spo.py", "rlaif"),
-    TypeSpec("distill_reason", "Reasoning distill", "Reason", "train_distill_reason.py", "sft"),
-    TypeSpec("distillation", "Distillation", "Distill", "train_distillation.py", "sft"),
-)
+# Each type's facts beside its options: label, short name, script, data kind. The order of the types
+# is args.TRAIN_TYPES's, not this table's.
+_FACTS = {
+    "pretrain": ("Pretrain", "Pretrain", "train_pretrain.py", "pretrain"),
+    "sft": ("SFT - Full", "SFT", "train_full_sft.py", "sft"),
+    "lora": ("SFT - LoRA", "LoRA", "train_lora.py", "sft"),
+    "dpo": ("RL - DPO", "DPO", "train_dpo.py", "dpo"),
+    "ppo": ("RL - PPO", "PPO", "train_ppo.py", "rlaif"),
+    "grpo": ("RL - GRPO", "GRPO", "train_grpo.py", "rlaif"),
+    "spo": ("RL - SPO", "SPO", "train_spo.py", "rlaif"),
+    "distill_reason": ("Reasoning distill", "Reason", "train_distill_reason.py", "sft"),
+    "distillation": ("Distillation", "Distill", "train_distillation.py", "sft"),
+}
+assert set(_FACTS) == set(TRAIN_TYPES), "specs.py and args.py must describe the same training types"
 
 #: key -> TypeSpec, in args.TRAIN_TYPES order.
-SPECS = {s.key: s for s in _SPECS}
-assert tuple(SPECS) == TRAIN_TYPES, "specs.py and args.py must list the same types in the same order"
+SPECS = {key: TypeSpec(key, *_FACTS[key]) for key in TRAIN_TYPES}
 
 
 def spec(train_type):

@@ -6,7 +6,7 @@ assistant turn is the reference), scores each answer with the RL trainers' rewar
 reasoning, plus the rule reward against the reference), and stores every answer and the checkpoint's
 summary. Progress goes to stdout, the job's log:
 
-    python -m mmcore.models.eval_worker --eval_id 3 [--db runs/evals.db]
+    python -m mmcore.workers.eval_worker --eval_id 3 [--db runs/evals.db]
 """
 import argparse
 import sys
@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from mmcore.models.chat_engine import build_prompt, score_reply, stream_reply
+from mmcore.workers.chat_engine import build_prompt, score_reply, stream_reply
 from mmcore.models.evalstore import EvalStore, summarise
 from mmcore.models.modelsview import load_prompts
 from model.weights import WeightFileError, load_model, load_tokenizer
@@ -78,7 +78,7 @@ def main(argv=None):
           f"(device {args.device}, settings {settings})", flush=True)
     reward_model = None
     if settings.get("reward_model_path"):
-        from mmcore.models.chat_engine import ModelPool
+        from mmcore.workers.chat_engine import ModelPool
         from trainer.trainer_utils import SetupError
         try:
             reward_model = ModelPool().reward_model(settings["reward_model_path"])

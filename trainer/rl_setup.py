@@ -1,15 +1,16 @@
-"""What the PPO, GRPO and SPO scripts build before their loop: checked inputs, the policy and its
-frozen reference (from `{weight_dir}/reason_...` with --reasoning 1, else `full_sft_...`), PPO's critic,
-the prompts, and the statistics every process must agree on."""
+"""What the PPO, GRPO and SPO scripts build around `trainer.loop` from the pieces of `trainer.rl`:
+checked inputs, the policy and its frozen reference (from `{weight_dir}/reason_...` with --reasoning 1,
+else `full_sft_...`), PPO's critic, the prompts, the rollout and rewards every step starts with, and the
+statistics every process must agree on. (`trainer.rl` itself never imports the trainer: only the rules.)"""
 import torch
 import torch.distributed as dist
-import torch.nn as nn
+from torch import nn
 
 from trainer import loop
 from trainer import trainer_utils as tu
+from trainer.rl import rewards
 from trainer.rl.reward_model import check_reward_model_path, load_reward_model
-from trainer.rl.rewards import reward_functions
-from trainer.rl.rollout import rollout_logps
+from trainer.rl.rollout import rollout, rollout_logps, sampling_options
 from trainer.rules.specs import rl_base_weight
 
 
@@ -30,7 +31,7 @@ def start(rl_type):
 def load_rewards(run):
     """The reward functions of the run: format (with --reasoning), and the reward model's score or the rule."""
     path = run.spec.reward_model_path(vars(run.args))
-    return reward_functions(run.args.reasoning, load_reward_model(path, run.args.device))
+    return rewards.reward_functions(run.args.reasoning, load_reward_model(path, run.args.device))
 
 
 def load_policy_run(run):
@@ -64,13 +65,28 @@ def load_prompts(args, tokenizer):
     return tu.load_dataset(RLAIFDataset, args, tokenizer)
 
 
-def reference_logps(reference, rollout, logps):
+def sample_and_score(run, model, tokenizer, reward_fns, batch, num_generations=1):
+    """The first half of every RL step: `num_generations` responses to each of the batch's prompts
+    (timed as "generate"), then their rewards (timed as "score"). Returns (rollout, rewards [B] on the
+    device, the reward parts by name, the per-response values the reward functions keep, e.g. a reward
+    model's raw score)."""
+    args = run.args
+    with run.records.timer("generate"):
+        ro = rollout(model, tokenizer, batch["prompt"], batch["answer"], args.max_seq_len, args.max_gen_len,
+                     args.device, num_generations=num_generations, **sampling_options(args))
+    with run.records.timer("score"):
+        kept = {}
+        reward, parts = rewards.score(reward_fns, ro.prompts, ro.responses, ro.references, extras=kept)
+    return ro, reward.to(args.device), parts, kept
+
+
+def reference_logps(reference, ro, logps):
     """A frozen model's (the reference's, PPO's old actor's) per-token log-probs of the rollout's
     completions; without a reference (no KL penalty), the policy's own detached ones: a KL term of 0."""
     if reference is None:
         return logps.detach()
     with torch.no_grad():
-        return rollout_logps(reference, rollout)[0]
+        return rollout_logps(reference, ro)[0]
 
 
 class Critic(nn.Module):

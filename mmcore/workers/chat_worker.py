@@ -27,7 +27,7 @@ import time
 
 import torch
 
-from mmcore.models.chat_engine import ModelPool, build_prompt, score_reply, stream_reply
+from mmcore.workers.chat_engine import ModelPool, build_prompt, score_reply, stream_reply
 from model.weights import WeightFileError
 
 MAX_NEW_TOKENS = 8192

@@ -1,0 +1,101 @@
+"""One way to change something: may this user do it? Do it. Record it.
+
+Every act of the dashboard (`job_acts`, `queue_acts`, `model_acts`, `view_acts`) is one function built on
+`perform`: it checks the acting user's role (`mmcore.access.roles`), runs the act, and records what was
+done in the audit trail (`mmcore.access.audit`) as one row of one shape::
+
+    detail = {"entry": "page" | "api" | "cli", "request": {what was asked}, "result": {what came of it}}
+
+and answers with an `Outcome`: the message to show (in the acting user's language), what the act made,
+and for a refusal, why. A refusal (a role, a rule or a job's state says no) and a failure that changed
+nothing leave no record; an act that ran leaves exactly one, even when what it found was already done (a
+stop of a job that had ended) or what it ran failed (an export that exited with an error).
+
+The pages, the widgets, `mmcore.api` and `mmcore.cli` change things only through these acts, and no other
+module checks a role or writes to the audit trail; a page that disables a button asks `refusal` here.
+"""
+from dataclasses import dataclass
+
+from mmcore.access import audit, roles
+from mmcore.base.i18n import t
+
+PAGE, API, CLI = audit.ENTRIES  # where an act was asked from: a page, mmcore.api, python -m mmcore
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What an act did, for the one who asked: `kind` (success, info, warning or error) and `message`
+    (plain text, one line per reason: pages show it with `safetext.md_lines`)."""
+    kind: str
+    message: str
+    value: object = None  # what the act made or found: a new job's id, a pipeline's id, (exit code, output)...
+    result: dict | None = None  # what was recorded; None when nothing was done (a refusal, a failure)
+    reasons: tuple = ()  # a refusal's reasons, each a sentence (`message` lists them too)
+
+    @property
+    def done(self):
+        """The act ran (and is in the audit trail)."""
+        return self.result is not None
+
+    @property
+    def refused(self):
+        """Nothing was done: a role, a rule or a failure said no (`reasons` says why)."""
+        return self.result is None and self.kind == "error"
+
+
+def did(kind, message, result, value=None):
+    """The outcome of an act that ran; `result` (a small JSON-able dict) is what the audit trail keeps."""
+    return Outcome(kind, message, value, dict(result))
+
+
+def refused(message, reasons=None):
+    """A refusal: nothing was done, `message` says why."""
+    return Outcome("error", message, reasons=tuple(reasons) if reasons else (message,))
+
+
+def refused_for(heading, reasons):
+    """A refusal for several reasons: `heading`, then one line per reason."""
+    return refused(heading + "\n" + "\n".join(f"- {reason}" for reason in reasons), reasons)
+
+
+def acting(user):
+    """The acting identity: `user`, or the OS user running this process (a script acts as its user)."""
+    return user if user else roles.os_user()
+
+
+def refusal(user, action, owner=None, subject=None):
+    """Why `user` may not take the role action `action` (on something `owner` owns, named `subject` in
+    messages: a job id), or None when they may. What a page asks to disable a button."""
+    try:
+        return roles.refusal(acting(user), action, owner=owner, job_id=subject)
+    except roles.RolesFileError as exc:
+        return t("role.file_unusable", error=exc)
+
+
+def role(user):
+    """The role of `user`, or None when the roles file cannot be read."""
+    try:
+        return roles.role_of(acting(user))
+    except roles.RolesFileError:
+        return None
+
+
+def perform(home, user, action, entry, request, do, role_action=None, owner=None, subject=None, job_id=None):
+    """Check, act, record: the one path of every act.
+
+    `action`: the audit action (see `mmcore.access.audit.ACTIONS`); `role_action`: the action the role
+    must allow (default: `action`), on something `owner` owns, named `subject` in a refusal. `request`:
+    what was asked. `do()` runs the act and returns its Outcome; when it ran (`Outcome.done`), one row is
+    added to the audit trail of `home` for `job_id` (default: the job the act made, `result["job"]`).
+    """
+    if entry not in audit.ENTRIES:
+        raise ValueError(f"unknown entry {entry!r}; expected one of {', '.join(audit.ENTRIES)}")
+    user = acting(user)
+    why = refusal(user, role_action or action, owner, subject)
+    if why:
+        return refused(why)
+    outcome = do()
+    if outcome.done:
+        audit.record(user, action, job_id if job_id is not None else outcome.result.get("job"),
+                     {"entry": entry, "request": request, "result": outcome.result}, home=home)
+    return outcome

@@ -1,0 +1,79 @@
+"""Acts of the Models page: chat with a checkpoint, compare several, evaluate them as a job, export one.
+
+Chat, compare and evaluate run a model; export writes a folder. A viewer may only look (the catalogue and
+the evaluation results); members and admins act (`mmcore.access.roles.MODEL_ACTIONS`). Each act is one
+`core.perform` (role checked before anything runs, one audit row for what ran), answered with a
+`core.Outcome` in the acting user's language; `entry` and `user` as in `job_acts`. `python -m mmcore
+export` goes through `export` too.
+"""
+import subprocess
+from pathlib import Path
+
+from mmcore.actions import core
+from mmcore.actions.core import PAGE, did, perform, refused
+from mmcore.base.i18n import t
+from mmcore.models import chat_client, eval_jobs, modelsview
+from mmcore.models.export_job import run_export
+
+role = core.role  # the role of a user (None when the roles file cannot be read)
+
+
+def refusal(user, action):
+    """Why `user` may not take the Models page `action`, or None: what the page uses to disable it."""
+    return core.refusal(user, action)
+
+
+def _files(target):
+    return {"weight": target.weight, "lora": target.lora}
+
+
+def chat(user, target, home=None, entry=PAGE):
+    """Allow one chat message to `target` (a ChatTarget) and record it; the page then streams the reply."""
+    return perform(home, user, "chat", entry, _files(target), lambda: did("success", "", {"allowed": True}))
+
+
+def compare(user, targets, prompts, settings, home=None, on_answer=None, entry=PAGE):
+    """Answer `prompts` with each of `targets` (see `modelsview.compare`); the value is the rows of answers
+    and scores. A comparison the chat worker stopped is recorded with its error."""
+    request = {"targets": [_files(target) for target in targets], "prompts": len(prompts),
+               "reward_model_path": settings.get("reward_model_path")}
+
+    def do():
+        try:
+            rows = modelsview.compare(targets, prompts, settings, home, on_answer)
+        except chat_client.ChatError as exc:
+            return did("error", t("models.compare_stopped", error=exc), {"error": str(exc)})
+        return did("success", "", {"answered": len(rows)}, rows)
+    return perform(home, user, "compare", entry, request, do)
+
+
+def evaluate(store, user, targets, entries, data_path, settings, entry=PAGE):
+    """Launch an evaluation job owned by `user` over `data_path`; the value is (job id, evaluation id)."""
+    user = core.acting(user)
+    request = {"targets": [_files(target) for target in targets], "data_path": str(data_path),
+               "reward_model_path": settings.get("reward_model_path"), "max_samples": settings.get("max_samples")}
+
+    def do():
+        try:
+            job_id, eval_id = eval_jobs.launch(store, targets, entries, data_path, settings, user=user)
+        except (OSError, ValueError, RuntimeError) as exc:
+            return refused(t("models.eval.failed", error=exc))
+        return did("success", t("models.eval.started", eval_id=eval_id, job_id=job_id),
+                   {"job": job_id, "eval_id": eval_id}, (job_id, eval_id))
+    return perform(store.home, user, "evaluate", entry, request, do)
+
+
+def export(user, weight, out_dir, home=None, capture=True, entry=PAGE, **options):
+    """Export `weight` to the transformers folder `out_dir` (see `mmcore.models.export_job.run_export`);
+    the value is (exit status, output). An export that fails is recorded with its exit status."""
+    out_dir = Path(out_dir).resolve()
+    request = {"weight": str(weight), "out_dir": str(out_dir), **{k: v for k, v in options.items() if k != "timeout"}}
+
+    def do():
+        try:
+            code, output = run_export(weight, out_dir, capture=capture, **options)
+        except (OSError, subprocess.SubprocessError) as exc:  # it could not run (or ran out of time)
+            return refused(t("models.export.failed", folder=out_dir) + f" ({exc})")
+        message = t("models.export.done" if code == 0 else "models.export.failed", folder=out_dir)
+        return did("success" if code == 0 else "error", message, {"exit_code": code}, (code, output))
+    return perform(home, user, "export", entry, request, do)
