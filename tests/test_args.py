@@ -98,3 +98,14 @@ def test_args_module_does_not_import_torch():
     import subprocess
     code = "import sys; import trainer.rules.args; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_parse_args_resolves_the_auto_device_with_the_trainers_cuda_check(monkeypatch):
+    """The rules never import torch: the trainer hands its CUDA check to parse_args."""
+    from trainer.rules.parsing import parse_args
+    monkeypatch.delenv("MINIMIND_WRITE_ROOTS", raising=False)
+    assert parse_args("sft", [], cuda_available=lambda: True).device == "cuda:0"
+    assert parse_args("sft", [], cuda_available=lambda: False).device == "cpu"
+    assert parse_args("sft", ["--device", "cpu"]).device == "cpu"  # nothing to resolve
+    with pytest.raises(TypeError, match="cuda_available"):
+        parse_args("sft", [])

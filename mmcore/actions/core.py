@@ -40,7 +40,7 @@ class Outcome:
     @property
     def refused(self):
         """Nothing was done: a role, a rule or a failure said no (`reasons` says why)."""
-        return self.result is None and self.kind == "error"
+        return self.result is None
 
 
 def did(kind, message, result, value=None):

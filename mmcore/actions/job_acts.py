@@ -74,7 +74,7 @@ def launch_job(store, train_type, name, values, user=None, check=None, backend=N
             return refused_for(t("train.refused"), exc.reasons)
         except (OSError, ValueError, KeyError, RuntimeError, sqlite3.Error) as exc:  # the store or queue failed
             return refused(t("train.failed", error=exc))
-        return did("success", t("train.launched", id=job_id), {"job": job_id}, job_id)
+        return did("success", t("train.launched", id=job_id), {"job": job_id, "backend": chosen}, job_id)
     return perform(store.home, user, "launch", entry, request, do)
 
 

@@ -11,11 +11,15 @@ TRAINER_DIR = ROOT / "trainer"
 
 
 
-def python_path(environ=None):
-    """PYTHONPATH for a child process: this repository first, so a trainer started in trainer/ imports
-    this checkout's `trainer`, `model` and `dataset` packages whether or not the project is installed."""
+def python_path(cwd=None, environ=None):
+    """PYTHONPATH for a job started in `cwd`: the checkout that holds that trainer/ folder first (this
+    repository by default), so its trainer imports that checkout's `trainer`, `model` and `dataset`
+    packages, whether or not the project is installed, and whichever checkout is installed."""
     environ = os.environ if environ is None else environ
-    return os.pathsep.join([str(ROOT), *[p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p]])
+    root = ROOT
+    if cwd is not None and (Path(cwd).parent / "trainer" / "__init__.py").is_file():
+        root = Path(cwd).parent
+    return os.pathsep.join([str(root), *[p for p in environ.get("PYTHONPATH", "").split(os.pathsep) if p]])
 
 
 #: Environment variable naming the dashboard's home (jobs.db, logs/, uploads/); default <repo>/runs.

@@ -331,7 +331,7 @@ class Supervisor:
         # It also learns its job id (recorded in its resume state) and, for a Resume, whose state it continues.
         env = {**os.environ, **job.env, **dashboard_roots.current(self.store.home).env(),
                **file_owners.trainer_env(self.store, job), "PYTHONUNBUFFERED": "1",
-               "PYTHONPATH": paths.python_path()}
+               "PYTHONPATH": paths.python_path(job.cwd)}
         libc = _load_libc()
         preexec = functools.partial(_die_with_parent, libc, os.getpid()) if libc is not None else None
         try:

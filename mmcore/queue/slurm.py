@@ -113,7 +113,7 @@ def batch_script(job, settings, extra_env=None):
     run = f"srun --kill-on-bad-exit=1 {quoted} {shlex.join(trainer)}"
     display = shlex.join(trainer)
     name = " ".join(job.name.splitlines())
-    env = {**job.env, **(extra_env or {}), "PYTHONUNBUFFERED": "1", "PYTHONPATH": paths.python_path()}
+    env = {**job.env, **(extra_env or {}), "PYTHONUNBUFFERED": "1", "PYTHONPATH": paths.python_path(job.cwd)}
     env.pop("CUDA_VISIBLE_DEVICES", None)  # Slurm sets it from the allocation
     env.pop("PET_STANDALONE", None)  # the rendezvous is c10d on the first node, not standalone
     lines = ["#!/bin/bash", *[f"#SBATCH {d}" for d in directives],

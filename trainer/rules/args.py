@@ -39,7 +39,7 @@ class Arg:
 
     def check(self, value):
         """Return an error message for `value` (already of `self.type`), or None when it is valid
-        (English, tagged with its message key: see trainer/rules/messages.py)."""
+        (a `Message`: reads as English, keeps its key and values; see trainer/rules/messages.py)."""
         if self.kind == "name":
             return roots.name_problem(value)
         if self.choices is not None and value not in self.choices:
