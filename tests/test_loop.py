@@ -112,13 +112,13 @@ def _toy_run(tmp_path, monkeypatch, **overrides):
     return run
 
 
-def test_train_accumulates_flushes_the_last_window_and_saves_every_part(tmp_path, monkeypatch, capsys):
+def test_train_accumulates_at_upstreams_boundary_and_saves_every_part(tmp_path, monkeypatch, capsys):
     previous = signal.getsignal(signal.SIGTERM)
     try:
         torch.manual_seed(0)
         run = _toy_run(tmp_path, monkeypatch, accumulation_steps=2, learning_rate=0.1, critic_learning_rate=0.2)
         actor, critic = run.part("actor", torch.nn.Linear(2, 1), 0.1), run.part("critic", torch.nn.Linear(2, 1), 0.2)
-        dataset = [torch.full((2,), float(i)) for i in range(5)]
+        dataset = [torch.full((2,), float(i)) for i in range(6)]
         updates = []
 
         def step_fn(batch):
@@ -130,12 +130,13 @@ def test_train_accumulates_flushes_the_last_window_and_saves_every_part(tmp_path
                    after_update=updates.append)
     finally:
         signal.signal(signal.SIGTERM, previous)
-    assert updates == [2, 4, 5]  # every second step, and the epoch's last partial window
+    # Upstream's boundary, (step + 1) % 2 == 0: after steps 1, 3, 5; the epoch's last step (6) is not applied.
+    assert updates == [1, 3, 5]
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == f"1/5 {loop.get_lr(1, 5, 0.1):.4f} {loop.get_lr(1, 5, 0.2):.4f} x={lines[0].split('x=')[1]}"
-    assert len(lines) == 5
+    assert lines[0] == f"1/6 {loop.get_lr(1, 6, 0.1):.4f} {loop.get_lr(1, 6, 0.2):.4f} x={lines[0].split('x=')[1]}"
+    assert len(lines) == 6
     state = torch.load(tmp_path / "toy_resume.pth", weights_only=False)
-    assert (state["epoch"], state["step"]) == (0, 5)
+    assert (state["epoch"], state["step"]) == (0, 5)  # the last optimizer boundary
     assert {"model", "optimizer", "critic", "critic_optimizer"} <= state.keys()
     assert torch.equal(state["critic"]["weight"], critic.module.weight.detach())
     assert sorted(os.listdir(tmp_path)) == ["ppo_actor_512.pth", "ppo_actor_512.pth.meta.json", "ppo_critic_512.pth",

@@ -29,6 +29,7 @@ from trainer import trainer_utils as tu
 from trainer.checkpoint import (
     load_resume,
     resume_path,
+    rng_states,
     save_resume,
     save_weights,
     set_rng_states,
@@ -201,12 +202,19 @@ class StopSignal:
         return self.requested
 
 
-def stopped_message(epoch, epochs, step, iters, path, resume_step=None):
+def stopped_message(epoch, epochs, step, iters, path, resume_step=None, resume_epoch=None):
     """The line printed when a run stops on SIGTERM: where it stopped and how to go on.
 
-    `resume_step`, when it differs from `step`, is where the resume state continues (the last
-    optimizer step under gradient accumulation)."""
-    where = "" if resume_step is None or resume_step == step else f" (resumes after step {resume_step})"
+    `resume_step` (of `resume_epoch`, 0-based, default `epoch`), when it differs from `step`, is where
+    the resume state continues: the last optimizer step under gradient accumulation, which may lie in
+    the previous epoch (an epoch's last micro-batches join the next epoch's first window)."""
+    resume_epoch = epoch if resume_epoch is None else resume_epoch
+    if resume_step is None or (resume_epoch, resume_step) == (epoch, step):
+        where = ""
+    elif resume_epoch == epoch:
+        where = f" (resumes after step {resume_step})"
+    else:
+        where = f" (resumes after epoch {resume_epoch + 1} step {resume_step})"
     return (f"Stopped by SIGTERM at epoch {epoch + 1}/{epochs}, step {step}/{iters}{where}; resume state saved to "
             f"{os.path.abspath(path)}. Run the same command with --from_resume 1 to continue.")
 
@@ -253,7 +261,8 @@ def tracker_run_id(tracker):
 
 
 def _restore(resume, parts, scaler, extras):
-    """Load a resume state into the parts, their optimizers, the scaler, `extras` and the RNGs."""
+    """Load a resume state into the parts, their optimizers, the scaler and `extras` (the RNGs are set
+    once the resumed epoch's loader has started: see `train`)."""
     for i, part in enumerate(parts):
         part.module.load_state_dict(resume["model" if i == 0 else part.name])
         part.optimizer.load_state_dict(resume["optimizer" if i == 0 else f"{part.name}_optimizer"])
@@ -262,7 +271,15 @@ def _restore(resume, parts, scaler, extras):
     for name, obj in extras.items():
         if resume.get(name) is not None:
             obj.load_state_dict(resume[name])
-    set_rng_states(resume.get("rng"))
+
+
+def is_update_step(step, accumulation_steps):
+    """Upstream MiniMind's accumulation boundary: the optimizer steps after micro-batch `step` (1-based
+    within the epoch) when `(step + 1) % accumulation_steps == 0`, i.e. after micro-batches acc-1,
+    2acc-1, ...: the first window holds acc-1 micro-batches. An epoch's micro-batches after its last
+    boundary are not applied at the epoch's end: their gradients join the next epoch's first window
+    (after the last epoch they are never applied)."""
+    return (step + 1) % accumulation_steps == 0
 
 
 def _optimizer_step(parts, scaler, grad_clip):
@@ -277,7 +294,7 @@ def _optimizer_step(parts, scaler, grad_clip):
 
 
 def train(run, parts, dataset, collate_fn, step_fn, *, run_name, progress_line=supervised_line, schedule=get_lr,
-          save_fn=None, extras=None, after_update=None, after_resume=None):
+          save_fn=None, extras=None, after_update=None, after_step=None, after_resume=None):
     """Train `parts` (list of `Part`) on `dataset` for `args.epochs` epochs.
 
     - `step_fn(batch) -> (loss, metrics)`: one micro-batch (already on the device): `loss` is the
@@ -289,20 +306,22 @@ def train(run, parts, dataset, collate_fn, step_fn, *, run_name, progress_line=s
       to `run.weight_paths()`. The resume state goes to `run.resume_path()` with each part and
       `extras` (name -> object with state_dict/load_state_dict, e.g. SPO's value tracker).
     - `run_name`: the experiment tracker's run name.
-    - `after_update(step)` runs after each optimizer step (PPO refreshes its old actor there);
-      `after_resume()` after a resume state was loaded into the parts.
+    - `after_update(step)` runs after each optimizer step; `after_step(step)` after every micro-step
+      (after its update, if any: PPO refreshes its old actor there); `after_resume()` after a resume
+      state was loaded into the parts.
 
-    As upstream: the learning rate follows `schedule` per micro-step; gradients of
-    `args.accumulation_steps` micro-steps are summed (each loss divided by their number), clipped
-    to `args.grad_clip` and applied; a progress line every `args.log_interval` steps and at each epoch's
-    last step; saves every `args.save_interval` steps and at each epoch's end. Unlike upstream, an
-    epoch's last partial accumulation window is applied too.
+    As upstream: the learning rate follows `schedule` per micro-step; gradients are summed over the
+    micro-steps of an accumulation window (each loss divided by `args.accumulation_steps`), clipped
+    to `args.grad_clip` and applied at upstream's boundary (`is_update_step`: after micro-batches acc-1,
+    2acc-1, ... of each epoch; an epoch's tail joins the next epoch's first window, the last epoch's
+    tail is never applied); a progress line every `args.log_interval` steps and at each epoch's last
+    step; saves every `args.save_interval` steps and at each epoch's end.
 
     With `--from_resume 1` the parts, optimizers, scaler, `extras` and RNGs are restored and the
-    consumed batches skipped. Resume states always record the last optimizer-step boundary: the
-    micro-batches after it (their gradients were not yet applied) are run again on resume, so results
-    match an uninterrupted run. A SIGTERM (see `StopSignal`) saves the resume state after the current
-    step and raises SystemExit(143).
+    consumed batches skipped. Resume states always record the last optimizer-step boundary (its epoch,
+    step and RNG states): the micro-batches after it (their gradients were not yet applied) are run
+    again on resume, so results match an uninterrupted run. A SIGTERM (see `StopSignal`) saves the
+    resume state after the current step and raises SystemExit(143).
     """
     args, info, extras = run.args, run.info, extras or {}
     ckpt = run.resume_path()
@@ -322,12 +341,18 @@ def train(run, parts, dataset, collate_fn, step_fn, *, run_name, progress_line=s
     if start_epoch >= args.epochs:
         tu.log(f"Nothing to do: the resume state at {os.path.abspath(ckpt)} is already past epoch {args.epochs}")
         return
+    if args.accumulation_steps > 1 and iters < args.accumulation_steps - 1:
+        tu.warn(f"--accumulation_steps {args.accumulation_steps} with {iters} steps per epoch: as upstream, the "
+                f"optimizer steps after micro-batches {args.accumulation_steps - 1}, {2 * args.accumulation_steps - 1}"
+                f", ... of each epoch, so this run never updates the weights")
     autocast = tu.autocast_context(info.device, args.dtype)
     wandb_id = tracker_run_id(tracker)
     run.records = recorder = open_records(run, resume)
     extras = {**extras, "records": recorder}  # its sample and token counts travel in the resume state
 
-    def save(epoch, boundary_step):
+    def save(epoch, boundary_step, rng):
+        """Weights, and the resume state at the last optimizer boundary (`epoch`, `boundary_step`, the
+        RNG states `rng` of that moment)."""
         if tu.is_main_process():
             save_fn()
             further = {key: value for p in parts[1:] for key, value in
@@ -335,7 +360,7 @@ def train(run, parts, dataset, collate_fn, step_fn, *, run_name, progress_line=s
             global_step = epoch * iters + boundary_step
             save_resume(ckpt, model=parts[0].model, optimizer=parts[0].optimizer, scaler=scaler, epoch=epoch,
                         step=boundary_step, world_size=info.world_size, global_step=global_step,
-                        wandb_id=wandb_id, **further, **extras)
+                        wandb_id=wandb_id, **further, **extras, rng=rng)
             # The metadata file beside each weight just written (and --keep_checkpoints snapshots).
             weight_meta.after_save(vars(args), run.train_type, [p for p in run.weight_paths() if os.path.isfile(p)],
                                    epoch=epoch, step=boundary_step, global_step=global_step)
@@ -343,20 +368,25 @@ def train(run, parts, dataset, collate_fn, step_fn, *, run_name, progress_line=s
     run.stop.arm()
     for part in parts:
         part.model.train()
+    boundary = None  # (epoch, step, RNG states) of the last optimizer step: where a resume state continues
     for epoch in range(start_epoch, args.epochs):
         skip = start_step if epoch == start_epoch else 0
         loader = tu.make_loader(dataset, args.batch_size, epoch, info, collate_fn, args.num_workers, skip)
         if skip:
             tu.log(f"Epoch [{epoch + 1}/{args.epochs}]: skipping the first {skip} steps, starting at step {skip + 1}")
         start_time = time.time()
-        boundary = skip  # the last step whose gradients were applied
-        for step, batch in enumerate(loader, start=skip + 1):
+        batches = iter(loader)  # starting the loader draws a random seed: restore the RNGs after it
+        if boundary is None:
+            if resume is not None:
+                set_rng_states(resume.get("rng"))
+            boundary = (epoch, skip, rng_states())
+        for step, batch in enumerate(batches, start=skip + 1):
             recorder.begin(epoch * iters + step, batch)
             lrs = [schedule(epoch * iters + step, args.epochs * iters, part.learning_rate) for part in parts]
             for part, lr in zip(parts, lrs):
                 for group in part.optimizer.param_groups:
                     group["lr"] = lr
-            is_boundary = step % args.accumulation_steps == 0 or step == iters
+            is_boundary = is_update_step(step, args.accumulation_steps)
             with ExitStack() as no_sync:
                 if info.distributed and not is_boundary:  # all-reduce gradients once per optimizer step
                     for part in parts:
@@ -366,9 +396,12 @@ def train(run, parts, dataset, collate_fn, step_fn, *, run_name, progress_line=s
                 scaler.scale(loss / args.accumulation_steps).backward()
             if is_boundary:
                 _optimizer_step(parts, scaler, args.grad_clip)
-                boundary = step
                 if after_update is not None:
                     after_update(step)
+            if after_step is not None:
+                after_step(step)
+            if is_boundary:
+                boundary = (epoch, step, rng_states())
             recorder.end(epoch, is_boundary)
 
             if step % args.log_interval == 0 or step == iters:
@@ -384,12 +417,13 @@ def train(run, parts, dataset, collate_fn, step_fn, *, run_name, progress_line=s
                 if tracker is not None:
                     tracker.log({**named, "epoch_Time": eta_min})
             if step % args.save_interval == 0 or step == iters:
-                save(epoch, boundary)
+                save(*boundary)
             if run.stop.should_stop():
-                save(epoch, boundary)
+                save(*boundary)
                 if info.distributed:
                     dist.barrier()  # the other ranks wait for rank 0's save before tearing down
-                tu.log(stopped_message(epoch, args.epochs, step, iters, ckpt, resume_step=boundary))
+                tu.log(stopped_message(epoch, args.epochs, step, iters, ckpt, resume_step=boundary[1],
+                                       resume_epoch=boundary[0]))
                 raise SystemExit(tu.SIGTERM_EXIT)
         start_step = 0
     recorder.close()

@@ -7,8 +7,8 @@ Options: `trainer/rules/args.py` (type "ppo"). The actor starts from `{weight_di
 --reasoning 1, else `full_sft_{h}.pth`; the critic is the same body with a Linear(hidden, 1) value head
 and its own optimizer (--critic_learning_rate). As upstream MiniMind, each response is one action:
 advantage = reward - the critic's value at the response end; clipped surrogate (--clip_epsilon)
-on the summed log-prob ratio against an old actor refreshed every --update_old_actor_freq steps;
-value loss (MSE) weighted by --vf_coef; KL penalty to the frozen starting model weighted by --kl_coef.
+on the summed log-prob ratio against an old actor refreshed after steps f-1, 2f-1, ... (as upstream;
+f = --update_old_actor_freq); value loss (MSE) by --vf_coef; KL penalty to the start model by --kl_coef.
 The actor is saved as `{save_weight}_{h}.pth`, the critic beside it (`ppo_actor` -> `ppo_critic_{h}.pth`).
 """
 
@@ -49,9 +49,11 @@ def main():
         old_actor.load_state_dict(actor.state_dict())
         old_is_current[0] = True
 
-    def after_update(step):
+    def after_update(step):  # the actor moved: the old actor no longer holds its weights
         old_is_current[0] = False
-        if step % args.update_old_actor_freq == 0:
+
+    def after_step(step):  # as upstream, after steps freq-1, 2freq-1, ... (and their update, if any)
+        if loop.is_update_step(step, args.update_old_actor_freq):
             refresh_old_actor()
 
     # 3. One step: one response per prompt, scored whole against the critic's value
@@ -79,7 +81,7 @@ def main():
     # 4. Train
     loop.train(run, [actor_part, critic_part], dataset, pad_collate(tokenizer.pad_token_id), step_fn,
                progress_line=loop.template_line(PROGRESS), schedule=loop.annealed_lr,
-               after_resume=refresh_old_actor, after_update=after_update,
+               after_resume=refresh_old_actor, after_update=after_update, after_step=after_step,
                run_name=f"MiniMind-PPO-Epoch-{args.epochs}-BS-{args.batch_size}-LR-{args.learning_rate}")
 
 

@@ -58,6 +58,15 @@ def refused_for(heading, reasons):
     return refused(heading + "\n" + "\n".join(f"- {reason}" for reason in reasons), reasons)
 
 
+def job_or_refusal(store, job_id):
+    """(the job, None), or (None, a refusal naming the unknown id)."""
+    try:
+        job = store.get(int(job_id))
+    except (TypeError, ValueError):  # not a job id at all
+        job = None
+    return job, None if job is not None else refused(t("action.no_job", id=job_id))
+
+
 def acting(user):
     """The acting identity: `user`, or the OS user running this process (a script acts as its user)."""
     return user if user else roles.os_user()

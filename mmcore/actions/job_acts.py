@@ -78,16 +78,11 @@ def launch_job(store, train_type, name, values, user=None, check=None, backend=N
     return perform(store.home, user, "launch", entry, request, do)
 
 
-def _job_or_refusal(store, job_id):
-    job = store.get(job_id)
-    return job, None if job is not None else refused(t("action.no_job", id=job_id))
-
-
 def stop_job(store, job_id, user=None, grace=runner.DEFAULT_GRACE_S, wait=False, entry=PAGE):
     """Take a waiting job out of the queue, or ask a running one to stop (SIGTERM, then SIGKILL after
     `grace` seconds; on Slurm, scancel). `wait`: return once its end is recorded. The value: whether it
     was queued or running (False: it had already ended)."""
-    job, missing = _job_or_refusal(store, job_id)
+    job, missing = core.job_or_refusal(store, job_id)
     if missing:
         return missing
 
@@ -135,7 +130,7 @@ def delete_refusal(store, job_id, user=None):
 def delete_job(store, job_id, user=None, cache=None, entry=PAGE):
     """Delete an ended job's row and log (not its weights); refused while it is queued or running.
     `cache`: a `progress.ProgressCache` that forgets the job's log."""
-    job, missing = _job_or_refusal(store, job_id)
+    job, missing = core.job_or_refusal(store, job_id)
     if missing:
         return missing
 
@@ -160,7 +155,7 @@ def resume_job(store, job_id, user=None, gpu_count=None, entry=PAGE, needs_state
     running, and (`needs_state`, the pages' rule) when it saved no resume state; `mmcore.api` lets a script
     resume such a job anyway, and its trainer then starts from the beginning."""
     store.reconcile()  # a job whose supervisor died has ended (lost) and may be resumed
-    job, missing = _job_or_refusal(store, job_id)
+    job, missing = core.job_or_refusal(store, job_id)
     if missing:
         return missing
     user = core.acting(user)
@@ -184,7 +179,7 @@ def resume_job(store, job_id, user=None, gpu_count=None, entry=PAGE, needs_state
 
 def clone_job(store, job_id, user=None, entry=PAGE):
     """Record a Clone to Train (the launch it may lead to is an act of its own); the value is the job."""
-    job, missing = _job_or_refusal(store, job_id)
+    job, missing = core.job_or_refusal(store, job_id)
     if missing:
         return missing
     return perform(store.home, user, "clone", entry, {"job": job.id},

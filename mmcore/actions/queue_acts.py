@@ -27,47 +27,39 @@ def pipeline_refusal(user, action, pipeline):
     return core.refusal(user, action, owner=pipeline.user, subject=t("queue.of_pipeline", id=pipeline.id))
 
 
-def _job_or_refusal(store, job_id):
-    job = store.get(int(job_id))
-    return job, None if job is not None else refused(t("action.no_job", id=job_id))
-
-
 def move_job(store, job_id, where, user=None, entry=PAGE):
     """Move a waiting job among jobs of its priority ("up", "down", "top" or "bottom"); the value is
     whether it was still waiting."""
-    job, missing = _job_or_refusal(store, job_id)
-    if missing:
-        return missing
-
-    def do():
-        try:
-            moved = jobqueue.move(store, job.id, where)
-        except QueueRefused as exc:
-            return refused("; ".join(exc.reasons), exc.reasons)
-        if not moved:
-            return did("warning", t("queue.not_waiting", id=job.id), {"moved": False}, False)
-        return did("info", t(f"queue.moved.{where}", id=job.id), {"moved": True}, True)
-    return perform(store.home, user, "move", entry, {"job": job.id, "where": where}, do, owner=job.user,
-                   subject=job.id, job_id=job.id)
+    return _change_waiting(store, job_id, user, entry, "move", {"where": where},
+                           lambda job: jobqueue.move(store, job.id, where), f"queue.moved.{where}")
 
 
 def set_priority(store, job_id, priority, user=None, entry=PAGE):
     """Set a waiting job's priority (-1000 to 1000, higher starts first; an admin's act); the value is
     whether it was still waiting."""
-    job, missing = _job_or_refusal(store, job_id)
+    return _change_waiting(store, job_id, user, entry, "priority", {"priority": priority},
+                           lambda job: jobqueue.set_priority(store, job.id, priority), "queue.priority_set",
+                           role_action="settings")
+
+
+def _change_waiting(store, job_id, user, entry, action, asked, change, done_key, role_action=None):
+    """One change to a waiting job: `change(job)` is True when the job was still waiting. A member
+    changes its own jobs (`role_action` None); an admin-only change names its role action."""
+    job, missing = core.job_or_refusal(store, job_id)
     if missing:
         return missing
 
     def do():
         try:
-            changed = jobqueue.set_priority(store, job.id, priority)
+            changed = change(job)
         except QueueRefused as exc:
             return refused("; ".join(exc.reasons), exc.reasons)
         if not changed:
             return did("warning", t("queue.not_waiting", id=job.id), {"changed": False}, False)
-        return did("info", t("queue.priority_set", id=job.id, priority=priority), {"changed": True}, True)
-    return perform(store.home, user, "priority", entry, {"job": job.id, "priority": priority}, do,
-                   role_action="settings", job_id=job.id)
+        return did("info", t(done_key, id=job.id, **asked), {"changed": True}, True)
+    owner = {} if role_action else {"owner": job.user, "subject": job.id}
+    return perform(store.home, user, action, entry, {"job": job.id, **asked}, do, role_action=role_action,
+                   job_id=job.id, **owner)
 
 
 def queue_pipeline(store, name, stages, user=None, backend=None, gpu_count=None, template="", entry=PAGE):
