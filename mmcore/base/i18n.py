@@ -144,8 +144,22 @@ def word(value):
 
 
 def _english_of(key, params):
-    with language(DEFAULT):
-        return t(key, **{name: word(v) for name, v in params.items()})
+    """The English wording of a message: called for every `Message` made (a queue round makes
+    thousands), so it reads the English table directly; a nested message already is its English text."""
+    english = table(DEFAULT)
+    text = english.get(key)
+    if text is None:
+        missing.add((DEFAULT, key))
+        return key
+    return text.format(**{name: _english_value(v, english) for name, v in params.items()}) if params else text
+
+
+def _english_value(value, english):
+    if isinstance(value, dict) and "key" in value:  # a message read back from the store
+        return _english_of(value["key"], value.get("params") or {})
+    if isinstance(value, (list, tuple)) and not isinstance(value, Message):
+        return english["sep.list"].join(str(_english_value(v, english)) for v in value)
+    return value  # a plain value, or a Message: a str of its English wording
 
 
 messages.word_english_with(_english_of)  # a Message reads as its English wording

@@ -91,6 +91,7 @@ def plan(waiting, active, gpus, cpu_slots, foreign_memory_mib=1024, our_pids=fro
     present = {g.index for g in gpus}
     cpu_jobs = [j for j in active if j.backend == "local" and not j.assigned_gpus]
     cpu_used = len(cpu_jobs)
+    cpu_full = None  # why a CPU job waits once the slots are taken: the same for all of them, made once
     writers = {}  # path -> (job, started or waiting ahead)
     for job in active:
         for path in outputs(job):
@@ -124,9 +125,10 @@ def plan(waiting, active, gpus, cpu_slots, foreign_memory_mib=1024, our_pids=fro
                 decisions.append(Decision(job.id, True))
                 _claim(writers, files, job, "running")
             else:
-                holders = [who(j) for j in cpu_jobs]
-                decisions.append(Decision(job.id, False, why=(message("reason.cpu_slot", used=cpu_used, slots=cpu_slots,
-                                                                      holders=holders),)))
+                if cpu_full is None:
+                    cpu_full = (message("reason.cpu_slot", used=cpu_used, slots=cpu_slots,
+                                        holders=[who(j) for j in cpu_jobs]),)
+                decisions.append(Decision(job.id, False, why=cpu_full))
                 _claim(writers, files, job)
             continue
         ids = need if kind == "ids" else None

@@ -66,13 +66,25 @@ def message(key, /, **params):
     return Message(key, params)
 
 
+_PLAIN = frozenset({int, float, bool, str, type(None)})
+
+
 def data(value):
     """`value` with each message in it as `{"key": ..., "params": {...}}` (lists as lists): JSON-ready
-    when the values are. What a store keeps; `mmcore.base.i18n.word` words it back."""
+    when the values are. What a store keeps; `mmcore.base.i18n.word` words it back. A queue round
+    stores thousands of these: plain values are passed through without a call, and a message's data
+    is made once."""
+    kind = type(value)
+    if kind in _PLAIN:
+        return value
     if isinstance(value, Message):
-        return {"key": value.key, "params": {name: data(v) for name, v in value.params.items()}}
+        try:
+            return value.stored_data
+        except AttributeError:
+            value.stored_data = {"key": value.key, "params": data(value.params)}
+            return value.stored_data
     if isinstance(value, (list, tuple)):
-        return [data(v) for v in value]
+        return [v if type(v) in _PLAIN else data(v) for v in value]
     if isinstance(value, dict):
-        return {name: data(v) for name, v in value.items()}
+        return {name: v if type(v) in _PLAIN else data(v) for name, v in value.items()}
     return value
