@@ -56,13 +56,7 @@ check = train_form.check_form(train_type, form, len(gpus))
 
 
 def field_label(name):
-    """A field's label in the viewer's language."""
-    return t(f"param.{name}") if f"param.{name}" in i18n.table("en") else train_types.field_label(name, train_type)
-
-
-def section_title(group):
-    short = train_types.TYPES[train_type].short
-    return t("group.type_specific", type=short) if group == "type_specific" else t(f"group.{group}")
+    return train_types.field_label(name, train_type)
 
 
 def show_error(name):
@@ -105,7 +99,7 @@ def device_fields():
 
 for group, title, params in train_form.sections(train_type):
     with st.container(border=True):
-        st.markdown(f"**{section_title(group)}**")
+        st.markdown(f"**{train_types.group_label(group, train_type)}**")
         if group == "devices":
             device_fields()
             continue
