@@ -51,12 +51,7 @@ def demo_grpo(layout, run_dir, keep_groups, steps, threads):
 
 
 def bench_trainer(args):
-    from tests._trainer_helpers import (
-        DEMO,
-        head_jsonl,
-        make_repo_copy,
-        save_random_weights,
-    )
+    from tests._trainer_helpers import DEMO, head_jsonl, make_repo_copy, save_random_weights
     from trainer.rules import roots
     with tempfile.TemporaryDirectory(prefix="bench-rollouts-") as tmp:
         # The runs read and write in the temporary folder: allow it beside the default roots.

@@ -39,9 +39,7 @@ from pathlib import Path
 
 import psutil
 
-from tests import (
-    _browser_helpers as browser,  # (the tests' real-server and Chromium harness)
-)
+from tests import _browser_helpers as browser  # (the tests' real-server and Chromium harness)
 
 ROOT = Path(__file__).resolve().parent.parent
 

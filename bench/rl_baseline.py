@@ -16,14 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from trainer.rl.losses import last_token_values
-from trainer.rl.rewards import (
-    blend_scores,
-    clip_score,
-    extract_answer,
-    format_reward,
-    prompt_messages,
-    rule_reward,
-)
+from trainer.rl.rewards import blend_scores, clip_score, extract_answer, format_reward, prompt_messages, rule_reward
 from trainer.rl.rollout import completion_mask, trim_completions
 
 # ---------------------------------------------------------------------------------------------------

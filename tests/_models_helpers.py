@@ -7,15 +7,7 @@ import os
 import time
 
 import pytest
-from _trainer_helpers import (
-    DEMO,
-    head_jsonl,
-    make_repo_copy,
-    proc_output,
-    run_trainer,
-    save_random_weights,
-    tiny_args,
-)
+from _trainer_helpers import DEMO, head_jsonl, make_repo_copy, proc_output, run_trainer, save_random_weights, tiny_args
 
 from mmcore.base.paths import TRAINER_DIR
 

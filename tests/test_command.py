@@ -7,12 +7,7 @@ import pytest
 
 from mmcore.base.paths import TRAINER_DIR
 from mmcore.train import commandline, train_types
-from mmcore.train.commandline import (
-    ValidationError,
-    build_argv,
-    build_command,
-    validate,
-)
+from mmcore.train.commandline import ValidationError, build_argv, build_command, validate
 from trainer.rules import args as trainer_args
 
 SEED_GRPO = "--beta 0.02 --num_generations 8 --reasoning 1 --reward_model_path ../../internlm2-1_8b-reward"

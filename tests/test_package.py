@@ -5,8 +5,8 @@ import subprocess
 import urllib.request
 
 import pytest
-
 from _browser_helpers import StreamlitServer
+
 from mmcore.base.paths import ROOT
 
 pytestmark = pytest.mark.skipif(shutil.which("minimind") is None, reason="needs `pip install -e .`")

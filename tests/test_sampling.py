@@ -3,12 +3,7 @@ transformers' generate() and the plain forward, on a tiny random MiniMind."""
 import pytest
 import torch
 import torch.nn.functional as F
-from transformers import (
-    LogitsProcessorList,
-    TemperatureLogitsWarper,
-    TopKLogitsWarper,
-    TopPLogitsWarper,
-)
+from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
 from model.model_minimind import MiniMindConfig, MiniMindForCausalLM
 from model.sampling import TIE_SLACK, probabilities, sample, sampling_step

@@ -10,15 +10,7 @@ import sys
 
 import pytest
 import torch
-from _trainer_helpers import (
-    DEMO,
-    REPO,
-    head_jsonl,
-    make_repo_copy,
-    proc_output,
-    run_trainer,
-    tiny_args,
-)
+from _trainer_helpers import DEMO, REPO, head_jsonl, make_repo_copy, proc_output, run_trainer, tiny_args
 
 from mmcore.models import chat_client
 from model.model_minimind import MiniMindConfig, MiniMindForCausalLM

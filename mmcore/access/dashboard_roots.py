@@ -14,9 +14,7 @@ from trainer.rules.records import RECORDS_SUBDIR
 def current(home=None):
     """The roots in force for the dashboard whose home is `home` (default: `store.default_home()`)."""
     if home is None:
-        from mmcore.base.paths import (
-            default_home,  # here: the store need not be loaded to check a form
-        )
+        from mmcore.base.paths import default_home  # here: the store need not be loaded to check a form
         home = default_home()
     return trainer_roots.configured(Path(home) / RECORDS_SUBDIR)
 

@@ -24,15 +24,7 @@ from pathlib import Path
 from mmcore.base.paths import DB_NAME, default_home
 from mmcore.base.process_identity import process_problem
 from mmcore.jobs import jobnote, storeguard
-from mmcore.jobs.jobrow import (
-    COLUMNS,
-    JSON_COLUMNS,
-    MIGRATIONS,
-    SCHEMA_VERSION,
-    STATUSES,
-    UPDATABLE,
-    Job,
-)
+from mmcore.jobs.jobrow import COLUMNS, JSON_COLUMNS, MIGRATIONS, SCHEMA_VERSION, STATUSES, UPDATABLE, Job
 
 # A queued row whose supervisor has not registered by then was never launched (the launching process
 # died between writing the row and starting the runner).

@@ -53,9 +53,7 @@ def gpu_count_for(store, backend):
 
 
 def _preflight(train_type, values, gpu_count):
-    from mmcore.train import (
-        preflight,  # preflight reads the disk; only a checked submission needs it
-    )
+    from mmcore.train import preflight  # preflight reads the disk; only a checked submission needs it
 
     checked = commandline.check(train_type, values)
     if checked.errors:

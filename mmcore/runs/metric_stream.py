@@ -9,11 +9,7 @@ import json
 import os
 from pathlib import Path
 
-from trainer.rules.records import (  # (torch-free)
-    METRICS_FILE,
-    RECORDS_SUBDIR,
-    ROLLOUTS_FILE,
-)
+from trainer.rules.records import METRICS_FILE, RECORDS_SUBDIR, ROLLOUTS_FILE  # (torch-free)
 
 #: Columns that say where a record is, not what was measured.
 POSITION_COLUMNS = ("global_step", "epoch", "step", "samples", "tokens", "time", "elapsed_s")

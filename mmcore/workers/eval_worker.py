@@ -14,9 +14,9 @@ import time
 
 import torch
 
-from mmcore.workers.chat_engine import build_prompt, score_reply, stream_reply
 from mmcore.models.evalstore import EvalStore, summarise
 from mmcore.models.modelsview import load_prompts
+from mmcore.workers.chat_engine import build_prompt, score_reply, stream_reply
 from model.weights import WeightFileError, load_model, load_tokenizer
 
 

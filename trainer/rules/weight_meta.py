@@ -11,9 +11,7 @@ import json
 import os
 import time
 
-from trainer.rules.ownership import (
-    JOB_ENV,  # the job id the dashboard's supervisor gives its trainer
-)
+from trainer.rules.ownership import JOB_ENV  # the job id the dashboard's supervisor gives its trainer
 
 META_SUFFIX = ".meta.json"
 FORMAT = "minimind-weight-meta/1"
