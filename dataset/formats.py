@@ -4,7 +4,10 @@ One JSON object a line; blank lines are skipped.
 
 - pretrain: `{"text": str}`
 - sft (SFT, LoRA, distillation, reasoning distillation): `{"conversations": [{"role", "content"}, ...]}`
-  with roles system / user / assistant / tool and at least one assistant turn.
+  with roles system / user / assistant / tool and at least one assistant turn. Tool calling as upstream:
+  a first system turn may list `functions` (JSON schemas: the chat template's `tools`), an assistant
+  turn may hold `tool_calls` (`{"name", "arguments"}` objects, or `{"function": {...}}`; its `content`
+  may then be null or left out), and `tool` turns hold the results.
 - dpo: `{"chosen": [messages], "rejected": [messages]}`, each list as in sft.
 - rlaif (PPO, GRPO, SPO): `{"conversations": [...]}` whose last turn is the assistant's reference answer
   (may be empty) after at least one prompt turn. Roles may be left out, as in upstream's rlaif data:
@@ -32,17 +35,49 @@ class DataFormatError(ValueError):
     """A training data file that cannot be used: names the file and, for a bad line, its number."""
 
 
-def _check_messages(messages, key, need_roles=True):
-    """Return what is wrong with a list of chat messages, or None."""
+def chat_tools(messages):
+    """The chat template's `tools` of a conversation, as upstream reads them: the first turn's
+    `functions` when it is a system turn that has some, else None."""
+    first = messages[0] if messages and isinstance(messages[0], dict) else {}
+    return (first.get("functions") or None) if first.get("role") == "system" else None
+
+
+def _check_tool_keys(message, where):
+    """Return what is wrong with a message's tool-calling keys (`functions`, `tool_calls`), or None."""
+    functions = message.get("functions")
+    if functions is not None and not (isinstance(functions, list) and all(isinstance(f, dict) for f in functions)):
+        return f'{where}: "functions" must be a list of objects (function schemas)'
+    calls = message.get("tool_calls")
+    if calls is None:
+        return None
+    if not isinstance(calls, list):
+        return f'{where}: "tool_calls" must be a list'
+    for j, call in enumerate(calls):
+        call = call.get("function", call) if isinstance(call, dict) else call
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str) or "arguments" not in call:
+            return f'{where}: "tool_calls"[{j}] must be an object with a "name" and "arguments"'
+        if not isinstance(call["arguments"], (str, dict)):
+            return f'{where}: "tool_calls"[{j}]: "arguments" must be a JSON string or an object'
+    return None
+
+
+def _check_messages(messages, key, need_roles=True, tools=False):
+    """Return what is wrong with a list of chat messages, or None. With `tools` (sft, dpo), the
+    tool-calling keys are checked and an assistant turn with `tool_calls` may have no content."""
     if not isinstance(messages, list) or not messages:
         return f'"{key}" must be a non-empty list of messages'
     for i, message in enumerate(messages):
         where = f'"{key}"[{i}]'
         if not isinstance(message, dict):
             return f"{where} must be an object with \"role\" and \"content\""
-        if "content" not in message:
+        if tools:
+            problem = _check_tool_keys(message, where)
+            if problem:
+                return problem
+        calls_only = tools and bool(message.get("tool_calls")) and message.get("content") is None
+        if "content" not in message and not calls_only:
             return f'{where} has no "content"'
-        if not isinstance(message["content"], str):
+        if not isinstance(message.get("content"), str) and not calls_only:
             return f'{where}: "content" must be a string'
         if need_roles or "role" in message:
             if "role" not in message:
@@ -70,7 +105,7 @@ def check_record(obj, kind):
     if kind == "sft":
         if "conversations" not in obj:
             return 'missing key "conversations"'
-        problem = _check_messages(obj["conversations"], "conversations")
+        problem = _check_messages(obj["conversations"], "conversations", tools=True)
         if problem is None and not any(m["role"] == "assistant" for m in obj["conversations"]):
             problem = '"conversations" has no assistant turn to learn from'
         return problem
@@ -78,7 +113,7 @@ def check_record(obj, kind):
         for key in ("chosen", "rejected"):
             if key not in obj:
                 return f'missing key "{key}"'
-            problem = _check_messages(obj[key], key)
+            problem = _check_messages(obj[key], key, tools=True)
             if problem is None and not any(m["role"] == "assistant" for m in obj[key]):
                 problem = f'"{key}" has no assistant turn'
             if problem:

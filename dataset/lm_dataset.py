@@ -14,13 +14,7 @@ import os
 import torch
 from torch.utils.data import Dataset
 
-from dataset.formats import (
-    KIND_OF_TYPE,
-    DataFormatError,
-    rlaif_roles,
-    scan_file,
-    validate_file,
-)
+from dataset.formats import KIND_OF_TYPE, DataFormatError, chat_tools, rlaif_roles, scan_file, validate_file
 
 # DataLoader workers are forked after the tokenizer has been used; its thread pool must not be.
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -82,10 +76,12 @@ class ChatMixin:
         self.assistant_end = tok(f"{tok.eos_token}\n", add_special_tokens=False)["input_ids"]
 
     def encode_chat(self, messages):
-        """Token ids and labels of a conversation; the loss covers assistant content and the
+        """Token ids and labels of a conversation rendered as upstream renders it: the messages whole
+        (`tool_calls` and `tool` turns included) and a first system turn's `functions` as the chat
+        template's `tools`; the loss covers each assistant turn (content and tool calls) and the
         `<|im_end|>\n` that closes it."""
-        messages = [{"role": m["role"], "content": m["content"]} for m in messages]
-        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=False)
+        text = self.tokenizer.apply_chat_template(messages, tools=chat_tools(messages), tokenize=False,
+                                                  add_generation_prompt=False)
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"][:self.max_length]
         return torch.tensor(ids, dtype=torch.long), torch.tensor(self.assistant_labels(ids), dtype=torch.long)
 
@@ -172,8 +168,9 @@ class RLAIFDataset(JsonlDataset):
         return {"prompt": prompt, "answer": messages[-1]["content"]}
 
 
-def pad_collate(pad_id):
-    """A DataLoader `collate_fn` that right-pads each tensor key to the batch's longest row.
+def pad_collate(pad_id, pad_to=None):
+    """A DataLoader `collate_fn` that right-pads each tensor key to the batch's longest row (at least
+    `pad_to` long when given: upstream pads every row to max_seq_len, which its MoE auxiliary loss counts).
 
     Keys ending in `input_ids` are padded with `pad_id` and get a matching attention mask
     (`input_ids` -> `attention_mask`, `chosen_input_ids` -> `chosen_attention_mask`, ...); keys ending in
@@ -192,7 +189,7 @@ def pad_collate(pad_id):
                 fill = pad_id
             else:
                 fill = 0
-            width = max(v.shape[0] for v in values)
+            width = max(max(v.shape[0] for v in values), pad_to or 0)
             padded = torch.full((len(values), width), fill, dtype=values[0].dtype)
             for row, v in enumerate(values):
                 padded[row, :v.shape[0]] = v

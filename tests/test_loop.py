@@ -141,3 +141,76 @@ def test_train_accumulates_at_upstreams_boundary_and_saves_every_part(tmp_path, 
     assert torch.equal(state["critic"]["weight"], critic.module.weight.detach())
     assert sorted(os.listdir(tmp_path)) == ["ppo_actor_512.pth", "ppo_actor_512.pth.meta.json", "ppo_critic_512.pth",
                                             "ppo_critic_512.pth.meta.json", "toy_resume.pth"]
+
+
+def _toy_train(tmp_path, monkeypatch, *, epochs=1, noise=False, stop_at=None, from_resume=0, run_dir="records"):
+    """A one-part toy run of 10 micro-batches an epoch (batch size 1, x = 1..10, shuffled per epoch),
+    --accumulation_steps 4, loss = w * x (times a random factor with `noise`). A SIGTERM is faked after
+    global step `stop_at`. Returns (micro-batches as (global step, x, loss), updates as (global step,
+    the gradient applied), the model)."""
+    previous = signal.getsignal(signal.SIGTERM)
+    run = _toy_run(tmp_path, monkeypatch, epochs=epochs, accumulation_steps=4, grad_clip=1e9, learning_rate=0.01,
+                   from_resume=from_resume, run_dir=str(tmp_path / run_dir))
+    torch.manual_seed(0)
+    model = torch.nn.Linear(1, 1, bias=False)
+    part = run.part("actor", model, 0.01)
+    seen, updates = [], []
+    part.optimizer.register_step_pre_hook(
+        lambda *_: updates.append((run.records.global_step, model.weight.grad.item())))
+
+    def step_fn(batch):
+        factor = 1 + torch.rand(()) if noise else 1.0
+        loss = (part.model(batch["x"]) * factor).sum()
+        seen.append((run.records.global_step, batch["x"].item(), loss.item()))
+        if run.records.global_step == stop_at:
+            run.stop.requested = True
+        return loss, {}
+
+    try:
+        loop.train(run, [part], [torch.tensor([float(x)]) for x in range(1, 11)],
+                   lambda items: {"x": torch.stack(items)}, step_fn, run_name="toy")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return seen, updates, model
+
+
+def test_accumulation_updates_after_micro_batches_3_and_7_and_not_the_tail(tmp_path, monkeypatch):
+    # Upstream MiniMind's `(step + 1) % acc == 0` with 1-based steps: 10 micro-batches, acc 4 -> [3, 7].
+    assert [s for s in range(1, 11) if loop.is_update_step(s, 4)] == [3, 7]
+    assert [s for s in range(1, 13) if loop.is_update_step(s, 4)] == [3, 7, 11]  # PPO's old-actor refresh
+    seen, updates, _ = _toy_train(tmp_path, monkeypatch)
+    xs = [x for _, x, _ in seen]
+    assert [g for g, _ in updates] == [3, 7]
+    # Each update applies the micro-batches since the last one, each loss divided by acc (the first
+    # window holds 3); micro-batches 8-10 are never applied, as upstream.
+    assert [grad for _, grad in updates] == pytest.approx([sum(xs[0:3]) / 4, sum(xs[3:7]) / 4])
+    state = torch.load(tmp_path / "toy_resume.pth", weights_only=False)
+    assert (state["epoch"], state["step"]) == (0, 7)
+    assert state["optimizer"]["state"][0]["step"] == 2
+
+
+def test_an_epochs_tail_joins_the_next_epochs_first_window(tmp_path, monkeypatch):
+    seen, updates, _ = _toy_train(tmp_path, monkeypatch, epochs=2)
+    xs = [x for _, x, _ in seen]
+    assert [g for g, _ in updates] == [3, 7, 13, 17]  # epoch 2's steps 3 and 7
+    # Upstream zeroes gradients only after an update: epoch 1's steps 8-10 count in epoch 2's first update.
+    assert [grad for _, grad in updates] == pytest.approx(
+        [sum(xs[0:3]) / 4, sum(xs[3:7]) / 4, sum(xs[7:13]) / 4, sum(xs[13:17]) / 4])
+
+
+def test_a_stop_resumes_at_the_last_boundary_across_an_epoch_end(tmp_path, monkeypatch, capsys):
+    """Stopped at epoch 2 step 2, the resume state is epoch 1's boundary at step 7 (with the RNG states of
+    that moment): the resumed run re-runs epoch 1's tail and then matches the uninterrupted run exactly."""
+    straight, straight_updates, straight_model = _toy_train(tmp_path, monkeypatch, epochs=2, noise=True,
+                                                            run_dir="straight")
+    with pytest.raises(SystemExit) as stopped:
+        _toy_train(tmp_path, monkeypatch, epochs=2, noise=True, stop_at=12)
+    assert stopped.value.code == tu.SIGTERM_EXIT
+    assert "at epoch 2/2, step 2/10 (resumes after epoch 1 step 7)" in capsys.readouterr().out
+    state = torch.load(tmp_path / "toy_resume.pth", weights_only=False)
+    assert (state["epoch"], state["step"], state["scheduler"]["global_step"]) == (0, 7, 7)
+    resumed, resumed_updates, resumed_model = _toy_train(tmp_path, monkeypatch, epochs=2, noise=True, from_resume=1)
+    assert [g for g, _, _ in resumed] == list(range(8, 21))
+    assert resumed == straight[7:]  # the same batches, random factors and losses
+    assert resumed_updates == straight_updates[2:]
+    assert torch.equal(resumed_model.weight, straight_model.weight)

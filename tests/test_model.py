@@ -4,11 +4,7 @@ import torch
 import torch.nn.functional as F
 from transformers import DynamicCache
 
-from model.model_minimind import (
-    MiniMindConfig,
-    MiniMindForCausalLM,
-    precompute_freqs_cis,
-)
+from model.model_minimind import MiniMindConfig, MiniMindForCausalLM, precompute_freqs_cis
 
 PAD = 0
 

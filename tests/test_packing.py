@@ -5,12 +5,7 @@ import json
 import torch
 import torch.nn.functional as F
 
-from dataset.lm_dataset import (
-    IGNORE_INDEX,
-    PackedPretrainDataset,
-    PretrainDataset,
-    pad_collate,
-)
+from dataset.lm_dataset import IGNORE_INDEX, PackedPretrainDataset, PretrainDataset, pad_collate
 from model.model_minimind import MiniMindConfig, MiniMindForCausalLM
 from trainer.trainer_utils import load_tokenizer
 

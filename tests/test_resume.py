@@ -37,7 +37,7 @@ def test_sigterm_then_resume_matches_an_uninterrupted_run(tmp_path):
     assert "Stopped by SIGTERM" in stopped_text and "--from_resume 1" in stopped_text
     assert "Traceback" not in stopped_text
     state = torch.load(repo / "checkpoints" / "stopped_64_resume.pth", weights_only=False)
-    assert 0 < state["step"] < STEPS and state["step"] % 2 == 0  # an optimizer-step boundary
+    assert 0 < state["step"] < STEPS and state["step"] % 2 == 1  # an optimizer boundary: (step + 1) % 2 == 0
     stopped_at = state["step"]
 
     resumed = run_trainer(repo, "train_pretrain.py", tiny_args(save_weight="stopped", from_resume=1, **common))

@@ -26,14 +26,7 @@ import torch
 import torch.distributed as dist
 
 from trainer import trainer_utils as tu
-from trainer.checkpoint import (
-    load_resume,
-    resume_path,
-    rng_states,
-    save_resume,
-    save_weights,
-    set_rng_states,
-)
+from trainer.checkpoint import load_resume, resume_path, rng_states, save_resume, save_weights, set_rng_states
 from trainer.rules import specs, weight_meta
 from trainer.rules.parsing import parse_args
 from trainer.rules.records import Recorder, RunRecords, default_run_dir
@@ -365,6 +358,9 @@ def train(run, parts, dataset, collate_fn, step_fn, *, run_name, progress_line=s
             weight_meta.after_save(vars(args), run.train_type, [p for p in run.weight_paths() if os.path.isfile(p)],
                                    epoch=epoch, step=boundary_step, global_step=global_step)
 
+    def at(epoch, step):  # a boundary: (epoch, step, RNG states), the states only where they are saved
+        return epoch, step, rng_states() if tu.is_main_process() else None
+
     run.stop.arm()
     for part in parts:
         part.model.train()
@@ -379,7 +375,7 @@ def train(run, parts, dataset, collate_fn, step_fn, *, run_name, progress_line=s
         if boundary is None:
             if resume is not None:
                 set_rng_states(resume.get("rng"))
-            boundary = (epoch, skip, rng_states())
+            boundary = at(epoch, skip)
         for step, batch in enumerate(batches, start=skip + 1):
             recorder.begin(epoch * iters + step, batch)
             lrs = [schedule(epoch * iters + step, args.epochs * iters, part.learning_rate) for part in parts]
@@ -401,7 +397,7 @@ def train(run, parts, dataset, collate_fn, step_fn, *, run_name, progress_line=s
             if after_step is not None:
                 after_step(step)
             if is_boundary:
-                boundary = (epoch, step, rng_states())
+                boundary = at(epoch, step)
             recorder.end(epoch, is_boundary)
 
             if step % args.log_interval == 0 or step == iters:

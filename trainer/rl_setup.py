@@ -46,12 +46,12 @@ def load_policy_run(run):
 
 def load_policy(args, label="Policy"):
     """The policy (logged under `label`) and the tokenizer, from the base weight of --reasoning."""
-    return tu.load_model(args, rl_base_weight(args.reasoning), label=label)
+    return tu.load_model(args, rl_base_weight(args.reasoning), label=label, option="reasoning")
 
 
 def load_base(args):
     """Another copy of the base weight (PPO's critic body), without a tokenizer, not logged."""
-    return tu.load_model(args, rl_base_weight(args.reasoning), label=None, tokenizer=False)[0]
+    return tu.load_model(args, rl_base_weight(args.reasoning), label=None, tokenizer=False, option="reasoning")[0]
 
 
 def load_frozen(args):

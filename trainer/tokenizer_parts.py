@@ -10,15 +10,45 @@ DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant"
 
 # ChatML. The first turn may be a system turn; without one the default system prompt is used.
 # `add_generation_prompt` opens the assistant turn for generation. `<think>`/`<answer>` are plain text.
+# Tool calling as upstream's template renders it: `tools=` (the data's `functions`) becomes the system
+# turn's "# Tools" block; an assistant's `tool_calls` follow its content as `<tool_call>` JSON; `tool`
+# messages are user turns of `<tool_response>` blocks (consecutive ones share one turn). Without tools,
+# tool calls or tool messages, the rendering is the plain ChatML above.
+TOOLS_INTRO = ("# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\n"
+               "You are provided with function signatures within <tools></tools> XML tags:\\n<tools>")
+TOOLS_OUTRO = ("\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments "
+               "within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\"name\": <function-name>, "
+               "\"arguments\": <args-json-object>}\\n</tool_call><|im_end|>\\n")
 CHAT_TEMPLATE = (
-    "{%- if messages[0]['role'] == 'system' -%}"
+    "{%- if tools -%}"
+    "{{- '<|im_start|>system\\n' }}"
+    "{%- if messages[0]['role'] == 'system' -%}{{- messages[0]['content'] + '\\n\\n' }}{%- endif -%}"
+    "{{- '" + TOOLS_INTRO + "' }}"
+    "{%- for tool in tools -%}{{- '\\n' + (tool | tojson) }}{%- endfor -%}"
+    "{{- '" + TOOLS_OUTRO + "' }}"
+    "{%- elif messages[0]['role'] == 'system' -%}"
     "{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}"
     "{%- else -%}"
     "{{- '<|im_start|>system\\n" + DEFAULT_SYSTEM_PROMPT + "<|im_end|>\\n' }}"
     "{%- endif -%}"
     "{%- for message in messages -%}"
-    "{%- if not (loop.first and message['role'] == 'system') -%}"
-    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{%- set content = message['content'] if message['content'] is string else '' -%}"
+    "{%- if loop.first and message['role'] == 'system' -%}"
+    "{%- elif message['role'] == 'assistant' -%}"
+    "{{- '<|im_start|>assistant\\n' + content }}"
+    "{%- for call in (message['tool_calls'] or []) -%}"
+    "{%- if content or not loop.first -%}{{- '\\n' }}{%- endif -%}"
+    "{%- set call = call['function'] if call['function'] is defined else call -%}"
+    "{{- '<tool_call>\\n{\"name\": \"' + call['name'] + '\", \"arguments\": ' + "
+    "(call['arguments'] if call['arguments'] is string else call['arguments'] | tojson) + '}\\n</tool_call>' }}"
+    "{%- endfor -%}"
+    "{{- '<|im_end|>\\n' }}"
+    "{%- elif message['role'] == 'tool' -%}"
+    "{%- if loop.first or messages[loop.index0 - 1]['role'] != 'tool' -%}{{- '<|im_start|>user' }}{%- endif -%}"
+    "{{- '\\n<tool_response>\\n' + content + '\\n</tool_response>' }}"
+    "{%- if loop.last or messages[loop.index0 + 1]['role'] != 'tool' -%}{{- '<|im_end|>\\n' }}{%- endif -%}"
+    "{%- else -%}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + content + '<|im_end|>\\n' }}"
     "{%- endif -%}"
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}"

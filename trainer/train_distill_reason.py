@@ -11,7 +11,7 @@ TAG_WEIGHT times more in the loss, as upstream, so the model reliably learns the
 import torch
 import torch.nn.functional as F
 
-from dataset.lm_dataset import SFTDataset, pad_collate
+from dataset.lm_dataset import SFTDataset
 from trainer import loop
 from trainer import trainer_utils as tu
 
@@ -63,7 +63,7 @@ def main():
     # 3. Train the whole model on the tag-weighted next-token loss
     part = run.part("model", model, args.learning_rate)
     loss_fn = make_reason_loss_fn(tag_id_seqs)
-    loop.train(run, [part], dataset, pad_collate(tokenizer.pad_token_id), lambda batch: loss_fn(part.model, batch),
+    loop.train(run, [part], dataset, tu.lm_collate(args, tokenizer), lambda batch: loss_fn(part.model, batch),
                run_name=f"MiniMind-Reasoning-Epoch-{args.epochs}-BatchSize-{args.batch_size}-LR-{args.learning_rate}")
 
 

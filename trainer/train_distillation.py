@@ -15,7 +15,7 @@ The student is saved as `{save_dir}/{save_weight}_{student_hidden_size}[_moe].pt
 import torch
 import torch.nn.functional as F
 
-from dataset.lm_dataset import SFTDataset, pad_collate
+from dataset.lm_dataset import SFTDataset
 from trainer import loop
 from trainer import trainer_utils as tu
 
@@ -53,18 +53,19 @@ def main():
     run = loop.start("distillation")
     args = run.args
     # 2. Student, frozen teacher, conversations
-    model, tokenizer = tu.load_model(args, args.from_student_weight, label="Student",
+    model, tokenizer = tu.load_model(args, args.from_student_weight, label="Student", option="from_student_weight",
                                      hidden_size=args.student_hidden_size, num_hidden_layers=args.student_num_layers)
     if args.from_teacher_weight == "none":
         tu.warn("--from_teacher_weight none: the teacher is randomly initialised, its logits carry no knowledge")
     teacher, _ = tu.load_model(args, args.from_teacher_weight, label=None, tokenizer=False,
-                               hidden_size=args.teacher_hidden_size, num_hidden_layers=args.teacher_num_layers)
+                               option="from_teacher_weight", hidden_size=args.teacher_hidden_size,
+                               num_hidden_layers=args.teacher_num_layers)
     tu.log_model_size(teacher.eval().requires_grad_(False), teacher.config, label="Teacher")
     dataset = tu.load_dataset(SFTDataset, args, tokenizer)
     # 3. Train the student on the data and on the teacher's softened logits
     part = run.part("model", model, args.learning_rate)
     loss_fn = make_distill_loss_fn(teacher, args.alpha, args.temperature)
-    loop.train(run, [part], dataset, pad_collate(tokenizer.pad_token_id), lambda batch: loss_fn(part.model, batch),
+    loop.train(run, [part], dataset, tu.lm_collate(args, tokenizer), lambda batch: loss_fn(part.model, batch),
                run_name=f"MiniMind-Distill-S{args.student_hidden_size}T{args.teacher_hidden_size}"
                         f"-Epoch-{args.epochs}-BS-{args.batch_size}-LR-{args.learning_rate}")
 

@@ -8,7 +8,7 @@ Options: `trainer/rules/args.py` (type "lora"). Saves only the LoRA weights (mod
 """
 
 
-from dataset.lm_dataset import SFTDataset, pad_collate
+from dataset.lm_dataset import SFTDataset
 from model.model_lora import apply_lora, save_lora
 from trainer import loop
 from trainer import trainer_utils as tu
@@ -31,7 +31,7 @@ def main():
     # 3. Train the adapters on the next-token loss of the replies; save only them
     part = run.part("model", model, args.learning_rate, params=lora_params)
     save_path = run.weight_paths()[0]
-    loop.train(run, [part], dataset, pad_collate(tokenizer.pad_token_id), lambda batch: lm_loss(part.model, batch),
+    loop.train(run, [part], dataset, tu.lm_collate(args, tokenizer), lambda batch: lm_loss(part.model, batch),
                save_fn=lambda: save_lora(part.model, save_path),
                run_name=f"MiniMind-LoRA-{args.lora_name}-Epoch-{args.epochs}-BatchSize-{args.batch_size}"
                         f"-LR-{args.learning_rate}")

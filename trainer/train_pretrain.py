@@ -7,7 +7,7 @@ Options: `trainer/rules/args.py` (type "pretrain"). Weights go to `{save_dir}/{s
 """
 
 
-from dataset.lm_dataset import PackedPretrainDataset, PretrainDataset, pad_collate
+from dataset.lm_dataset import PackedPretrainDataset, PretrainDataset
 from trainer import loop
 from trainer import trainer_utils as tu
 
@@ -37,7 +37,7 @@ def train_next_token(train_type, dataset_class, run_label):
     dataset = tu.load_dataset(dataset_class, args, tokenizer)
     # 3. Train the whole model on the next-token loss
     part = run.part("model", model, args.learning_rate)
-    loop.train(run, [part], dataset, pad_collate(tokenizer.pad_token_id), lambda batch: lm_loss(part.model, batch),
+    loop.train(run, [part], dataset, tu.lm_collate(args, tokenizer), lambda batch: lm_loss(part.model, batch),
                run_name=f"MiniMind-{run_label}-Epoch-{args.epochs}-BatchSize-{args.batch_size}-LR-{args.learning_rate}")
 
 

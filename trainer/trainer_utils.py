@@ -10,9 +10,10 @@ in `trainer.checkpoint`; the RL maths in `trainer.rl`, built into the RL scripts
 - `init_distributed(args)`: plain process or torchrun (NCCL on CUDA, gloo on CPU); returns a `DistInfo`.
 - `setup_seed`, `autocast_context`, `make_grad_scaler`.
 - `model_config`, `load_tokenizer`, `init_model` (reads `{weight_dir}/{name}_{h}[_moe].pth`, named by
-  `trainer.rules.specs.weight_file`), `log_model_size`, `unwrap_model`, `wrap_ddp`.
-- `load_dataset` (checks the file first), `make_loader` (per-epoch deterministic shuffle, resume
-  skipping, pad-to-longest).
+  `trainer.rules.specs.weight_file`; a missing one names the fix: `missing_weight_fix`), `log_model_size`,
+  `unwrap_model`, `wrap_ddp`.
+- `load_dataset` (checks the file first), `lm_collate` (pad to the longest row, or to max_seq_len for MoE
+  as upstream), `make_loader` (per-epoch deterministic shuffle, resume skipping).
 - `log`, `warn`: rank-0 output, one flushed line each.
 
 Directories follow upstream MiniMind: scripts run in `trainer/`, so `../out` is `<repo>/out`; the
@@ -33,7 +34,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler, Sampler
 
 from trainer.rules.setup_errors import MissingWeightError, SetupError
-from trainer.rules.specs import weight_file
+from trainer.rules.specs import rl_base_weight, weight_file
 
 TRAINER_DIR = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(TRAINER_DIR)
@@ -161,12 +162,26 @@ def load_tokenizer(path=TOKENIZER_DIR):
     return tokenizer
 
 
-def init_model(config, from_weight, weight_dir, device, tokenizer=True):
+def missing_weight_fix(args, option="from_weight"):
+    """What gets a run past a missing base weight, in the options of this run's own trainer (`args`):
+    `option` is the one that chose the weight (`from_weight`, `from_student_weight`,
+    `from_teacher_weight`, or `reasoning` for PPO/GRPO/SPO, which start from reason or full_sft)."""
+    fix = "train that stage first, pass --weight_dir FOLDER (the folder that holds it)"
+    if option == "reasoning":
+        other = 1 - int(args.reasoning)
+        return f"{fix}, or --reasoning {other} to start from {rl_base_weight(other)} instead"
+    if option == "from_teacher_weight" or hasattr(args, "lora_name"):  # a teacher, a LoRA base: never random
+        return f"{fix}, or --{option} NAME to start from another weight in it"
+    return f"{fix}, or --{option} none to start from random weights"
+
+
+def init_model(config, from_weight, weight_dir, device, tokenizer=True, fix=None):
     # `tokenizer`: True (the bundled tokenizer), a tokenizer folder, or False (none).
     """Build a `MiniMindForCausalLM` and load `{weight_dir}/{from_weight}_{h}[_moe].pth` into it.
 
     `from_weight='none'` keeps the random initialisation. A missing weight file raises
-    `MissingWeightError` naming the path. Returns `(model, tokenizer)` (tokenizer None if not asked for).
+    `MissingWeightError` naming the path and `fix` (what to do, in the trainer's own options; see
+    `missing_weight_fix`). Returns `(model, tokenizer)` (tokenizer None if not asked for).
     """
     from model.model_minimind import MiniMindForCausalLM
     model = MiniMindForCausalLM(config)
@@ -174,8 +189,8 @@ def init_model(config, from_weight, weight_dir, device, tokenizer=True):
         path = os.path.join(weight_dir, weight_file(from_weight, config.hidden_size, config.use_moe))
         if not os.path.isfile(path):
             raise MissingWeightError(
-                f"weight file not found: {os.path.abspath(path)} (from_weight={from_weight!r}, "
-                f"weight_dir={weight_dir!r}); train that stage first or pass --from_weight none")
+                f"weight file not found: {os.path.abspath(path)} (base weight {from_weight!r} in "
+                f"weight_dir={weight_dir!r}); {fix or 'train that stage first'}")
         state = torch.load(path, map_location="cpu", weights_only=True)  # tensors only: no code from a file
         missing, unexpected = model.load_state_dict(state, strict=False)
         # Tied lm_head / rotary buffers may legitimately be absent; anything else means a wrong file.
@@ -189,14 +204,17 @@ def init_model(config, from_weight, weight_dir, device, tokenizer=True):
     return model, (load_tokenizer(tokenizer if isinstance(tokenizer, str) else TOKENIZER_DIR) if tokenizer else None)
 
 
-def load_model(args, from_weight, label="Model", tokenizer=True, hidden_size=None, num_hidden_layers=None):
+def load_model(args, from_weight, label="Model", tokenizer=True, hidden_size=None, num_hidden_layers=None,
+               option="from_weight"):
     """`init_model` sized by the options (`args.hidden_size`, `args.num_hidden_layers`, `args.use_moe`, unless
     given) from `{args.weight_dir}/{from_weight}_...` on `args.device`, with the tokenizer of
     `--tokenizer_path` (unless `tokenizer` is False); logs its size under `label` (None: not logged).
+    `option` names the option that chose `from_weight` (for the missing-weight message).
     Returns `(model, tokenizer)`; the config is `model.config`."""
     config = model_config(hidden_size or args.hidden_size, num_hidden_layers or args.num_hidden_layers, args.use_moe)
     model, tok = init_model(config, from_weight, args.weight_dir, args.device,
-                            tokenizer=args.tokenizer_path if tokenizer else False)
+                            tokenizer=args.tokenizer_path if tokenizer else False,
+                            fix=missing_weight_fix(args, option))
     if label:
         log_model_size(model, config, label=label)
     return model, tok
@@ -261,6 +279,16 @@ def load_dataset(dataset_class, args, tokenizer):
     return dataset_class(args.data_path, tokenizer, max_length=args.max_seq_len)
 
 
+def lm_collate(args, tokenizer):
+    """The `collate_fn` of the types that add the MoE auxiliary loss (pretrain, SFT, LoRA, distillation,
+    reasoning distillation): each batch right-padded to its longest row; with --use_moe 1 to
+    --max_seq_len, as upstream pads every row, because upstream's router auxiliary loss counts the pad
+    positions too (their hidden states depend on the row before them, so they are computed, not
+    assumed). The losses never count the padding."""
+    from dataset.lm_dataset import pad_collate
+    return pad_collate(tokenizer.pad_token_id, pad_to=args.max_seq_len if args.use_moe else None)
+
+
 class SkipBatchSampler(Sampler):
     """Groups the indices of `sampler` into batches of `batch_size` (last one may be short) and drops
     the first `skip_batches` batches: a resumed epoch continues where the stopped one left off."""
@@ -295,8 +323,8 @@ def make_loader(dataset, batch_size, epoch, info, collate_fn, num_workers=0, ski
 
     The order is a shuffle seeded with `BASE_SEED + epoch` (the same for any number of processes;
     rank r takes every world_size-th sample), so resuming after `skip_batches` batches continues
-    exactly where a run stopped. `collate_fn` should be `pad_collate(pad_id)`: batches are padded
-    to their longest row only.
+    exactly where a run stopped. `collate_fn` pads a batch: `pad_collate(pad_id)` (to its longest row)
+    or `lm_collate`.
     """
     sampler = DistributedSampler(dataset, num_replicas=info.world_size, rank=info.rank,
                                  shuffle=True, seed=BASE_SEED, drop_last=False)

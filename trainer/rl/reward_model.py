@@ -18,12 +18,7 @@ class RewardModel:
     """
 
     def __init__(self, path, device="cpu"):
-        from transformers import (
-            AutoConfig,
-            AutoModel,
-            AutoModelForSequenceClassification,
-            AutoTokenizer,
-        )
+        from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification, AutoTokenizer
         from transformers.utils import logging as hf_logging
 
         check_reward_model_path(path)
@@ -35,10 +30,7 @@ class RewardModel:
         self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=trust)
         config = AutoConfig.from_pretrained(path, trust_remote_code=trust)
         model = None
-        if "AutoModel" in (getattr(config, "auto_map", None) or {}):
-            if not trust:
-                raise ValueError(f"{os.path.abspath(path)} needs its own code to run (auto_map in config.json), "
-                                 f"and it is not among the folders an admin allowed ({roots.TRUSTED_CODE_ENV})")
+        if "AutoModel" in (getattr(config, "auto_map", None) or {}):  # trusted: `check_reward_model_path`
             model = AutoModel.from_pretrained(path, dtype=dtype, trust_remote_code=True)
             if not callable(getattr(model, "get_score", None)):
                 model = None  # remote code without get_score: try it as a classifier below
@@ -95,18 +87,39 @@ class RewardModel:
 
 
 def check_reward_model_path(path):
-    """Raise FileNotFoundError naming `path` unless it is a folder holding a transformers config."""
+    """Raise FileNotFoundError naming `path` unless it is a folder holding a transformers config, and
+    ValueError naming the switch an admin needs when the folder brings its own Python code (`auto_map`
+    in config.json or tokenizer_config.json) and is not among the folders allowed to run it."""
     if not os.path.isdir(path):
         raise FileNotFoundError(f"reward model folder not found: {os.path.abspath(path)} "
                                 f"(--reward_model_path {path}; use 'none' for rule rewards only)")
     config = os.path.join(path, "config.json")
     if not os.path.isfile(config):
         raise FileNotFoundError(f"reward model folder {os.path.abspath(path)} has no config.json")
-    try:
-        with open(config, encoding="utf-8") as f:
-            json.load(f)  # a broken config fails here, before any training starts
-    except ValueError as e:
-        raise ValueError(f"reward model config {os.path.abspath(config)} is not valid JSON: {e}") from None
+    with_code = []
+    for name in ("config.json", "tokenizer_config.json"):
+        file = os.path.join(path, name)
+        if name != "config.json" and not os.path.isfile(file):
+            continue
+        try:
+            with open(file, encoding="utf-8") as f:
+                content = json.load(f)  # a broken config fails here, before any training starts
+        except ValueError as e:
+            raise ValueError(f"reward model config {os.path.abspath(file)} is not valid JSON: {e}") from None
+        if isinstance(content, dict) and content.get("auto_map"):
+            with_code.append(name)
+    if with_code and not roots.trusts_code(path):
+        raise ValueError(untrusted_code_message(path, with_code))
+
+
+def untrusted_code_message(path, files):
+    """Why a reward-model folder with its own code is refused, and the switch that allows it."""
+    return (f"reward model folder {os.path.abspath(path)} runs its own Python code (auto_map in "
+            f"{' and '.join(files)}), and it is not among the folders allowed to run code. An admin of this "
+            f"machine allows it by adding the folder to the environment variable {roots.TRUSTED_CODE_ENV} "
+            f"(folders separated by '{os.pathsep}'; default: the upstream reward-model folder) where the "
+            f"dashboard's server, or the shell that starts the trainer, runs; otherwise use a reward model "
+            f"without its own code, or --reward_model_path none for rule rewards only")
 
 
 def load_reward_model(path, device):
