@@ -16,9 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 from transformers.activations import ACT2FN
 
-from .packing import (
-    DocumentAttention,  # relative: an exported folder carries packing.py beside this file
-)
+from .packing import DocumentAttention  # relative: an exported folder carries packing.py beside this file
 
 
 class RMSNorm(nn.Module):

@@ -350,9 +350,7 @@ class MiniMindForCausalLM(PreTrainedModel, GenerationMixin):
         if shared_prefix is not None:
             if labels is not None or use_cache or cache is not None or past_key_values is not None:
                 raise ValueError("shared_prefix takes no labels and no cache")
-            from .shared_prefix import (
-                forward as shared_prefix_forward,  # relative: travels with an export
-            )
+            from .shared_prefix import forward as shared_prefix_forward  # relative: travels with an export
             hidden_states = shared_prefix_forward(self.model, input_ids, attention_mask, *shared_prefix)
             return MiniMindOutput(aux_loss=hidden_states.new_zeros((), dtype=torch.float32),
                                   logits=self.lm_head(hidden_states), hidden_states=hidden_states)
