@@ -169,7 +169,14 @@ _JSON = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))  # one encod
 
 def stored(value):
     """JSON text of `value` with its messages kept as data (`{"key": ..., "params": {...}}`): what the
-    job store keeps, worded by whoever reads it (`read_stored`, then `word`)."""
+    job store keeps, worded by whoever reads it (`read_stored`, then `word`). A message's text is made
+    once: a queue round stores the same reason for many jobs."""
+    if isinstance(value, Message):
+        try:
+            return value.stored_json
+        except AttributeError:
+            value.stored_json = _JSON.encode(messages.data(value))
+            return value.stored_json
     return _JSON.encode(messages.data(value))
 
 

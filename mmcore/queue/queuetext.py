@@ -14,7 +14,9 @@ from mmcore.base.i18n import language, message, t, word
 
 def stored(parts, place=0):
     """The `queue_reason` column's text for `parts` (messages) and a place in the queue (0: none)."""
-    return i18n.stored({"place": place, "parts": list(parts)})
+    # i18n.stored's layout for {"place": place, "parts": parts}, put together from each part's own
+    # stored text: a queue round stores one for every waiting job, most of them sharing their parts.
+    return '{"place":%d,"parts":[%s]}' % (place, ",".join(i18n.stored(part) for part in parts))
 
 
 def parse(text):
