@@ -10,11 +10,11 @@ import sqlite3
 import streamlit as st
 import streamlit.components.v1 as components
 
-from mmcore.access import auth
+from mmcore.access import auth, roles
 from mmcore.base import gpu, i18n
 from mmcore.base.i18n import t
 from mmcore.base.safetext import md
-from mmcore.jobs import jobtable, scheduler_lock
+from mmcore.jobs import jobtable, scheduler_lock, storeguard
 from mmcore.jobs.jobstore import JobStore
 from mmcore.widgets import livepage, navigation
 
@@ -22,7 +22,20 @@ st.set_page_config(page_title="MiniMind Train Dashboard", page_icon="🧠", layo
 navigation.mark_entry(st.session_state)
 i18n.choose_language(st.session_state, **i18n.browser_preferences(st.context))
 
-access = auth.gate(st)
+
+def roles_file_page():
+    """All anyone gets while the roles file cannot be read: nobody's role is known, so no page runs
+    (failing closed), and the message says which file, what is wrong with it and what to do."""
+    navigation.show_closed(navigation.roles_file_problem(roles_error))
+
+
+try:
+    access = auth.gate(st)
+except roles.RolesFileError as exc:
+    roles_error = exc
+    # The only page there is, whatever URL was asked for: no other page, nor the sidebar, runs.
+    st.navigation([st.Page(roles_file_page, title=t("app.title"), default=True)], position="hidden").run()
+    st.stop()
 
 
 def sign_in_page():
@@ -100,7 +113,8 @@ def status_panel(gpus):
         # A queue left without its scheduler (a crash, a reboot) gets one back while anyone looks.
         scheduler_lock.ensure_running(store)
     except Exception as exc:  # a broken or locked database must not take the navigation down with it
-        st.error(t("app.store_unavailable", error=exc))
+        # What is wrong and how to recover, in the words the pages use (storeguard.explain).
+        st.error(t("app.store_unavailable", error=md(storeguard.explain(exc))))
     else:
         st.markdown(t("app.job_counts", running=counts["running"], queued=counts["queued"]))
 

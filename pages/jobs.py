@@ -64,10 +64,22 @@ type_filter = filters[1].multiselect(t("jobs.type"), list(types), format_func=la
 limit = filters[2].selectbox(t("jobs.show"), LIMITS, format_func=lambda n: t("jobs.show_all") if n is None else t("jobs.show_latest", n=n),
                              key="jobs.limit")
 
+
+def store_failed(exc):
+    """What the page shows for a job database that fails while it is read (damaged pages inside the
+    file surface only when they are read): what happened and how to recover, no traceback."""
+    st.error(md(storeguard.explain(exc, store.path)))
+
+
 wanted_id, problem = jobtable.parse_job_id(st.query_params.get("job"))
+try:
+    wanted = store.get(wanted_id) if wanted_id is not None and not problem else None
+except sqlite3.Error as exc:
+    store_failed(exc)
+    st.stop()
 if problem:
     st.error(problem)
-elif wanted_id is not None and store.get(wanted_id) is None:
+elif wanted_id is not None and wanted is None:
     st.error(t("jobs.no_such_job", id=wanted_id))
     wanted_id = None
 if wanted_id is not None:
@@ -144,13 +156,17 @@ def jobs_view():
     this part alone, at most every PROGRESS_S; a new or ended job reruns the whole page."""
     livepage.fragment_ticker("jobs.progress", logs=True, progress_s=PROGRESS_S)
     confirm.show_flash()
-    queue_panel.pipelines_section(store, user)
     try:
-        jobs = store.list(status=status_filter or None, train_type=type_filter or None, limit=limit)
-        total = store.count(status=status_filter or None, train_type=type_filter or None)
-    except sqlite3.Error as exc:  # damaged pages inside the file surface only when they are read
-        st.error(storeguard.explain(exc, store.path))
-        return
+        jobs_and_selection()
+    except sqlite3.Error as exc:
+        store_failed(exc)
+
+
+def jobs_and_selection():
+    """The pipelines, the jobs table and the selected job."""
+    queue_panel.pipelines_section(store, user)
+    jobs = store.list(status=status_filter or None, train_type=type_filter or None, limit=limit)
+    total = store.count(status=status_filter or None, train_type=type_filter or None)
     if not jobs:
         st.info(t("jobs.none_yet") if total == 0 and not (status_filter or type_filter) else t("jobs.none_match"))
         st.page_link("pages/train.py", label=t("jobs.go_train"), icon=":material/model_training:")
@@ -215,7 +231,11 @@ def audit_rows(entries):
 
 livepage.follow()  # the page reruns for new and ended jobs; jobs_view follows the logs itself
 st.button(t("jobs.refresh"), key="jobs.refresh", icon=":material/refresh:")
-queue_panel.settings_section(store, user)
+try:
+    queue_panel.settings_section(store, user)
+except sqlite3.Error as exc:
+    store_failed(exc)
+    st.stop()
 jobs_view()
 
 if auth.session_role(state) == "admin":

@@ -12,6 +12,7 @@ from mmcore.actions import model_acts
 from mmcore.base import i18n
 from mmcore.base.i18n import t
 from mmcore.base.safetext import md, md_lines
+from mmcore.jobs import storeguard
 from mmcore.jobs.jobstore import JobStore
 from mmcore.models import catalogue, chat_client, eval_jobs, modelsview
 from mmcore.widgets import model_panels, navigation
@@ -28,7 +29,7 @@ try:
     store = JobStore()
     entries = catalogue.scan(store)
 except Exception as exc:  # an unreadable job store: show the files anyway, unattributed
-    st.warning(t("models.store_unreadable", error=exc))
+    st.warning(t("models.store_unreadable", problem=md(storeguard.explain(exc))))
     store, entries = None, catalogue.scan(None)
 home = store.home if store is not None else None  # where the audit trail is
 targets = modelsview.chat_targets(entries)

@@ -30,9 +30,10 @@ def open_page(page=None, query=None, state=None):
 
 def texts(elements):
     """The values of a list of AppTest elements (markdown, error, warning, ...), with the backslash
-    escapes that keep user-written text literal (mmcore.base.safetext) taken out, as a reader sees them."""
-    return [re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", e.value) if isinstance(e.value, str) else e.value
-            for e in elements]
+    escapes and the invisible word joiners that keep user-written text literal and unlinked
+    (mmcore.base.safetext) taken out, as a reader sees them."""
+    return [re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", e.value).replace("\u2060", "") if isinstance(e.value, str)
+            else e.value for e in elements]
 
 
 def widget_keys(at, prefix):

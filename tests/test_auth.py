@@ -79,3 +79,40 @@ def test_proxy_mode_page_without_the_header_shows_only_the_explanation(home, mon
     assert any("X-Forwarded-Email" in t for t in texts(at.info))
     assert not at.text_input and not at.button  # no form, no actions, no sidebar
     assert [t for t in texts(at.title)] == ["MiniMind Train Dashboard"]
+
+
+def test_oidc_uses_the_e_mail_only_when_the_provider_verified_it():
+    claims = {"email": "alice@example.com", "sub": "10769150350006150715113082367", "iss": "https://accounts.example"}
+    subject = "oidc:https://accounts.example#10769150350006150715113082367"
+    for unverified in ({}, {"email_verified": False}, {"email_verified": "false"}, {"email_verified": None},
+                       {"email_verified": 1}):
+        access = auth.decide("oidc", "192.168.1.20", {}, {**claims, **unverified}, "root", TEAM)
+        assert access.user == subject and access.role == "viewer"  # not Alice, not a member
+        assert auth.oidc_identity({**claims, **unverified}) == subject
+    for verified in (True, "true", "TRUE"):
+        assert auth.decide("oidc", "192.168.1.20", {}, {**claims, "email_verified": verified}, "root", TEAM) == \
+            auth.Access("alice@example.com", "member")
+
+
+def test_an_oidc_subject_never_passes_for_an_os_user_or_an_address():
+    # A provider account whose subject is "root" is not the OS user (admin without a roles file).
+    assert auth.oidc_identity({"sub": "root", "iss": "https://idp.example"}) == "oidc:https://idp.example#root"
+    assert auth.decide("oidc", "192.168.1.20", {}, {"sub": "root"}, "root", TEAM).role == "viewer"
+    refused = auth.decide("oidc", "192.168.1.20", {}, {"email": "alice@example.com", "email_verified": False,
+                                                       "sub": None, "iss": None}, "root", TEAM)
+    assert refused.user is None and "verified e-mail" in refused.reason
+
+
+def test_gate_reads_email_verified_from_st_user(monkeypatch):
+    from types import SimpleNamespace
+
+    class User(dict):
+        is_logged_in = True
+
+    monkeypatch.setenv(auth.MODE_ENV, "oidc")
+    monkeypatch.setattr(roles, "load", lambda path=None: TEAM)
+    for claims, who in (({"email": "bob@example.com", "sub": "42", "iss": "https://idp.example"}, "oidc:https://idp.example#42"),
+                        ({"email": "bob@example.com", "email_verified": True, "sub": "42"}, "bob@example.com")):
+        st = SimpleNamespace(user=User(claims), session_state={},
+                             context=SimpleNamespace(headers={}, ip_address="192.168.1.20"))
+        assert auth.gate(st).user == who and st.session_state[auth.USER_KEY] == who

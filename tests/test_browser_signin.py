@@ -39,7 +39,7 @@ def site(tmp_path_factory):
         issuer = f"http://localhost:{provider.server_port}"
         for email in ("alice@example.com", "bob@example.com", "vera@example.com"):
             request = urllib.request.Request(f"{issuer}/users/{urllib.parse.quote(email)}", method="PUT",
-                                             data=f'{{"email": "{email}"}}'.encode(),
+                                             data=f'{{"email": "{email}", "email_verified": true}}'.encode(),
                                              headers={"Content-Type": "application/json"})
             assert urllib.request.urlopen(request).status == 204
         (app_dir / ".streamlit" / "secrets.toml").write_text(

@@ -15,6 +15,7 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
+from mmcore.base import paths
 from mmcore.base.paths import default_home
 
 DB_NAME = "audit.db"
@@ -57,7 +58,7 @@ def audit_path(home=None):
 
 def _connect(home):
     path = audit_path(home)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    paths.private_db(path)
     conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
     conn.executescript(_SCHEMA)
     return conn

@@ -2,6 +2,13 @@
 quote them are put into Markdown (st.markdown, st.caption, st.error, widget labels...) only through
 `md`, so `![x](http://...)`, `[Session expired](http://...)`, `:red[...]`, headings or HTML render
 as the characters they are, never as images, links, colours or layout.
+
+Escaping is not enough for bare addresses: Streamlit's GitHub-flavoured Markdown turns `http://...`,
+`https://...` and `www.x...` in the *rendered* text into links, escaped or not. `md` puts an invisible
+WORD JOINER (U+2060) inside each of those patterns (after `:` before `/`, after `www` before `.`), so
+the text reads the same and no web address in it is a link. E-mail addresses are left whole on purpose:
+they are the signed-in identities people copy into roles.toml, and GFM makes them at most a `mailto:`
+link (no page to open).
 """
 import re
 
@@ -9,9 +16,20 @@ import re
 _PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
 
 
+#: Invisible, zero-width, and no break opportunity: the text reads (and wraps) as before.
+WORD_JOINER = "\u2060"
+# Where GFM's web autolink literals start: a scheme's "://" (http, https, and any other), "www.".
+_AUTOLINK = re.compile(r"(?<=:)(?=/)|(?<=www)(?=\.)", re.IGNORECASE)
+
+
+def defuse_links(text):
+    """`text` with a WORD JOINER inside every pattern GFM would turn into a link (see the module docstring)."""
+    return _AUTOLINK.sub(WORD_JOINER, text)
+
+
 def md(value):
-    """`value` as Markdown that renders literally, on one line."""
-    text = " ".join(str(value).splitlines())
+    """`value` as Markdown that renders literally, on one line, with no link in it."""
+    text = defuse_links(" ".join(str(value).splitlines()))
     return _PUNCTUATION.sub(r"\\\1", text)
 
 

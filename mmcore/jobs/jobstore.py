@@ -21,6 +21,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from mmcore.base import paths
 from mmcore.base.paths import DB_NAME, default_home
 from mmcore.base.process_identity import process_problem
 from mmcore.jobs import jobnote, storeguard
@@ -57,7 +58,7 @@ class JobStore:
         # A missing/empty file beside old logs, or a file that is not SQLite: refuse rather than start
         # an empty history (StoreDamaged says how to restore a backup).
         storeguard.check_intact(self.path, self.logs_dir)
-        self.home.mkdir(parents=True, exist_ok=True)
+        paths.private_db(self.path)  # the home folder 0700, jobs.db (and its -wal/-shm) 0600
         self._migrate()
 
     def __repr__(self):
@@ -155,7 +156,7 @@ class JobStore:
             raise ValueError(f"env must map strings to strings, got {env!r}")
         if not isinstance(params, dict):
             raise ValueError(f"params must be a dict, got {type(params).__name__}")
-        self.logs_dir.mkdir(parents=True, exist_ok=True)
+        paths.private_dir(self.logs_dir)
         with self._write() as conn:
             cur = conn.execute(
                 "INSERT INTO jobs (train_type, name, status, params, argv, cwd, env, created_at, user, host)"

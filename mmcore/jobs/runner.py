@@ -285,8 +285,8 @@ class Supervisor:
             print(f"mmcore.jobs.runner: job {self.job_id} is {job.status}, not queued; not starting it", file=sys.stderr)
             return 2
         try:
-            Path(job.log_path).parent.mkdir(parents=True, exist_ok=True)
-            self.log = open(job.log_path, "ab")
+            paths.private_dir(Path(job.log_path).parent)
+            self.log = os.fdopen(paths.open_private(job.log_path), "ab")
         except OSError as exc:
             self._finish("failed", note=jobnote.stored("note.cannot_open_log", path=job.log_path, error=str(exc)))
             return 1
@@ -424,8 +424,8 @@ def main(argv=None):
         # Launched detached, this process has no terminal: the job's log is where people look.
         home = Path(args.db).resolve().parent if args.db else default_home()
         log_path = home / "logs" / f"job-{args.job_id}.log"
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "a", encoding="utf-8") as log:
+        paths.private_dir(log_path.parent)
+        with os.fdopen(paths.open_private(log_path), "a", encoding="utf-8") as log:
             log.write(f"# supervisor error: cannot open the job store\n{traceback.format_exc()}")
         raise
     return Supervisor(store, args.job_id).run()

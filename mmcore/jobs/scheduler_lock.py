@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 
+from mmcore.base import paths
 from mmcore.base.paths import ROOT
 
 LOCK_NAME = "scheduler.lock"
@@ -25,7 +26,7 @@ def lock_path(store):
 
 def try_lock(path):
     """An open file holding the exclusive lock, or None when another process holds it."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = paths.open_private(path, os.O_RDWR | os.O_CREAT)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -63,7 +64,7 @@ def ensure_running(store):
     pid = running_pid(store)
     if pid is not None:
         return pid
-    log = open(store.home / LOG_NAME, "ab")
+    log = os.fdopen(paths.open_private(store.home / LOG_NAME), "ab")
     try:
         proc = subprocess.Popen([sys.executable, "-m", "mmcore.queue.scheduler", "--db", store.path], cwd=ROOT,
                                 start_new_session=True, stdin=subprocess.DEVNULL, stdout=log, stderr=log)

@@ -18,6 +18,7 @@ import time
 from contextlib import closing
 from pathlib import Path
 
+from mmcore.base import paths
 from mmcore.base.i18n import t
 from mmcore.base.paths import DB_NAME, default_home
 
@@ -101,10 +102,11 @@ def backup(db_path, dest=None):
     db = Path(db_path)
     if dest is None:
         folder = db.parent / BACKUP_DIR
-        folder.mkdir(parents=True, exist_ok=True)
+        paths.private_dir(folder)
         now = time.time_ns()  # one clock reading, so names sort in time order
         dest = folder / f"jobs-{time.strftime('%Y%m%d-%H%M%S', time.localtime(now // 10**9))}-{now % 10**9:09d}.db"
     tmp = Path(f"{dest}.tmp")
+    paths.private_db(tmp)
     with closing(sqlite3.connect(db)) as src, closing(sqlite3.connect(tmp)) as out:
         src.backup(out)
     os.replace(tmp, dest)  # a half-written backup never looks like a backup

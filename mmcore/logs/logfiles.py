@@ -7,6 +7,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from mmcore.base import paths
 from mmcore.base.i18n import MessageError, message, t
 from mmcore.logs.logtext import ANSI_RE, decode, visible
 
@@ -89,7 +90,7 @@ def save_upload(data, name, folder=None, max_mb=None):
         raise UploadTooLarge(message("logs.upload_too_large", name=name, mb=f"{len(data) / 1024 / 1024:.0f}",
                                      max=f"{max_mb:g}", env="MINIMIND_UPLOAD_MAX_MB"))
     folder = Path(folder) if folder is not None else Path(tempfile.gettempdir()) / "minimind-dashboard-uploads"
-    folder.mkdir(parents=True, exist_ok=True)
+    paths.private_dir(folder)
     prune_uploads(folder)
     digest = hashlib.sha256(data).hexdigest()[:16]
     safe = re.sub(r"[^\w.-]+", "_", Path(name).name)[:80] or "upload.log"
@@ -97,5 +98,6 @@ def save_upload(data, name, folder=None, max_mb=None):
     if not path.exists():
         tmp = path.with_suffix(path.suffix + ".tmp")
         tmp.write_bytes(data)
+        paths.private_file(tmp)
         os.replace(tmp, path)
     return path

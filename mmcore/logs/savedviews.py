@@ -14,6 +14,7 @@ import urllib.parse
 from contextlib import closing
 from dataclasses import dataclass
 
+from mmcore.base import paths
 from mmcore.base.i18n import t
 from mmcore.logs import urlstate
 
@@ -49,6 +50,7 @@ class ViewStore:
 
     def __init__(self, store_path):
         self.path = str(store_path)
+        paths.private_db(self.path)
         with closing(self._connect()) as conn, conn:
             conn.execute(SCHEMA)
 

@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from mmcore.base import paths
 from mmcore.base.paths import ROOT, default_home
 
 START_TIMEOUT_S = 120.0  # first start imports torch: slow on a busy small machine
@@ -32,9 +33,7 @@ class ChatError(RuntimeError):
 
 
 def worker_dir(home=None):
-    path = Path(home or default_home()) / "chat"
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    return paths.private_dir(Path(home or default_home()) / "chat")
 
 
 def socket_path(home=None):

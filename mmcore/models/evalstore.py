@@ -12,6 +12,7 @@ import time
 from contextlib import closing
 from pathlib import Path
 
+from mmcore.base import paths
 from mmcore.base.paths import default_home
 
 SCHEMA = """
@@ -34,7 +35,7 @@ ADDED_ANSWER_COLUMNS = (("reward_model", "REAL"), ("correct", "REAL"))
 class EvalStore:
     def __init__(self, path=None):
         self.path = str(path or Path(default_home()) / "evals.db")
-        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        paths.private_db(self.path)
         with closing(self._connect()) as conn, conn:
             conn.executescript(SCHEMA)
             have = {row["name"] for row in conn.execute("PRAGMA table_info(eval_answers)")}

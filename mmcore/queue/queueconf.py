@@ -9,6 +9,7 @@ import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from mmcore.base import paths
 from mmcore.base.i18n import MessageError, message
 
 FILE_NAME = "queue.json"
@@ -120,5 +121,7 @@ def save(home, settings):
         raise MessageError(problems)
     target = path(home)
     tmp = target.with_suffix(".tmp")
+    paths.private_dir(target.parent)
     tmp.write_text(json.dumps(asdict(settings), indent=2))
+    paths.private_file(tmp)
     os.replace(tmp, target)

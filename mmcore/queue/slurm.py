@@ -190,8 +190,8 @@ class SlurmBackend:
     def submit(self, store, job, gpus=(), settings=None):
         settings = settings or queueconf.load(store.home)
         path = self.script_path(store, job)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        Path(job.log_path).parent.mkdir(parents=True, exist_ok=True)
+        paths.private_dir(path.parent)
+        paths.private_dir(Path(job.log_path).parent)
         # As a local supervisor does: the trainer gets its records folder, its job id (recorded in its
         # resume state; a Resume learns whose state it continues) and the allowed folders.
         spec = SPECS.get(job.train_type)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mmcore.base import paths
 from mmcore.base.i18n import MessageError, message, t
 
 SETTINGS_FILE = "health.json"
@@ -99,9 +100,10 @@ def save_settings(home, settings):
     if problems:
         raise MessageError(problems)
     path = Path(home) / SETTINGS_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
+    paths.private_dir(path.parent)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(asdict(settings), indent=1), encoding="utf-8")
+    paths.private_file(tmp)
     os.replace(tmp, path)
 
 

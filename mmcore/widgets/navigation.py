@@ -15,7 +15,10 @@ URL on a fresh server.
 
 from pathlib import Path
 
+from mmcore.access import roles
+from mmcore.base.i18n import t
 from mmcore.base.paths import ROOT
+from mmcore.base.safetext import md
 
 ENTRY = (ROOT / "streamlit_app.py").resolve()  # the app's entry script
 ENTRY_KEY = "app.entry_ran"  # session-state flag: streamlit_app.py has run in this session
@@ -24,6 +27,27 @@ ENTRY_KEY = "app.entry_ran"  # session-state flag: streamlit_app.py has run in t
 def mark_entry(session_state):
     """Called by streamlit_app.py on each run: this session goes through the app's navigation."""
     session_state[ENTRY_KEY] = True
+
+
+def roles_file_problem(error=None):
+    """The message that closes the dashboard while the roles file cannot be used (`error`, or what
+    reading it now raises): which file, what is wrong, what to do. None when the file is usable."""
+    if error is None:
+        try:
+            roles.load()
+        except roles.RolesFileError as exc:
+            error = exc
+        else:
+            return None
+    return t("app.roles_file_broken", path=md(roles.roles_path()), error=md(error))
+
+
+def show_closed(message):
+    """All a page shows while the dashboard is closed (a broken roles file): its title and why."""
+    import streamlit as st
+
+    st.title(t("app.title"))
+    st.error(message)
 
 
 def ensure_app_navigation():
@@ -40,6 +64,11 @@ def ensure_app_navigation():
     from streamlit.runtime.pages_manager import PagesManager
     from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+    # Failing closed: no role is known while the roles file is broken, so no page runs, even one
+    # served on its own (the entry shows the same message instead of any page).
+    if (problem := roles_file_problem()) is not None:
+        show_closed(problem)
+        st.stop()
     if st.session_state.get(ENTRY_KEY):
         return
     ctx = get_script_run_ctx()
