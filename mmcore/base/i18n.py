@@ -157,7 +157,7 @@ def _english_of(key, params):
 def _english_value(value, english):
     if isinstance(value, dict) and "key" in value:  # a message read back from the store
         return _english_of(value["key"], value.get("params") or {})
-    if isinstance(value, (list, tuple)) and not isinstance(value, Message):
+    if isinstance(value, (list, tuple)):
         return english["sep.list"].join(str(_english_value(v, english)) for v in value)
     return value  # a plain value, or a Message: a str of its English wording
 
@@ -210,10 +210,10 @@ class MessageError(ValueError):
         return t("sep.parts").join(str(word(m)) for m in self.messages)
 
 
-def field_error(message):
+def field_error(error):
     """A field's error message ("must be at least 1") in the current language: a `Message` is worded
     from its key, a plain text is shown as it is."""
-    return str(word(message))
+    return str(word(error))
 
 
 def relabel(session_state, *keys):

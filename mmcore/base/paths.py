@@ -10,7 +10,6 @@ ROOT = Path(__file__).resolve().parents[2]
 TRAINER_DIR = ROOT / "trainer"
 
 
-
 def python_path(cwd=None, environ=None):
     """PYTHONPATH for a job started in `cwd`: the checkout that holds that trainer/ folder first (this
     repository by default), so its trainer imports that checkout's `trainer`, `model` and `dataset`
