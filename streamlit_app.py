@@ -57,6 +57,7 @@ page = st.navigation([
     st.Page("pages/jobs.py", title=t("app.nav.jobs"), icon=":material/list:"),
     st.Page("pages/logs.py", title=t("app.nav.logs"), icon=":material/monitoring:"),
     st.Page("pages/models.py", title=t("app.nav.models"), icon=":material/smart_toy:"),
+    st.Page("pages/data.py", title=t("app.nav.data"), icon=":material/dataset:"),
 ])
 
 

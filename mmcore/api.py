@@ -20,7 +20,8 @@ import dataclasses
 import sqlite3
 
 from mmcore.access import audit
-from mmcore.actions import core, job_acts, queue_acts
+from mmcore.actions import core, job_acts, model_acts, queue_acts
+from mmcore.data import report as data_report
 from mmcore.jobs import jobnote, runner
 from mmcore.jobs.jobstore import JobStore
 from mmcore.queue import queuetext, scheduler
@@ -38,8 +39,19 @@ class Refused(Exception):
         super().__init__("; ".join(self.reasons))
 
 
+    @classmethod
+    def of(cls, outcome):
+        """The refusal an act's refused Outcome raises: AuditUnavailable when its record could not be written."""
+        kind = AuditUnavailable if outcome.cause == core.AUDIT_DOWN else Refused
+        return kind(list(outcome.reasons))
+
+
 class NotFound(Refused):
     """No job has this id."""
+
+
+class AuditUnavailable(Refused):
+    """The audit trail cannot be written (or read): nothing was done (`python -m mmcore audit repair`)."""
 
 
 class StoreUnavailable(Refused):
@@ -69,8 +81,8 @@ def called_from(entry):
 
 def _value(outcome):
     """What an act made, or Refused with its reasons."""
-    if outcome.refused:
-        raise Refused(list(outcome.reasons))
+    if outcome.refused or outcome.cause:
+        raise Refused.of(outcome)
     return outcome.value
 
 
@@ -158,7 +170,20 @@ def resume(job_id, user=None):
 def history(job_id=None, limit=200):
     """Audit entries (newest first) of one job or of all, as dicts."""
     store = open_store()
-    return [dataclasses.asdict(e) for e in audit.entries(job_id, limit, home=store.home)]
+    try:
+        return [dataclasses.asdict(e) for e in audit.entries(job_id, limit, home=store.home)]
+    except audit.AuditUnavailable as exc:
+        raise AuditUnavailable(str(exc)) from None
+
+
+def refusals(limit=200):
+    """Refused attempts (newest first) as dicts: who (`user`), what (`action`, `job_id`, `entry`, `request`),
+    why (`reason`)."""
+    store = open_store()
+    try:
+        return [dataclasses.asdict(r) for r in audit.refusals(limit, home=store.home)]
+    except audit.AuditUnavailable as exc:
+        raise AuditUnavailable(str(exc)) from None
 
 
 def queue():
@@ -184,3 +209,30 @@ def set_priority(job_id, priority, user=None):
     store = open_store()
     job = _job(store, job_id)
     return _value(queue_acts.set_priority(store, job.id, priority, user, entry=_ENTRY.get()))
+
+
+def check_data(path, train_type=None, max_seq_len=None, tokenizer=None, sample=0, **steps):
+    """The Data page's report of a data file (a path inside the read roots, relative to the working
+    directory) for a training type and max_seq_len, as a dict: `kind`, `rows`, `bad_rows`
+    ([{"line", "reason"}], 1-based), `problems`, `truncated_rows`, `answer_tokens_lost`, steps per epoch...
+    (see `mmcore.data.report.check`). Raises `mmcore.data.sources.DataFileError` (a ValueError) for a
+    file that cannot be opened. The scan is cached and shared with the page."""
+    return data_report.check(path, train_type, max_seq_len, tokenizer=tokenizer, sample=sample, **steps)
+
+
+def export(weight, out_dir, format=None, gguf_type="f16", user=None, wait=True, **options):
+    """Export weight file `weight` to the folder `out_dir` as `format` ("llama", the default where the model
+    allows it; "minimind", "gguf" or "peft"), verified after writing (see `model.export_hf`). `options`:
+    hidden_size, num_hidden_layers, use_moe, lora, tokenizer_path, dtype, verify. With `wait` the export
+    runs here and the value is its manifest (format, fallback reason, size, verification; `Refused` when
+    it could not be written); else it is queued as a job and the value is the job id."""
+    from mmcore.models import export_job
+    options = {"format": format, "gguf_type": gguf_type, **options}
+    if not wait:
+        store = open_store()
+        return _value(model_acts.launch_export(store, user, weight, out_dir, entry=_ENTRY.get(), **options))
+    code, output = _value(model_acts.export(user, weight, out_dir, None, entry=_ENTRY.get(), timeout=None,
+                                            **options))
+    if code == 2:
+        raise Refused(output.splitlines()[-1] if output else f"export to {out_dir} failed")
+    return export_job.read_manifest(out_dir)

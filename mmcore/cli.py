@@ -6,11 +6,14 @@ pages' rules; and `minimind-dashboard [STREAMLIT OPTIONS]`, which serves the app
     python -m mmcore stop 12 [--wait]
     python -m mmcore delete 12
     python -m mmcore list [--status running]
-    python -m mmcore history [JOB]
+    python -m mmcore history [JOB] [--refused]
+    python -m mmcore audit repair --user ADMIN
     python -m mmcore backup
-    python -m mmcore restore [latest | FILE]
-    python -m mmcore export out/full_sft_512.pth exported/full_sft_512 [--lora out/lora/x_512.pth]
+    python -m mmcore restore [latest | FILE] [--adopt-running]
+    python -m mmcore export out/full_sft_512.pth out/hf/full_sft_512 [--lora out/lora/x_512.pth]
+                            [--format llama|minimind|gguf|peft] [--gguf_type f16|f32|q8_0]
     python -m mmcore queue [JOB --move up|down|top|bottom | --priority N]
+    python -m mmcore data check dataset/demo/sft.jsonl --type sft --max_seq_len 512 [--json]
 
 Each subcommand is one `add_*` function below that registers its parser and handler; a new one is a
 new function added to `COMMANDS`. A handler may return an exit status (None means 0); a refusal
@@ -23,10 +26,13 @@ import json
 import os
 import sys
 
+from dataset.formats import KIND_OF_TYPE
 from mmcore import api
 from mmcore.actions import core, job_acts, model_acts
 from mmcore.base.paths import ROOT, default_home
+from mmcore.data import report as data_report
 from mmcore.jobs import storeguard
+from trainer.rules import roots as trainer_roots
 from trainer.rules.export_options import add_export_options
 
 
@@ -136,8 +142,17 @@ def add_history(sub):
     p = sub.add_parser("history", help="the audit trail (of one job, or of all)")
     p.add_argument("job_id", nargs="?", type=int)
     p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--refused", action="store_true", help="the refused attempts instead: who, what, why")
 
     def run(args):
+        if args.refused:
+            for r in api.refusals(args.limit or None):
+                if args.job_id is None or r["job_id"] == args.job_id:
+                    job = "" if r["job_id"] is None else f"job {r['job_id']}"
+                    reason = " ".join(r["reason"].split())
+                    print(f"{_time(r['at'])}  {r['user']:<20} {r['action']:<8} {job:<10} ({r['entry']}) "
+                          f"refused: {reason}")
+            return
         for e in api.history(args.job_id, args.limit or None):
             job = "" if e["job_id"] is None else f"job {e['job_id']}"
             print(f"{_time(e['at'])}  {e['user']:<20} {e['action']:<8} {job:<10} {json.dumps(e['detail'])}")
@@ -156,6 +171,9 @@ def add_backup(sub):
 def add_restore(sub):
     p = sub.add_parser("restore", help="list the job database's backups, or put one back ('latest' or a file)")
     p.add_argument("backup", nargs="?", help="'latest' or a backup file; without it, the backups are listed")
+    p.add_argument("--adopt-running", action="store_true",
+                   help="while jobs of the store run: keep them running and adopt them into the restored database "
+                        "(without it, the restore is refused)")
     _user_option(p)
 
     def run(args):
@@ -164,27 +182,45 @@ def add_restore(sub):
             found = storeguard.backups(home)
             print("\n".join(str(b) for b in found) if found else f"no backups in {home / storeguard.BACKUP_DIR}")
             return
-        outcome = job_acts.restore_store(home, args.backup, args.user, entry=core.CLI)
+        outcome = job_acts.restore_store(home, args.backup, args.user, entry=core.CLI, adopt_running=args.adopt_running)
         if outcome.refused:
-            raise api.Refused(list(outcome.reasons))
+            raise api.Refused.of(outcome)
         print(outcome.message)
     p.set_defaults(handler=run)
 
 
+def add_audit(sub):
+    """`python -m mmcore audit repair --user ADMIN`: keep a damaged audit trail aside and start a new one (an
+    admin's act; never done without being asked)."""
+    p = sub.add_parser("audit", help="repair a damaged audit trail (admins)")
+    what = p.add_subparsers(dest="audit_command", required=True, metavar="repair")
+    r = what.add_parser("repair", help="keep the damaged audit.db aside and start a new, empty trail")
+    _user_option(r)
+
+    def run(args):
+        outcome = job_acts.repair_audit(default_home(), args.user, entry=core.CLI)
+        if outcome.refused:
+            raise api.Refused.of(outcome)
+        print(outcome.message)
+    r.set_defaults(handler=run)
+
+
 def add_export(sub):
     """`python -m mmcore export WEIGHT.pth OUT_DIR [...] [--user U]`: a member's or admin's action, audited."""
-    p = sub.add_parser("export", help="export a .pth weight file to a transformers folder (config, safetensors, "
-                                      "tokenizer, modeling code)")
+    p = sub.add_parser("export", help="export a .pth weight file: a Llama-format transformers folder (default), "
+                                      "the custom-code folder, GGUF + Ollama Modelfile, or a PEFT adapter; verified")
     add_export_options(p)
     p.add_argument("--user", default=None, help="acting user (default: the OS user); viewers may not export")
 
     def run(args):
-        options = {k: getattr(args, k) for k in ("hidden_size", "num_hidden_layers", "use_moe", "lora",
-                                                 "tokenizer_path", "dtype")}
+        options = {k: getattr(args, k) for k in ("format", "gguf_type", "hidden_size", "num_hidden_layers", "use_moe",
+                                                 "lora", "tokenizer_path", "dtype", "verify")}
+        if problem := trainer_roots.configured().problem(args.out_dir, "write", base=os.getcwd()):
+            raise api.Refused(str(problem))  # the folders a job may write: the page's exports go to out/hf/
         outcome = model_acts.export(args.user, args.weight, args.out_dir, capture=False, entry=core.CLI, timeout=None,
                                     **options)
         if outcome.refused:
-            raise api.Refused(list(outcome.reasons))
+            raise api.Refused.of(outcome)
         return outcome.value[0]
     p.set_defaults(handler=run)
 
@@ -218,9 +254,41 @@ def add_queue(sub):
     p.set_defaults(handler=run)
 
 
+def add_data(sub):
+    """`python -m mmcore data check FILE [--type T] [--max_seq_len N] [--json]`: the Data page's report of a
+    file (format, bad rows with line numbers, health, truncation, steps per epoch); exit 1 on bad rows,
+    so a team's CI can run it. Same read roots as the pages."""
+    p = sub.add_parser("data", help="check a training data file: format, bad rows, health, truncation")
+    what = p.add_subparsers(dest="data_command", required=True, metavar="check")
+    c = what.add_parser("check", help="report on FILE; exits 1 when it has bad rows")
+    c.add_argument("file", help="a jsonl data file inside the read roots")
+    c.add_argument("--type", default=None, choices=list(KIND_OF_TYPE), help="training type (default: from the rows)")
+    c.add_argument("--max_seq_len", type=int, default=None, help="default: the type's default")
+    c.add_argument("--batch_size", type=int, default=None)
+    c.add_argument("--accumulation_steps", type=int, default=None)
+    c.add_argument("--tokenizer", default=None, help="tokenizer folder (default: the bundled one)")
+    c.add_argument("--sample", type=int, default=0, help="encode only this many rows (a uniform sample; 0: all)")
+    c.add_argument("--json", action="store_true", help="print one JSON object")
+
+    def run(args):
+        try:
+            report = api.check_data(args.file, args.type, args.max_seq_len, tokenizer=args.tokenizer,
+                                    sample=args.sample, batch_size=args.batch_size,
+                                    accumulation_steps=args.accumulation_steps)
+        except ValueError as exc:  # a file that cannot be opened: DataFileError
+            print(f"python -m mmcore data check: {exc}", file=sys.stderr)
+            return 2
+        if args.json:
+            print(json.dumps(report, ensure_ascii=False))
+        else:
+            print("\n".join(data_report.text(report)))
+        return 1 if report["bad_rows"] else 0
+    c.set_defaults(handler=run)
+
+
 #: Every subcommand, in the order `--help` lists them.
-COMMANDS = [add_submit, add_status, add_stop, add_delete, add_list, add_history, add_backup, add_restore, add_export,
-            add_queue]
+COMMANDS = [add_submit, add_status, add_stop, add_delete, add_list, add_history, add_audit, add_backup, add_restore,
+            add_export, add_queue, add_data]
 
 
 def build_parser():
@@ -236,6 +304,9 @@ def main(argv=None):
     try:
         with api.called_from(core.CLI):
             return args.handler(args) or 0
+    except api.AuditUnavailable as exc:  # nothing was done: the act could not be recorded (exit 2, as a usage error)
+        print(f"python -m mmcore {args.command}: {exc}", file=sys.stderr)
+        return 2
     except api.Refused as exc:
         print(f"python -m mmcore {args.command}: {exc}", file=sys.stderr)
         return 1

@@ -4,7 +4,7 @@ import time
 
 import streamlit as st
 
-from mmcore.access import audit, auth
+from mmcore.access import auth
 from mmcore.base import i18n
 from mmcore.base.i18n import t
 from mmcore.base.safetext import md
@@ -15,7 +15,7 @@ from mmcore.logs import logfiles, tailview
 from mmcore.runs import health, metric_stream, resumes
 from mmcore.runs.trend_watch import RunWatch
 from mmcore.train import train_types
-from mmcore.widgets import confirm, livepage, navigation, queue_panel
+from mmcore.widgets import audit_panel, confirm, livepage, navigation, queue_panel
 
 navigation.ensure_app_navigation()
 
@@ -26,10 +26,6 @@ PROGRESS_S = 10.0  # a running job's progress in the table follows its log at mo
 LIMITS = (50, 200, 1000, None)
 TABLE_KEY = "jobs_table"  # the jobs table's container (its header row sticks to the top while it scrolls)
 PARAMS_HEIGHT_PX = 360  # the selected job's parameters scroll within this height
-# Whether the job's history and the audit trail are open: their tables are built only while they are,
-# so a fresh page has only the jobs table's grid to draw before it is usable.
-HISTORY_OPEN_KEY = "jobs.history_open"
-AUDIT_OPEN_KEY = "jobs.audit_open"
 
 
 @st.cache_resource
@@ -129,15 +125,7 @@ def details(job):
             st.caption(t("jobs.submitted", owner=md(jobtable.submitted_by(job)), created=jobtable.format_time(job.created_at))
                        + (t("jobs.exit_code", code=job.exit_code) if job.exit_code is not None else ""))
 
-        trail = audit.entries(job.id, home=store.home)
-        # The label counts the entries, and a new label is a new expander to Streamlit: carry the open
-        # state over, so a new entry (or another job) does not fold an open history.
-        state[HISTORY_OPEN_KEY] = state.get(HISTORY_OPEN_KEY, False)
-        history = st.expander(t("jobs.history", n=len(trail)), icon=":material/history:", key=HISTORY_OPEN_KEY,
-                              on_change="rerun")
-        if history.open:
-            with history:
-                st.dataframe(audit_rows(trail), hide_index=True, width="stretch", column_config=audit_columns())
+        audit_panel.job_history(store, job)
 
         st.markdown(t("jobs.log_heading"))
         try:
@@ -217,18 +205,6 @@ def jobs_and_selection():
     details(by_id[job_id])
 
 
-def audit_columns():
-    """The audit table's column headers in the viewer's language."""
-    return {name: t(f"jobs.audit.{name}") for name in ("when", "who", "action", "job", "detail")}
-
-
-def audit_rows(entries):
-    """Audit entries as table rows (a dataframe shows text as text)."""
-    return [{"when": jobtable.format_time(e.at), "who": e.user, "action": e.action,
-             "job": e.job_id, "detail": audit.detail_text(e.detail)}
-            for e in entries]
-
-
 livepage.follow()  # the page reruns for new and ended jobs; jobs_view follows the logs itself
 st.button(t("jobs.refresh"), key="jobs.refresh", icon=":material/refresh:")
 try:
@@ -239,9 +215,4 @@ except sqlite3.Error as exc:
 jobs_view()
 
 if auth.session_role(state) == "admin":
-    trail_box = st.expander(t("jobs.audit"), icon=":material/policy:", key=AUDIT_OPEN_KEY, on_change="rerun")
-    if trail_box.open:
-        with trail_box:
-            st.caption(t("jobs.audit.help"))
-            st.dataframe(audit_rows(audit.entries(limit=500, home=store.home)), hide_index=True, width="stretch",
-                         column_config=audit_columns())
+    audit_panel.admin_trail(store)

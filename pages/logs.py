@@ -12,7 +12,7 @@ from mmcore.base.i18n import t
 from mmcore.base.safetext import md, md_lines
 from mmcore.jobs import run_selection, storeguard
 from mmcore.jobs.jobstore import JobStore
-from mmcore.logs import logfiles, savedviews, urlstate
+from mmcore.logs import savedviews, urlstate
 from mmcore.widgets import livepage, logs_panels, navigation, queue_panel, views_panel
 
 navigation.ensure_app_navigation()
@@ -51,20 +51,14 @@ for job_id in run_selection.with_chosen_jobs(store, jobs, state.get(JOBS_KEY, []
     st.error(t("logs.no_such_job", id=job_id))
 log_files = run_selection.loose_logs(store.logs_dir, jobs)  # the logs folder's files that are no job's
 run_folders = run_selection.loose_folders(store.home, jobs)  # the records folders of command-line runs
-chosen_jobs, chosen_files, chosen_folders, uploads = logs_panels.sources(store, jobs, log_files, run_folders)
+chosen_jobs, chosen_files, chosen_folders, uploads = logs_panels.sources(store, jobs, log_files, run_folders, user)
 
 views_panel.section(views, user, st.context.url or "")
 
 # A job and its resumes are one run: one line, whichever of them was chosen.
 runs = run_selection.chosen_runs(jobs, chosen_jobs, chosen_files, chosen_folders,
                                  home=store.home, logs_dir=store.logs_dir)
-for upload in uploads or []:
-    try:
-        path = logfiles.save_upload(upload.getvalue(), upload.name, folder=store.home / "uploads")
-    except logfiles.UploadTooLarge as exc:
-        st.error(md(exc))
-        continue
-    runs.append(run_selection.Run(t("logs.uploaded", name=upload.name), str(path)))
+runs += [run_selection.Run(label, path) for label, path in logs_panels.kept_uploads(store, uploads, user)]
 
 run_selection.distinct_labels(runs)  # legend names must differ, or two runs would share one curve
 

@@ -1,4 +1,4 @@
-"""Models: every checkpoint the runs wrote; chat with one, compare several, export one to transformers.
+"""Models: every checkpoint the runs wrote; chat with one, compare several, export one (Llama, GGUF, PEFT...).
 
 Models run in the chat worker process (see mmcore.models.chat_client); this page never imports torch.
 Model output is user data: it is shown as plain text (never markdown/HTML), reasoning folded.
@@ -15,7 +15,7 @@ from mmcore.base.safetext import md, md_lines
 from mmcore.jobs import storeguard
 from mmcore.jobs.jobstore import JobStore
 from mmcore.models import catalogue, chat_client, eval_jobs, modelsview
-from mmcore.widgets import model_panels, navigation
+from mmcore.widgets import export_panel, model_panels, navigation
 
 navigation.ensure_app_navigation()
 
@@ -183,32 +183,19 @@ def evaluate_section():
 
 
 def export_section():
-    """Export one checkpoint to a transformers folder under out/hf/."""
+    """Export one checkpoint under out/hf/ as a job - a Llama folder, the custom-code folder, GGUF with an
+    Ollama Modelfile, or a LoRA as a PEFT adapter - and list the exports, verified, with how to run each."""
     label, target = choose_target("models.nothing_to_export", "models.export.checkpoint", "models.export.target")
-    cols = st.columns([3, 1])
-    default_name = label.split("/")[-1].split(" ")[0].removesuffix(".pth")
-    name = cols[0].text_input(t("models.export.folder"), default_name, key="models.export.name")
-    dtype = cols[1].selectbox(t("models.export.dtype"), ("float32", "bfloat16", "float16"), key="models.export.dtype",
-                              help=t("models.export.dtype.help"))
-    try:
-        folder = modelsview.export_folder(name)
-    except ValueError as exc:
-        st.error(str(exc))
-        folder = None
+    choice = export_panel.export_form(label, target, entries)
     may_not = show_refusal("export")
-    if st.button(t("models.export"), type="primary", disabled=folder is None or may_not):
-        with st.spinner(t("models.exporting")):
-            outcome = model_acts.export(user, target.weight, folder, home, lora=target.lora,
-                                        tokenizer_path=target.tokenizer_path, dtype=dtype)
+    if st.button(t("models.export"), type="primary", disabled=choice is None or may_not or store is None):
+        outcome = model_acts.launch_export(store, user, target.weight, choice["folder"], **choice["options"])
         getattr(st, outcome.kind)(md_lines(outcome.message))
-        if outcome.refused:
-            st.stop()
-        code, output = outcome.value
-        st.code(output, language=None, wrap_lines=True)
-        if code == 0:
-            st.code("from transformers import AutoModelForCausalLM, AutoTokenizer\n"
-                    f"model = AutoModelForCausalLM.from_pretrained({str(folder)!r}, trust_remote_code=True)\n"
-                    f"tokenizer = AutoTokenizer.from_pretrained({str(folder)!r})", language="python")
+        if not outcome.refused:
+            st.page_link("pages/jobs.py", label=t("train.watch"), icon=":material/list:",
+                         query_params={"job": str(outcome.value)})
+    export_panel.exports_list(store)
+    export_panel.import_form(may_not, lambda source, prefix: model_acts.import_weight(user, source, prefix, home))
 
 
 # -- the page: one section at a time -----------------------------------------------------------------

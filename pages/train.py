@@ -6,6 +6,7 @@ from mmcore.actions import job_acts
 from mmcore.base import gpu, i18n
 from mmcore.base.i18n import t
 from mmcore.base.safetext import md, md_lines
+from mmcore.data import links
 from mmcore.jobs import storeguard
 from mmcore.jobs.jobstore import JobStore
 from mmcore.train import train_types
@@ -23,12 +24,15 @@ st.title(t("train.title"))
 if store_problem := storeguard.problem():
     st.error(md(store_problem))  # launching needs the job store: say so before the form is filled in
 
+if "data" in st.query_params:  # the Data page's "Train on this file" opens the one-job form
+    state["queue.launch_what"] = "job"
 if queue_panel.launch_what() == "pipeline":
     if not store_problem:
         queue_panel.pipeline_section(JobStore(), len(gpus), auth.session_user(state))
     st.stop()
 
 cloned = train_form.take_clone(state, gpu_ids)
+from_data = train_form.take_data_link(state, st.query_params, gpu_ids)  # "Train on this file" on Data
 state.setdefault(train_form.TYPE_KEY, next(iter(labels)))
 i18n.relabel(state, train_form.TYPE_KEY)
 train_type = st.selectbox(t("train.type"), list(labels), format_func=lambda k: t(f"type.{k}"), key=train_form.TYPE_KEY,
@@ -36,6 +40,8 @@ train_type = st.selectbox(t("train.type"), list(labels), format_func=lambda k: t
                           help=t("train.type.help"))
 if cloned:
     st.info(t("train.cloned", id=cloned[1]))
+if from_data:
+    st.info(t("train.from_data", path=md(from_data)))
 train_form.ensure_form(state, train_type, gpu_ids)
 
 
@@ -118,6 +124,9 @@ with st.container(border=True):
         st.warning(t("train.fix_fields"))
     for problem in check.problems:
         st.warning(md(problem), icon=":material/warning:")
+    if check.problems and links.data_problem(train_type, form.get("data_path")):
+        st.page_link(links.DATA_PAGE, label=t("train.data_link"), icon=":material/dataset:",
+                     query_params=links.data_page_params(form["data_path"]))
     for note in check.warnings:
         st.warning(md(note), icon=":material/info:")
     backend = "local" if store_problem else queue_panel.backend_choice(JobStore(), "queue.backend")

@@ -383,8 +383,15 @@ def plotly_charts(page, title, timeout=30.0):
     Points are counted from Plotly's own resolved traces (`_fullData[i]._length`), which also covers
     data sent as typed arrays.
     """
-    page.wait_for_function(f"(title) => ({_CHARTS_JS})()[title]?.length > 0", arg=title,
-                           timeout=timeout * 1000, polling=100)
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function(f"(title) => ({_CHARTS_JS})()[title]?.length > 0", arg=title,
+                               timeout=timeout * 1000, polling=100)
+    except PlaywrightTimeout:
+        # Say what the page showed instead: its address, its charts and its text.
+        raise AssertionError(f"no chart {title!r} with traces after {timeout:.0f} s at {page.url}; charts: "
+                             f"{page.evaluate(_CHARTS_JS)}; page text:\n{main_text(page)[:3000]}") from None
     return page.evaluate(_CHARTS_JS)
 
 

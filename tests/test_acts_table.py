@@ -6,10 +6,11 @@ Where an act is offered: the page (AppTest: a control the user may not use is di
 or beside it; Streamlit drops a forged change of a disabled widget, and the act refuses on its own anyway:
 the API and the direct calls show it), `mmcore.api`, `python -m mmcore` (`cli.main`), and the act itself as a
 page calls it ("act": where the page's control is disabled, or runs a model).
-A refused act shows or raises a message that says why, changes nothing and records nothing; an allowed act
-adds exactly one audit row `{"entry", "request", "result"}`. One job store serves every case; no trainer runs
-(jobs are held in the queue: the scheduler is not started) and the Models page's acts run against stand-ins
-for the chat worker and the export (tests/test_page_models.py runs them for real).
+A refused act shows or raises a message that says why, changes nothing and adds no audit row (it is kept among
+the refused attempts, `audit.refusals`); an allowed act adds exactly one audit row `{"entry", "request",
+"result"}`. One job store serves every case; no trainer runs (jobs are held in the queue: the scheduler is not
+started) and the Models page's acts run against stand-ins for the chat worker and the export
+(tests/test_page_models.py runs them for real).
 """
 import contextlib
 import dataclasses
@@ -341,6 +342,9 @@ ACTS = {
     "delete_view": Act("delete_view", "own_view", view, {
         "page": page_delete_view,
         "act": direct(lambda w, view_id: view_acts.delete_view(views(w), view_id, ACTOR))}),
+    "upload": Act("upload", "member", nothing, {
+        "act": direct(lambda w, _: view_acts.upload_log(w.home, b"Epoch:[1/1](1/1) loss:1.0\n", f"run{w.next()}.log",
+                                                        ACTOR))}),
     "restore": Act("restore", "admin", lambda w, owner: storeguard.backup(w.store.path),
                    {"cli": through_cli("restore", lambda w, backup: str(backup))}),
     "chat": Act("chat", "member", target, {

@@ -8,7 +8,7 @@ from _pages_helpers import open_page, texts
 
 from mmcore.jobs.jobstore import JobStore
 
-PAGES = [None, "pages/train.py", "pages/jobs.py", "pages/logs.py", "pages/models.py"]  # None: the entry's default
+PAGES = [None, "pages/train.py", "pages/jobs.py", "pages/logs.py", "pages/models.py", "pages/data.py"]  # None: the entry's default
 
 
 @pytest.fixture(autouse=True)
@@ -67,8 +67,8 @@ def test_a_job_database_damaged_inside_is_explained_on_every_page(home, page):
     at = open_page(page)
     assert not at.exception
     message = shown(at)
-    if page == "pages/train.py":  # reads nothing damaged itself: the sidebar says it (page None), which
-        return                    # AppTest leaves out of a page it runs on its own
+    if page in ("pages/train.py", "pages/data.py"):  # read nothing damaged themselves: the sidebar says it
+        return                    # (page None), which AppTest leaves out of a page it runs on its own
     assert "cannot be read" in message and "malformed" in message and "It may be damaged" in message
     assert "restore" in message  # how to recover
     if page is None:  # the sidebar's job counts say it too

@@ -4,11 +4,13 @@ reasoning-distill base.
 The demo checkpoints (trained by the real trainers, see _models_helpers) are copied into a copy of the
 app; the catalogue lists them, a chat message gets the chat worker's reply streamed into the page (the
 same text the worker gives for the same settings), and Compare, which by default puts the GRPO model
-next to the `reason` weight it started from, shows both answers to demo prompts with their rewards.
+next to the `reason` weight it started from, shows both answers to demo prompts with their rewards; an
+export from the page runs as a job and the page shows its verification result.
 """
 import os
 import shutil
 import signal
+import time
 
 import _browser_helpers as browser
 import pytest
@@ -105,6 +107,30 @@ def test_chat_with_the_grpo_model_and_compare_it_with_its_base(dashboard):
         assert "6-3=?" in text  # the demo file's first prompt
         browser.wait_for_dataframe_cell(page, "out/grpo_64.pth")
         browser.screenshot(page, "models-compare")
+
+
+def test_export_from_the_models_page_runs_as_a_job_and_shows_its_verification(dashboard):
+    """Export (Llama format, the default) from the page: the job writes the folder, the list of exports shows
+    its verification result, and the "how to run it" card the plain transformers call."""
+    app_dir, home, page = dashboard
+    folder = app_dir / "out" / "hf" / "browser-export"
+    with browser.screenshot_on_failure(page, "models-export"):
+        browser.go_to(page, "Models", timeout=60)
+        section(page, "Export")
+        browser.fill(page, "Folder name (under out/hf/)", folder.name, timeout=60)
+        page.get_by_role("button", name="Export", exact=True).click()
+        page.get_by_text("queued as job").wait_for(timeout=60_000)
+        deadline = time.monotonic() + 300
+        while not (folder / "minimind_export.json").is_file():
+            assert time.monotonic() < deadline, "the export job wrote no folder"
+            time.sleep(0.5)
+        section(page, "Catalogue")  # come back: the page draws the list of exports anew
+        section(page, "Export")
+        browser.wait_for_dataframe_cell(page, "passed: LlamaForCausalLM", timeout=60)
+        page.get_by_text("How to run it").wait_for(timeout=30_000)
+        assert "AutoModelForCausalLM.from_pretrained" in browser.main_text(page)
+        assert not browser.exceptions(page)
+        browser.screenshot(page, "models-export")
 
 
 def test_a_viewer_sees_the_models_but_is_told_why_it_may_not_chat_or_export(tmp_path, demo_models, chromium):

@@ -1,5 +1,7 @@
 """Export to a transformers folder: a fresh process reloads it with the Auto classes and gets the .pth model's
-logits (within 1e-5) and greedy tokens; LoRA is merged; bad files are refused with a clear message."""
+logits (within 1e-5) and greedy tokens; LoRA is merged; bad files are refused with a clear message.
+
+The other formats (Llama folder, GGUF, PEFT adapter) and import are in tests/test_export_formats.py."""
 import json
 import os
 import pickle
@@ -63,11 +65,12 @@ def test_export_reloads_in_a_fresh_process_with_the_same_logits_and_tokens(tmp_p
     lora = random_lora(dense, tmp_path / "out" / "lora" / "lora_identity_64.pth")
     dense_dir, moe_dir = tmp_path / "hf_dense_lora", tmp_path / "hf_moe"
     # The CLI (python -m mmcore export) for the dense model with its LoRA merged; the function for MoE.
-    proc = subprocess.run([sys.executable, "-m", "mmcore", "export", str(dense), str(dense_dir), "--lora", str(lora)],
+    proc = subprocess.run([sys.executable, "-m", "mmcore", "export", str(dense), str(dense_dir), "--lora", str(lora),
+                           "--format", "minimind", "--verify", "0"],
                           cwd=REPO, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "hidden_size=64, num_hidden_layers=2, use_moe=0" in proc.stdout
-    assert export_main([str(moe), str(moe_dir)]) == 0
+    assert export_main([str(moe), str(moe_dir), "--verify", "0"]) == 0  # the default (llama) falls back for MoE
     for folder in (dense_dir, moe_dir):
         names = set(os.listdir(folder))
         assert {"config.json", "model.safetensors", "model_minimind.py", "packing.py", "shared_prefix.py", "tokenizer.json", "tokenizer_config.json",

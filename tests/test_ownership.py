@@ -45,7 +45,8 @@ def test_a_resume_tells_the_trainer_which_jobs_state_it_continues(team):
     api.stop(second, user="alice", grace=5, wait=True)
     third = api.resume(second, user="alice")
     env = file_owners.trainer_env(store, store.get(third))
-    assert env == {trainer_ownership.JOB_ENV: str(third), trainer_ownership.RESUME_OF_ENV: f"{second},{first}"}
+    assert env == {trainer_ownership.JOB_ENV: str(third), trainer_ownership.RESUME_OF_ENV: f"{second},{first}",
+                   trainer_ownership.USER_ENV: "alice", trainer_ownership.STORE_ENV: store.path}
     assert trainer_ownership.RESUME_OF_ENV not in file_owners.trainer_env(store, store.get(first))
     with pytest.raises(api.Refused, match="belongs to alice"):
         api.resume(first, user="bob")

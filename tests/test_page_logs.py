@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 import pytest
-from _pages_helpers import texts
+from _pages_helpers import open_page, texts
 from streamlit.testing.v1 import AppTest
 from test_logparse import DATA
 
@@ -176,7 +176,7 @@ def test_other_log_files_and_a_non_minimind_log(home):
 
 
 def test_uploaded_log_is_charted():
-    at = open_logs()
+    at = open_page("pages/logs.py")  # through the app's entry: the local user, who may upload (a viewer may not)
     at.file_uploader(key="logs.upload").upload("upstream.log", (DATA / "upstream_pretrain.log").read_bytes())
     at.run()
     assert not at.exception

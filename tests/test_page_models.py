@@ -1,8 +1,9 @@
 """Models page (AppTest, real chat worker, real demo checkpoints): the catalogue lists the demo runs' weights
 with their jobs; chat answers with the worker's greedy reply, as plain text; compare scores each answer
-with the training rewards, or with a reward model; export writes a transformers folder; scoring agrees
+with the training rewards, or with a reward model; export runs as a job and lists its verified folder; scoring agrees
 with hand-checked answers; a viewer browses but runs and writes nothing, and is told why."""
 import os
+import re
 import shutil
 import signal
 
@@ -197,7 +198,7 @@ def test_score_reply_matches_hand_checked_answers():
     assert score_reply("", "the answer is 3", "<answer>3</answer>", reasoning=True)["total"] == 0.0
 
 
-def test_export_from_the_page_writes_a_transformers_folder(demo_models):
+def test_export_from_the_page_runs_as_a_job_and_lists_the_verified_export(demo_models):
     at = models_page("Export")
     label = str(demo_models / "out" / "reason_64.pth")
     at.selectbox(key="models.export.target").set_value(label).run()
@@ -205,15 +206,33 @@ def test_export_from_the_page_writes_a_transformers_folder(demo_models):
     assert any("plain name" in e.value for e in at.error)
     name = f"page-test-{os.getpid()}"
     at.text_input(key="models.export.name").set_value(name).run()
+    assert at.radio(key="models.export.format").value == "llama"  # the default for a dense model
     folder = modelsview.export_folder(name)
     try:
         next(b for b in at.button if b.label == "Export").click().run()
         assert not at.exception, at.exception
-        assert any("Export done" in s.value for s in at.success), [e.value for e in at.error]
-        assert {"config.json", "model.safetensors", "tokenizer.json"} <= set(os.listdir(folder))
-        last = audit.entries(limit=1, home=JobStore().home)[0]  # who exported what, where
+        job_id = int(re.search(r"queued as job (\d+)", at.success[0].value).group(1))
+        store = JobStore()
+        job = wait_for(lambda: (j := store.get(job_id)).finished and j, timeout=300, what="the export job")
+        assert job.status == "succeeded", open(job.log_path, encoding="utf-8").read()
+        assert {"config.json", "model.safetensors", "tokenizer.json", "minimind_export.json"} <= set(os.listdir(folder))
+        last = next(e for e in audit.entries(limit=5, home=store.home) if e.action == "export")  # who, what, where
         asked, result = last.detail["request"], last.detail["result"]
-        assert (last.user, last.action, asked["weight"], asked["out_dir"], result["exit_code"]) == \
-            (roles.os_user(), "export", label, str(folder.resolve()), 0)
+        assert (last.user, asked["weight"], asked["out_dir"], asked["format"], result["job"]) == \
+            (roles.os_user(), label, str(folder.resolve()), "llama", job_id)
+        at.run()  # the list of exports: format, source, job and verification; how to run the chosen one
+        rows = at.dataframe[0].value
+        row = rows[rows["Folder"] == name].iloc[0]
+        assert (row["Format"], row["Source"], row["Job"]) == ("llama", "reason_64.pth", f"/jobs?job={job_id}")
+        assert row["Verified"].startswith("passed: LlamaForCausalLM: logits max abs diff")
+        at.selectbox(key="models.export.run_which").set_value(name).run()
+        assert any(f"AutoModelForCausalLM.from_pretrained({str(folder)!r})" in c.value for c in at.code)
+        # The way back: the exported folder imported as a base weight the Train page can start from.
+        at.text_input(key="models.import.source").set_value(f"out/hf/{name}").run()
+        at.text_input(key="models.import.name").set_value(name).run()
+        at.button(key="models.import.go").click().run()
+        assert any("Import done" in s.value for s in at.success), [e.value for e in at.error]
+        assert (folder.parents[1] / f"{name}_64.pth").is_file()
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+        (folder.parents[1] / f"{name}_64.pth").unlink(missing_ok=True)

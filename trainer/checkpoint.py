@@ -12,7 +12,7 @@ import random
 
 import torch
 
-from trainer.rules import ownership
+from trainer.rules import ownership, weight_meta
 from trainer.trainer_utils import CHECKPOINT_DIR, SetupError, log, unwrap_model, warn
 
 
@@ -93,6 +93,7 @@ def save_resume(path, *, model, optimizer, epoch, step, world_size, scaler=None,
             value = value.state_dict()
         state[key] = value
     atomic_torch_save(state, path)
+    weight_meta.write_meta(path, weight_meta.resume_meta(path))  # whose state it is, readable without torch
 
 
 def load_resume(path, world_size):

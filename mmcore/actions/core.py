@@ -7,9 +7,14 @@ done in the audit trail (`mmcore.access.audit`) as one row of one shape::
     detail = {"entry": "page" | "api" | "cli", "request": {what was asked}, "result": {what came of it}}
 
 and answers with an `Outcome`: the message to show (in the acting user's language), what the act made,
-and for a refusal, why. A refusal (a role, a rule or a job's state says no) and a failure that changed
-nothing leave no record; an act that ran leaves exactly one, even when what it found was already done (a
-stop of a job that had ended) or what it ran failed (an export that exited with an error).
+and for a refusal, why. An act that ran leaves exactly one row, even when what it found was already done (a
+stop of a job that had ended) or what it ran failed (an export that exited with an error). A refusal (a
+role, a rule or a job's state says no) and a failure that changed nothing leave no row in the trail, but
+are kept among the refused attempts (`audit.refusals`: who, what, why), which admins see.
+
+No act without its record: the trail is opened and its write lock tried before the act runs; a trail
+that cannot be written refuses every act (`Outcome.cause` == AUDIT_DOWN, one clear message) except the
+admin's `job_acts.repair_audit`, which keeps the damaged file aside and starts a new trail.
 
 The pages, the widgets, `mmcore.api` and `mmcore.cli` change things only through these acts, and no other
 module checks a role or writes to the audit trail; a page that disables a button asks `refusal` here.
@@ -20,6 +25,7 @@ from mmcore.access import audit, roles
 from mmcore.base.i18n import t
 
 PAGE, API, CLI = audit.ENTRIES  # where an act was asked from: a page, mmcore.api, python -m mmcore
+AUDIT_DOWN = "audit_down"  # `Outcome.cause` of an act refused because its record could not be written
 
 
 @dataclass(frozen=True)
@@ -31,6 +37,7 @@ class Outcome:
     value: object = None  # what the act made or found: a new job's id, a pipeline's id, (exit code, output)...
     result: dict | None = None  # what was recorded; None when nothing was done (a refusal, a failure)
     reasons: tuple = ()  # a refusal's reasons, each a sentence (`message` lists them too)
+    cause: str = ""  # AUDIT_DOWN when the audit trail could not be written
 
     @property
     def done(self):
@@ -48,9 +55,9 @@ def did(kind, message, result, value=None):
     return Outcome(kind, message, value, dict(result))
 
 
-def refused(message, reasons=None):
+def refused(message, reasons=None, cause=""):
     """A refusal: nothing was done, `message` says why."""
-    return Outcome("error", message, reasons=tuple(reasons) if reasons else (message,))
+    return Outcome("error", message, reasons=tuple(reasons) if reasons else (message,), cause=cause)
 
 
 def refused_for(heading, reasons):
@@ -81,6 +88,16 @@ def refusal(user, action, owner=None, subject=None):
         return t("role.file_unusable", error=exc)
 
 
+def may_overwrite_others(user):
+    """Whether a launch of `user` may write over another user's files (an admin's, recorded in its audit row)."""
+    return refusal(user, "overwrite_others") is None
+
+
+def overwritten(files):
+    """Other users' files a launch writes over, as its audit result keeps them."""
+    return [f"{f.path} ({f.user}, job {f.job})" for f in files]
+
+
 def role(user):
     """The role of `user`, or None when the roles file cannot be read."""
     try:
@@ -102,9 +119,28 @@ def perform(home, user, action, entry, request, do, role_action=None, owner=None
     user = acting(user)
     why = refusal(user, role_action or action, owner, subject)
     if why:
-        return refused(why)
+        return _kept(home, user, action, job_id, entry, request, refused(why))
+    try:
+        if action != "audit_repair":  # the one act that mends the trail itself
+            audit.check(home)
+    except audit.AuditUnavailable as exc:
+        return refused(str(exc), cause=AUDIT_DOWN)
     outcome = do()
-    if outcome.done:
+    if not outcome.done:
+        return _kept(home, user, action, job_id, entry, request, outcome)
+    try:
         audit.record(user, action, job_id if job_id is not None else outcome.result.get("job"),
                      {"entry": entry, "request": request, "result": outcome.result}, home=home)
+    except audit.AuditUnavailable as exc:  # broke between the check and the act's end: say so, do not hide it
+        return Outcome("error", f"{outcome.message}\n{exc}", outcome.value, outcome.result, cause=AUDIT_DOWN)
     return outcome
+
+
+def _kept(home, user, action, job_id, entry, request, outcome):
+    """Keep a refused attempt for the admins (best effort: a trail that cannot be written refuses anyway)."""
+    try:
+        audit.record_refusal(user, action, job_id, entry, request, "\n".join(map(str, outcome.reasons)), home=home)
+    except audit.AuditUnavailable:
+        pass
+    return outcome
+

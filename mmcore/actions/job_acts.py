@@ -1,4 +1,4 @@
-"""Acts on jobs: launch, stop, delete, resume, clone, and restore the job database.
+"""Acts on jobs: launch, stop, delete, resume, clone, restore the job database, and repair the audit trail.
 
 Each is one `core.perform`: the acting user's role is checked, the act runs, and one audit row records it;
 each answers with a `core.Outcome` whose message is in the acting user's language. `entry` says where it
@@ -7,11 +7,13 @@ was asked from (`core.PAGE`, `core.API`, `core.CLI`); `user` None is the OS user
 import datetime
 import sqlite3
 
+from mmcore.access import audit
 from mmcore.actions import core
 from mmcore.actions.core import PAGE, did, perform, refused, refused_for
 from mmcore.base.i18n import t
 from mmcore.base.paths import DB_NAME
-from mmcore.jobs import runner, storeguard
+from mmcore.jobs import restored, runner, storeguard
+from mmcore.jobs.jobstore import JobStore
 from mmcore.queue import backends, jobqueue, launch, queueconf, resources
 from mmcore.train import train_types
 
@@ -69,12 +71,17 @@ def launch_job(store, train_type, name, values, user=None, check=None, backend=N
                 if gpus is not None:
                     full = resources.values_on(full, resources.resources_for(full, gpus, gpu_count))
                 launch_check = launch.check(train_type, full, gpu_count)
-            job_id = launch.start(store, name, launch_check, user=user, backend=chosen, gpus=gpus)
+            override = core.may_overwrite_others(user)
+            job_id = launch.start(store, name, launch_check, user=user, backend=chosen, gpus=gpus,
+                                  overwrite_others=override)
+            result = {"job": job_id, "backend": chosen}
+            if override and (taken := launch.others_files(store, launch_check, user)):
+                result["overwrites"] = core.overwritten(taken)  # an admin's choice, on the record
         except (launch.LaunchRefused, resources.QueueRefused) as exc:
             return refused_for(t("train.refused"), exc.reasons)
         except (OSError, ValueError, KeyError, RuntimeError, sqlite3.Error) as exc:  # the store or queue failed
             return refused(t("train.failed", error=exc))
-        return did("success", t("train.launched", id=job_id), {"job": job_id, "backend": chosen}, job_id)
+        return did("success", t("train.launched", id=job_id), result, job_id)
     return perform(store.home, user, "launch", entry, request, do)
 
 
@@ -167,7 +174,7 @@ def resume_job(store, job_id, user=None, gpu_count=None, entry=PAGE, needs_state
             return refused(why)
         try:
             count = jobqueue.gpu_count_for(store, job.backend) if gpu_count is None else gpu_count
-            new_id = launch.resume(store, job, count, user=user)
+            new_id = launch.resume(store, job, count, user=user, overwrite_others=core.may_overwrite_others(user))
         except launch.LaunchRefused as exc:
             return refused_for(t("action.resume_refused"), exc.reasons)
         except (KeyError, ValueError, OSError, sqlite3.Error) as exc:
@@ -186,17 +193,46 @@ def clone_job(store, job_id, user=None, entry=PAGE):
                    lambda: did("success", "", {"type": job.train_type}, job), job_id=job.id)
 
 
-def restore_store(home, backup, user=None, entry=PAGE):
+def restore_store(home, backup, user=None, entry=PAGE, adopt_running=False):
     """Put a backup of the job database back (`backup`: "latest" or a file; an admin's act); the value is
-    (the backup used, where the replaced file was kept or None)."""
+    (the backup used, where the replaced file was kept or None).
+
+    Restored rows are reconciled with what happened since the backup (`mmcore.jobs.restored`): a job
+    whose supervisor runs is adopted, a job that ran is marked with what its log says. While supervisors
+    of the store run, the restore is refused unless `adopt_running` says to adopt their jobs."""
+    live = restored.live_supervisors(home / DB_NAME)
 
     def do():
+        if live and not adopt_running:
+            return refused(t("action.restore_running", jobs=", ".join(f"{job} (pid {pid})" for job, (pid, _)
+                                                                         in sorted(live.items()))))
+        changed = {}
         try:
-            source, aside = storeguard.restore(home / DB_NAME, backup)
-        except (OSError, sqlite3.Error, storeguard.StoreDamaged) as exc:
+            source, aside = storeguard.restore(home / DB_NAME, backup,
+                                               adjust=lambda staged: changed.update(
+                                                   restored.reconcile(JobStore(staged), live)))
+        except (OSError, sqlite3.Error, RuntimeError, storeguard.StoreDamaged) as exc:
             return refused(t("action.not_restored", error=exc))
         message = (t("action.restored_aside", db=home / DB_NAME, source=source, aside=aside) if aside
                    else t("action.restored", db=home / DB_NAME, source=source))
-        return did("success", message, {"from": str(source), "kept_aside": str(aside) if aside else None},
-                   (source, aside))
-    return perform(home, user, "restore", entry, {"backup": str(backup)}, do)
+        if changed:
+            message += "\n" + t("action.restored_reconciled", jobs=", ".join(
+                f"{job}: {t('action.adopted') if what == 'adopted' else t(f'status.{what}')}"
+                for job, what in sorted(changed.items())))
+        return did("success", message, {"from": str(source), "kept_aside": str(aside) if aside else None,
+                                        "reconciled": {str(k): v for k, v in changed.items()}}, (source, aside))
+    return perform(home, user, "restore", entry, {"backup": str(backup), "adopt_running": adopt_running}, do)
+
+
+def repair_audit(home, user=None, entry=PAGE):
+    """Keep a damaged audit trail aside and start a new one (an admin's act, recorded in the new trail);
+    the value is where the damaged file was kept (None: the trail was intact, nothing was moved)."""
+    def do():
+        try:
+            aside = audit.repair(home)
+        except (OSError, audit.AuditUnavailable) as exc:
+            return refused(t("audit.not_repaired", error=exc))
+        if aside is None:
+            return refused(t("audit.intact", path=audit.audit_path(home)))
+        return did("success", t("audit.repaired", aside=aside), {"kept_aside": str(aside)}, aside)
+    return perform(home, user, "audit_repair", entry, {}, do)

@@ -12,7 +12,7 @@ from pathlib import Path
 from mmcore.actions import core
 from mmcore.actions.core import PAGE, did, perform, refused
 from mmcore.base.i18n import t
-from mmcore.models import chat_client, eval_jobs, modelsview
+from mmcore.models import chat_client, eval_jobs, export_job, modelsview
 from mmcore.models.export_job import run_export
 
 role = core.role  # the role of a user (None when the roles file cannot be read)
@@ -64,8 +64,9 @@ def evaluate(store, user, targets, entries, data_path, settings, entry=PAGE):
 
 
 def export(user, weight, out_dir, home=None, capture=True, entry=PAGE, **options):
-    """Export `weight` to the transformers folder `out_dir` (see `mmcore.models.export_job.run_export`);
-    the value is (exit status, output). An export that fails is recorded with its exit status."""
+    """Export `weight` to `out_dir` and wait for it (see `mmcore.models.export_job.run_export`; `format`,
+    `gguf_type`... among `options`); the value is (exit status, output). An export that fails is recorded
+    with its exit status."""
     out_dir = Path(out_dir).resolve()
     request = {"weight": str(weight), "out_dir": str(out_dir), **{k: v for k, v in options.items() if k != "timeout"}}
 
@@ -76,4 +77,38 @@ def export(user, weight, out_dir, home=None, capture=True, entry=PAGE, **options
             return refused(t("models.export.failed", folder=out_dir) + f" ({exc})")
         message = t("models.export.done" if code == 0 else "models.export.failed", folder=out_dir)
         return did("success" if code == 0 else "error", message, {"exit_code": code}, (code, output))
+    return perform(home, user, "export", entry, request, do)
+
+
+def launch_export(store, user, weight, out_dir, entry=PAGE, **options):
+    """Queue the export of `weight` to `out_dir` as a job owned by `user` (progress and log on Jobs, so a
+    large model never blocks the page); the value is the job id."""
+    user = core.acting(user)
+    out_dir = Path(out_dir).resolve()
+    request = {"weight": str(weight), "out_dir": str(out_dir), "job": True, **options}
+
+    def do():
+        try:
+            job_id = export_job.launch(store, weight, out_dir, user=user, **options)
+        except (OSError, ValueError) as exc:
+            return refused(t("models.export.failed", folder=out_dir) + f" ({exc})")
+        return did("success", t("models.export.started", job_id=job_id, folder=out_dir), {"job": job_id}, job_id)
+    return perform(store.home, user, "export", entry, request, do)
+
+
+def import_weight(user, source, out_prefix, home=None, entry=PAGE):
+    """Import `source` (a Llama-format folder or a MiniMind .pth) as the weight file `{out_prefix}_{hidden}.pth`
+    that the Train page starts from; the value is (exit status, output). Recorded as an "export" act (it
+    writes a model file, the same members' right), its request saying it is an import."""
+    request = {"import": str(source), "out_prefix": str(out_prefix)}
+
+    def do():
+        try:
+            code, output = export_job.run_import(source, out_prefix)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return refused(t("models.import.failed", error=exc))
+        if code != 0:
+            return did("error", t("models.import.failed", error=output.splitlines()[-1] if output else code),
+                       {"exit_code": code}, (code, output))
+        return did("success", t("models.import.done", output=output.splitlines()[-1]), {"exit_code": 0}, (code, output))
     return perform(home, user, "export", entry, request, do)

@@ -71,7 +71,7 @@ def queue_pipeline(store, name, stages, user=None, backend=None, gpu_count=None,
     def do():
         try:
             pipeline_id = pipelines.create(store, name, stages, user=user, backend=backend, gpu_count=gpu_count,
-                                           template=template)
+                                           template=template, overwrite_others=core.may_overwrite_others(user))
         except (pipelines.PipelineRefused, QueueRefused) as exc:
             return refused_for(t("queue.refused"), exc.reasons)
         except (OSError, sqlite3.Error) as exc:
@@ -117,7 +117,8 @@ def retry_pipeline(store, pipeline_id, resume=False, user=None, entry=PAGE):
 
     def do():
         try:
-            new_id = pipelines.retry(store, pipeline.id, resume=resume, user=user)
+            new_id = pipelines.retry(store, pipeline.id, resume=resume, user=user,
+                                     overwrite_others=core.may_overwrite_others(user))
         except (pipelines.PipelineRefused, QueueRefused) as exc:
             return refused("; ".join(exc.reasons), exc.reasons)
         return did("success", t("queue.retried", id=new_id), {"job": new_id}, new_id)

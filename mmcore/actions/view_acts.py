@@ -1,16 +1,18 @@
-"""Acts of the Logs page: save and delete a saved view, save the health checks' thresholds.
+"""Acts of the Logs page: save and delete a saved view, save the health checks' thresholds, upload a log.
 
 Each is one `core.perform` (role checked, act run, one audit row), answered with a `core.Outcome` in the
 acting user's language; `entry` and `user` as in `job_acts`. Everyone may keep views of their own (the
 `view` role action); a view is its owner's or an admin's to delete (`mmcore.logs.savedviews`); the
-thresholds are shared by every viewer, so changing them is an admin's act.
+thresholds are shared by every viewer, so changing them is an admin's act. An upload is kept on the
+server's disk, in its uploader's folder and within its quota (`mmcore.logs.logfiles.save_upload`): members
+and admins upload, viewers look.
 """
 from pathlib import Path
 
 from mmcore.actions import core
 from mmcore.actions.core import PAGE, did, perform, refused
 from mmcore.base.i18n import t
-from mmcore.logs import savedviews
+from mmcore.logs import logfiles, savedviews
 from mmcore.runs import health
 
 
@@ -70,3 +72,22 @@ def save_thresholds(home, values, user=None, entry=PAGE):
             return refused(t("logs.not_saved", error=exc))
         return did("success", t("logs.saved"), {"saved": True})
     return perform(home, user, "settings", entry, {"health": values}, do)
+
+
+def upload_refusal(user):
+    """Why `user` may not upload a log (a viewer), or None: what the Logs page asks to disable its uploader."""
+    return core.refusal(user, "upload")
+
+
+def upload_log(home, upload, name, user=None, entry=PAGE):
+    """Keep an uploaded log (`upload`: bytes or a binary file, streamed to disk) in `user`'s uploads folder
+    within their quota; the value is its path. A page calls it once per uploaded file."""
+    user = core.acting(user)
+
+    def do():
+        try:
+            path = logfiles.save_upload(upload, name, folder=logfiles.upload_folder(home, user))
+        except (logfiles.UploadTooLarge, OSError) as exc:
+            return refused(str(exc))
+        return did("success", "", {"file": path.name, "bytes": path.stat().st_size}, path)
+    return perform(home, user, "upload", entry, {"name": str(name)}, do)

@@ -5,6 +5,10 @@ normally re-parented to init, out of sight. So the supervisor makes itself a chi
 (`prctl(PR_SET_CHILD_SUBREAPER)`, Linux): orphans of the job are re-parented to the supervisor, and
 `descendants()` (psutil, recursive) always sees every process of the job, whatever its group. A stop
 signals all of them; the job's end is recorded only once none is left.
+
+The queue's scheduler a supervisor restarts (its heartbeat, `mmcore.jobs.runner`) is a child of the
+supervisor too, and so are the supervisors of other jobs that scheduler starts (re-parented here when it
+exits). They are the dashboard's, not the job's: `descendants()` leaves them and their trees out.
 """
 import ctypes
 import os
@@ -14,6 +18,8 @@ import sys
 import psutil
 
 PR_SET_CHILD_SUBREAPER = 36
+#: Modules whose processes (`python -m MODULE ...`) belong to the dashboard, never to a job.
+DASHBOARD_MODULES = ("mmcore.queue.scheduler", "mmcore.jobs.runner")
 
 
 def become_subreaper():
@@ -27,16 +33,41 @@ def become_subreaper():
         return False
 
 
+def _dashboard_process(proc):
+    try:
+        argv = proc.cmdline()
+    except psutil.Error:
+        return False
+    return len(argv) >= 3 and argv[1] == "-m" and argv[2] in DASHBOARD_MODULES
+
+
 def descendants():
-    """Every live (non-zombie) process below this one."""
+    """Every live (non-zombie) process below this one, but the dashboard's own (a scheduler, other jobs'
+    supervisors) and what runs below them."""
+    me = os.getpid()
     try:
         procs = psutil.Process().children(recursive=True)
     except psutil.Error:
         return []
+    parents = {}
+    for p in procs:
+        try:
+            parents[p.pid] = p.ppid()
+        except psutil.Error:
+            continue
+    theirs = {p.pid for p in procs if _dashboard_process(p)}
+
+    def the_jobs(pid):
+        while pid in parents and pid != me:
+            if pid in theirs:
+                return False
+            pid = parents[pid]
+        return True
+
     alive = []
     for p in procs:
         try:
-            if p.status() != psutil.STATUS_ZOMBIE:
+            if the_jobs(p.pid) and p.status() != psutil.STATUS_ZOMBIE:
                 alive.append(p)
         except psutil.Error:
             continue

@@ -14,6 +14,7 @@ the grace period has passed, so the page that asked returns at once.
 import argparse
 import ctypes
 import datetime
+import errno
 import functools
 import json
 import os
@@ -42,8 +43,12 @@ from trainer.rules.specs import SPECS
 # Between SIGTERM and SIGKILL: long enough for every process to write its resume state on a busy machine.
 DEFAULT_GRACE_S = float(os.environ.get("MINIMIND_STOP_GRACE_S", 60))
 POLL_S = 0.5  # how often the supervisor checks its trainer and the stop flag
+HEARTBEAT_S = 1.0  # how often it makes sure the queue's scheduler runs (a killed one comes back by itself)
+#: What a trainer (Python, torch, SQLite) prints when the disk is full.
+NO_SPACE_SIGNS = ("No space left on device", "[Errno 28]", "database or disk is full")
 LEFTOVER_GRACE_S = 5.0  # for processes a finished trainer left behind in its group
 FINAL_WRITE_ATTEMPTS = 5  # tries (1, 2, 4, 8 s apart) to record a job's ending in a busy database
+FULL_DISK_WRITE_ATTEMPTS = 25  # on a full disk: about ten minutes for someone to make room
 
 
 class JobRunningError(RuntimeError):
@@ -195,15 +200,34 @@ class Supervisor:
         self.job = None  # the row as read when the supervisor started
         self.proc = None
         self.log = None
+        self._heartbeat_failed = False  # said once in the log
+        self.disk_full = False  # a write to the log failed for want of space
 
     def _on_signal(self, signum, frame):
         # Only a flag: the main loop does the work (database writes are not signal-safe).
         self.signalled = True
 
     def _write_log(self, text):
+        """Append to the job's log; a log that cannot be written (a full disk) must not end the
+        supervisor, which still has the job's end to record."""
         if self.log is not None:
-            self.log.write(text.encode("utf-8", "replace"))
-            self.log.flush()
+            try:
+                self.log.write(text.encode("utf-8", "replace"))
+                self.log.flush()
+            except OSError as exc:
+                self.disk_full = self.disk_full or exc.errno == errno.ENOSPC
+
+    def _out_of_space(self):
+        """Whether the job ran out of disk space: the log could not be written, or the trainer said so."""
+        if self.disk_full:
+            return True
+        try:
+            with open(self.job.log_path, "rb") as f:
+                f.seek(max(0, os.path.getsize(self.job.log_path) - 64 * 1024))
+                tail = f.read().decode("utf-8", "replace")
+        except (OSError, AttributeError, TypeError):
+            return False
+        return any(sign in tail for sign in NO_SPACE_SIGNS)
 
     def _stop_requested(self):
         if self.signalled:
@@ -219,8 +243,10 @@ class Supervisor:
         return job is not None and job.stop_requested is not None
 
     def _record(self, **fields):
-        """Write fields to the job's row, retrying a locked or busy database a few times."""
-        for attempt in range(FINAL_WRITE_ATTEMPTS):
+        """Write fields to the job's row, retrying a locked or busy database a few times, and a full disk
+        for longer (the job's end is recorded once there is room, not lost: a failed job says why)."""
+        attempt = 0
+        while True:
             try:
                 self.store.update(self.job_id, **fields)
                 return
@@ -228,9 +254,14 @@ class Supervisor:
                 return  # the row was deleted meanwhile: nothing to record into
             except sqlite3.OperationalError as exc:
                 self._write_log(f"# supervisor: cannot write to the job store ({exc})\n")
-                if attempt + 1 == FINAL_WRITE_ATTEMPTS:
+                full = "disk is full" in str(exc)
+                self.disk_full = self.disk_full or full
+                if full and fields.get("status") == "failed":
+                    fields["note"] = jobnote.stored("note.no_space")
+                attempt += 1
+                if attempt >= (FULL_DISK_WRITE_ATTEMPTS if full else FINAL_WRITE_ATTEMPTS):
                     raise
-                time.sleep(2 ** attempt)
+                time.sleep(min(2 ** (attempt - 1), 30))
 
     def _summary(self):
         """The job's final progress from its now complete log, or None when that cannot be had.
@@ -267,6 +298,17 @@ class Supervisor:
             scheduler_lock.wake(self.store)
         except Exception as exc:  # the queue's own poll starts it a moment later anyway
             self._write_log(f"# supervisor: cannot wake the queue ({exc!r})\n")
+
+    def _keep_queue_running(self):
+        """Start the queue's scheduler when jobs wait and none runs (it was killed): the queue never waits
+        for a page visitor. Its processes are not the job's (`proctree.descendants` leaves them out)."""
+        try:
+            from mmcore.jobs import scheduler_lock
+            scheduler_lock.ensure_running(self.store)
+        except Exception as exc:  # a busy database: the next heartbeat tries again
+            if not self._heartbeat_failed:
+                self._write_log(f"# supervisor: cannot check the queue's scheduler ({exc!r})\n")
+            self._heartbeat_failed = True
 
     def run(self):
         """Supervise the job to its end; return the process exit status for the supervisor."""
@@ -349,6 +391,7 @@ class Supervisor:
         term_sent_at = None
         grace = DEFAULT_GRACE_S
         killed = launcher = False
+        heartbeat = time.monotonic() + HEARTBEAT_S
         while True:
             try:
                 code = self.proc.wait(timeout=POLL_S)
@@ -356,6 +399,9 @@ class Supervisor:
             except subprocess.TimeoutExpired:
                 pass
             proctree.reap_orphans(self.proc.pid)
+            if time.monotonic() >= heartbeat:
+                heartbeat = time.monotonic() + HEARTBEAT_S
+                self._keep_queue_running()
             if term_sent_at is None and self._stop_requested():
                 try:
                     current = self.store.get(self.job_id)
@@ -408,7 +454,8 @@ class Supervisor:
 
         stopped = term_sent_at is not None or self._stop_requested()
         status = "stopped" if stopped else "succeeded" if code == 0 else "failed"
-        self._finish(status, code)
+        note = jobnote.stored("note.no_space") if status == "failed" and self._out_of_space() else None
+        self._finish(status, code, note=note)
         return 0
 
 

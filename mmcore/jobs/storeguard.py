@@ -134,11 +134,13 @@ def backup_if_due(db_path, interval=None, keep=None):
         return None
 
 
-def restore(db_path, source):
+def restore(db_path, source, adjust=None):
     """Put backup `source` ("latest" = the newest) in place of `db_path`; returns (source, kept-aside path or None).
 
     The current file, if any, is kept as `jobs.db.damaged-<time>` (with its -wal/-shm files), so a
-    restore can itself be undone. The backup is checked before anything is moved.
+    restore can itself be undone. The backup is checked before anything is moved. `adjust(path)` may
+    correct the restored copy before it is put in place (`mmcore.jobs.restored.reconcile`), so that no
+    scheduler ever sees its rows uncorrected.
     """
     db = Path(db_path)
     home = db.parent
@@ -153,6 +155,14 @@ def restore(db_path, source):
         conn.execute("SELECT COUNT(*) FROM jobs").fetchone()
     if result != "ok":
         raise StoreDamaged(f"the backup {source} is damaged too: {result}")
+    staged = backup(source, db.with_name(f"{db.name}.restoring"))
+    try:
+        if adjust is not None:
+            adjust(staged)
+    except BaseException:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{staged}{suffix}").unlink(missing_ok=True)
+        raise
     aside = None
     stamp = time.strftime("%Y%m%d-%H%M%S")
     if db.exists():
@@ -162,5 +172,7 @@ def restore(db_path, source):
         side = db.with_name(db.name + suffix)
         if side.exists():
             os.replace(side, db.with_name(f"{db.name}.damaged-{stamp}{suffix}"))
-    backup(source, db)
+    backup(staged, db)  # a plain copy: the staged file may still have a -wal of its adjustments
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{staged}{suffix}").unlink(missing_ok=True)
     return source, aside

@@ -57,13 +57,33 @@ def tail(path, n=200, block=64 << 10):
 
 
 #: Largest upload kept, in MB (also Streamlit's server.maxUploadSize in .streamlit/config.toml, which
-#: stops a bigger file before it reaches the server's memory), and how long an upload is kept.
+#: stops a bigger file before it reaches the server's memory), how much one user's uploads may hold on
+#: disk together, and how long an upload is kept.
 UPLOAD_MAX_MB = float(os.environ.get("MINIMIND_UPLOAD_MAX_MB", 50))
+UPLOAD_QUOTA_MB = float(os.environ.get("MINIMIND_UPLOAD_QUOTA_MB", 200))
 UPLOAD_KEEP_S = float(os.environ.get("MINIMIND_UPLOAD_KEEP_H", 24)) * 3600
+_CHUNK = 1024 * 1024
 
 
 class UploadTooLarge(MessageError):
-    """An upload over UPLOAD_MAX_MB; the message says the limit, in the language of whoever reads it."""
+    """An upload over UPLOAD_MAX_MB, or over what its user's quota has left; the message says the limit,
+    in the language of whoever reads it."""
+
+
+def upload_folder(home, user):
+    """The folder of one user's uploads: `<home>/uploads/<name>-<digest>` (a plain name for any identity)."""
+    name = re.sub(r"[^\w.-]+", "_", str(user))[:40] or "user"
+    return Path(home) / "uploads" / f"{name}-{hashlib.sha256(str(user).encode()).hexdigest()[:8]}"
+
+
+def _folder_bytes(folder):
+    total = 0
+    for path in Path(folder).glob("*"):
+        try:
+            total += path.stat().st_size if path.is_file() else 0
+        except OSError:
+            continue
+    return total
 
 
 def prune_uploads(folder, keep_s=None, now=None):
@@ -81,23 +101,50 @@ def prune_uploads(folder, keep_s=None, now=None):
     return gone
 
 
-def save_upload(data, name, folder=None, max_mb=None):
-    """Write uploaded log bytes to a file (named by their hash, so the same upload is saved once) and
-    return its path; the Logs page then reads it like any other log. Uploads over `max_mb` raise
-    UploadTooLarge; uploads older than UPLOAD_KEEP_S are removed on the way."""
+def _size(data):
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return len(data)
+    here = data.tell()
+    size = data.seek(0, os.SEEK_END)
+    data.seek(here)
+    return size
+
+
+def save_upload(data, name, folder=None, max_mb=None, quota_mb=None):
+    """Write an uploaded log (bytes, or a binary file such as Streamlit's UploadedFile, read a block at a
+    time: no whole copy of it is made) to a file named by its hash, so the same upload is saved once, and
+    return its path; the Logs page then reads it like any other log. Uploads over `max_mb`, or over what
+    `quota_mb` (the folder's total: one user's uploads) has left, raise UploadTooLarge; uploads older than
+    UPLOAD_KEEP_S are removed on the way."""
     max_mb = UPLOAD_MAX_MB if max_mb is None else max_mb
-    if len(data) > max_mb * 1024 * 1024:
-        raise UploadTooLarge(message("logs.upload_too_large", name=name, mb=f"{len(data) / 1024 / 1024:.0f}",
+    quota_mb = UPLOAD_QUOTA_MB if quota_mb is None else quota_mb
+    size = _size(data)
+    if size > max_mb * 1024 * 1024:
+        raise UploadTooLarge(message("logs.upload_too_large", name=name, mb=f"{size / 1024 / 1024:.0f}",
                                      max=f"{max_mb:g}", env="MINIMIND_UPLOAD_MAX_MB"))
     folder = Path(folder) if folder is not None else Path(tempfile.gettempdir()) / "minimind-dashboard-uploads"
     paths.private_dir(folder)
     prune_uploads(folder)
-    digest = hashlib.sha256(data).hexdigest()[:16]
+    used = _folder_bytes(folder)
     safe = re.sub(r"[^\w.-]+", "_", Path(name).name)[:80] or "upload.log"
-    path = folder / f"{digest}-{safe}"
-    if not path.exists():
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_bytes(data)
-        paths.private_file(tmp)
+    tmp = folder / f".{safe}.{os.getpid()}.tmp"
+    digest = hashlib.sha256()
+    view = memoryview(data) if isinstance(data, (bytes, bytearray, memoryview)) else None
+    try:
+        with open(paths.open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb") as out:
+            if view is None:
+                data.seek(0)
+            for start in range(0, size, _CHUNK):
+                chunk = view[start:start + _CHUNK] if view is not None else data.read(_CHUNK)
+                digest.update(chunk)
+                out.write(chunk)
+        path = folder / f"{digest.hexdigest()[:16]}-{safe}"
+        if path.exists():
+            return path  # the same upload again: it costs nothing more
+        if used + size > quota_mb * 1024 * 1024:
+            raise UploadTooLarge(message("logs.upload_over_quota", name=name, used=f"{used / 1024 / 1024:.0f}",
+                                         max=f"{quota_mb:g}", env="MINIMIND_UPLOAD_QUOTA_MB"))
         os.replace(tmp, path)
-    return path
+        return path
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -6,7 +6,8 @@
   is the reference, the turns before it the prompt);
 - `compare`: several checkpoints answer the same prompts with the same seed and sampling settings,
   each answer scored by the chat worker with the training rewards;
-- `export_folder`: where an export from the page goes (a plain name under `out/hf/`);
+- `export_folder`: where an export from the page goes (a plain name under `out/hf/`); `import_paths`:
+  what an import reads and the weight prefix it writes under `out/`;
 - `data_file`, `reward_model_folder`: the paths typed on the page, checked against the folders a job may
   read (trainer/rules/roots.py) as the workers will open them (relative to the repository).
 """
@@ -196,6 +197,19 @@ def export_folder(name):
     if not _PLAIN_NAME.fullmatch(name or "") or name in (".", ".."):
         raise MessageError(message("models.export.bad_name", most=100, example="grpo_512"))
     return EXPORT_ROOT / name
+
+
+def import_paths(source_text, name):
+    """The Import form's fields -> (source path, weight prefix under out/, problem or None): the source inside
+    the folders a job may read, the name plain (the weight becomes `out/<name>_<hidden>.pth`)."""
+    problem = trainer_roots.configured().problem(source_text, "read", base=ROOT) if source_text.strip() else \
+        t("models.import.no_source")
+    source = trainer_roots.resolved(source_text, ROOT)
+    if problem is None and not (source.is_dir() or source.is_file()):
+        problem = t("models.no_file", path=source_text)
+    if problem is None and (not _PLAIN_NAME.fullmatch(name or "") or name in (".", "..")):
+        problem = str(message("models.export.bad_name", most=100, example="imported"))
+    return source, ROOT / "out" / name, problem
 
 
 def data_file(text):

@@ -7,12 +7,13 @@ the resources it asks for (`mmcore.queue.resources`) and makes sure the schedule
 `mmcore.queue.backends.stop` (it ends as stopped, "cancelled while queued").
 """
 from mmcore.base import gpu
-from mmcore.base.i18n import field_error
+from mmcore.base.i18n import field_error, t
+from mmcore.base.paths import TRAINER_DIR
 from mmcore.jobs import scheduler_lock
 from mmcore.queue import queueconf, queuetext
 from mmcore.queue.resources import QueueRefused, resources_for, values_on
 from mmcore.queue.scheduler import waiting_jobs
-from mmcore.train import commandline
+from mmcore.train import commandline, file_owners
 
 
 def submit(store, train_type, values, name=None, user=None, backend=None, gpus=None, gpu_count=None,
@@ -61,8 +62,17 @@ def _preflight(train_type, values, gpu_count):
     return preflight.problems(checked, gpu_count)
 
 
-def enqueue(store, train_type, name, values, cmd, backend=None, gpus=None, user=None, gpu_count=None, **fields):
-    """Write a checked job (its `cmd` built from `values`) into the queue and wake the scheduler."""
+def enqueue(store, train_type, name, values, cmd, backend=None, gpus=None, user=None, gpu_count=None,
+            overwrite_others=False, **fields):
+    """Write a checked job (its `cmd` built from `values`) into the queue and wake the scheduler.
+
+    Every launch passes here, so here a job of `user` is refused when it would write over (or continue
+    the resume state of) another user's files, unless `overwrite_others` (an admin's act says so)."""
+    if not overwrite_others:
+        taken = file_owners.others_files(store, train_type, values, user, cmd.cwd or TRAINER_DIR)
+        if taken:
+            raise QueueRefused([t("owners.foreign_file", path=f.path, owner=f.user, job=f.job if f.job else "?")
+                                for f in taken])
     backend = backend or queueconf.load(store.home).default_backend
     if backend not in queueconf.BACKENDS:
         raise QueueRefused(f"backend must be one of {', '.join(queueconf.BACKENDS)}, got {backend!r}")

@@ -67,10 +67,11 @@ def check(train_type, values, gpu_count, extra_errors=None):
                        warnings=preflight.warnings(checked))
 
 
-def start(store, name, launch_check, user=None, backend=None, gpus=None):
+def start(store, name, launch_check, user=None, backend=None, gpus=None, overwrite_others=False):
     """Put a job owned by `user` (None: the OS user) from a passed check in the queue, which starts
     it as soon as its resources are free (`mmcore.queue.jobqueue`); return the job id. `backend`:
     "local", "slurm" or None (the configured default); `gpus`: as `mmcore.queue.resources.resources_for` takes it.
+    `overwrite_others`: it may write over another user's files (an admin's launch).
 
     Raises LaunchRefused with every reason when the check found problems.
     """
@@ -78,14 +79,14 @@ def start(store, name, launch_check, user=None, backend=None, gpus=None):
         raise LaunchRefused(launch_check.reasons)
     try:
         return jobqueue.enqueue(store, launch_check.train_type, name, launch_check.values, launch_check.command,
-                                backend=backend, gpus=gpus, user=user)
+                                backend=backend, gpus=gpus, user=user, overwrite_others=overwrite_others)
     except jobqueue.QueueRefused as exc:
         raise LaunchRefused(exc.reasons) from None
 
 
-def launch(store, train_type, name, values, gpu_count, user=None, backend=None, gpus=None):
+def launch(store, train_type, name, values, gpu_count, user=None, backend=None, gpus=None, overwrite_others=False):
     """Check command values and queue the job as `user`; return its id (LaunchRefused when it cannot be queued)."""
-    return start(store, name, check(train_type, values, gpu_count), user, backend, gpus)
+    return start(store, name, check(train_type, values, gpu_count), user, backend, gpus, overwrite_others)
 
 
 def resume_values(train_type, params):
@@ -124,11 +125,19 @@ def resume_refusal(job):
     return None
 
 
-def resume(store, job, gpu_count, user=None):
+def resume(store, job, gpu_count, user=None, overwrite_others=False):
     """Queue a new job that resumes `job` from its last checkpoint, on the same backend; return its id."""
     name = f"{job.name}-resume" if job.name else f"{job.train_type}-resume"
     values = resume_values(job.train_type, job.params)
     values[file_owners.RESUME_OF] = str(job.id)  # the trainer refuses a resume state another job wrote
     if not values.get("run_dir"):  # continue the resumed job's records rather than start new ones
         values["run_dir"] = str(metric_stream.job_run_dir(job, store.home))
-    return launch(store, job.train_type, name, values, gpu_count, user, backend=job.backend)
+    return launch(store, job.train_type, name, values, gpu_count, user, backend=job.backend,
+                  overwrite_others=overwrite_others)
+
+
+def others_files(store, launch_check, user):
+    """The files the checked launch writes that belong to another user (`file_owners.others_files`)."""
+    cwd = launch_check.command.cwd if launch_check.command is not None else None
+    return file_owners.others_files(store, launch_check.train_type, launch_check.values, user,
+                                    cwd or preflight.TRAINER_DIR)

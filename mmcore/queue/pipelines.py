@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from mmcore.base.i18n import t
 from mmcore.queue import jobqueue, queueconf, queuetext
-from mmcore.train import commandline, preflight, train_types
+from mmcore.train import commandline, file_owners, preflight, train_types
 from mmcore.train.preset_table import demo_preset
 from trainer.rules import specs  # (torch-free)
 
@@ -128,8 +128,9 @@ def commands(stages):
     return shown
 
 
-def create(store, name, stages, user=None, backend=None, gpu_count=None, template=""):
-    """Check and queue every stage; return the pipeline id. Raises PipelineRefused with every reason."""
+def create(store, name, stages, user=None, backend=None, gpu_count=None, template="", overwrite_others=False):
+    """Check and queue every stage; return the pipeline id. Raises PipelineRefused with every reason.
+    `overwrite_others`: its stages may write over another user's files (an admin's act)."""
     if not stages:
         raise PipelineRefused(["A pipeline needs at least one stage."])
     stages = link(stages)
@@ -137,6 +138,10 @@ def create(store, name, stages, user=None, backend=None, gpu_count=None, templat
     if gpu_count is None:
         gpu_count = jobqueue.gpu_count_for(store, backend)
     problems = check(stages, gpu_count, backend)
+    if not overwrite_others:  # refused before any stage is queued (`jobqueue.enqueue` checks each again)
+        problems += [t("owners.foreign_file", path=f.path, owner=f.user, job=f.job or "?")
+                     for train_type, values in stages
+                     for f in file_owners.others_files(store, train_type, values, user)]
     if problems:
         raise PipelineRefused(problems)
     with store._write() as conn:
@@ -147,7 +152,7 @@ def create(store, name, stages, user=None, backend=None, gpu_count=None, templat
         cmd = commandline.build_command(train_type, values)
         previous = jobqueue.enqueue(store, train_type, f"{name} · {i + 1} {specs.spec(train_type).short}", values,
                                     cmd, backend=backend, user=user, gpu_count=gpu_count, pipeline_id=pipeline_id,
-                                    stage=i, depends_on=previous)
+                                    stage=i, depends_on=previous, overwrite_others=overwrite_others)
     return pipeline_id
 
 
@@ -195,7 +200,7 @@ def list_pipelines(store, limit=50):
     return [p for p in (get(store, i) for i in ids) if p is not None]
 
 
-def retry(store, pipeline_id, resume=False, user=None):
+def retry(store, pipeline_id, resume=False, user=None, overwrite_others=False):
     """Queue the failed (or stopped) stage again and release the stages held behind it; return the
     new job's id. `resume`: continue from the failed stage's resume state instead of from scratch."""
     pipeline = get(store, pipeline_id)
@@ -212,7 +217,8 @@ def retry(store, pipeline_id, resume=False, user=None):
     suffix = "resume" if resume else "retry"
     new_id = jobqueue.enqueue(store, failed.train_type, f"{failed.name} ({suffix})", values, cmd,
                               backend=failed.backend, user=user or failed.user, pipeline_id=pipeline_id,
-                              stage=failed.stage, depends_on=before[-1].id if before else None)
+                              stage=failed.stage, depends_on=before[-1].id if before else None,
+                              overwrite_others=overwrite_others)
     previous = new_id
     for job in pipeline.stages:
         if job.stage > failed.stage and job.status == "blocked":

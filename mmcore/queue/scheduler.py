@@ -22,13 +22,15 @@ import psutil
 
 from mmcore.base import gpu
 from mmcore.base.i18n import message
-from mmcore.jobs import jobnote, scheduler_lock
+from mmcore.jobs import jobnote, runner, scheduler_lock
 from mmcore.queue import backends, queueconf, queueplan, queuetext
 from mmcore.queue.resources import output_paths
+from mmcore.train import file_owners
 
 POLL_S = 0.5
 IDLE_EXIT_S = 20.0  # a scheduler with nothing to wait for exits after this long
 BLOCKING = ("failed", "stopped", "lost", "blocked")
+LINGER_S = 3600.0  # a lost job's trainer still running after this long is left to the operator
 
 
 @dataclass
@@ -61,6 +63,24 @@ def _entries(store, where, order=""):
 def waiting_jobs(store):
     """Jobs in the queue (as `Entry`), in the order the scheduler considers them."""
     return _entries(store, "status = 'queued' AND waiting = 1", " ORDER BY priority DESC, queue_pos, id")
+
+
+def _lingering(store):
+    """Lost jobs (their supervisor died) whose trainer's process group still runs: they hold their files,
+    CPU slot and GPUs until it is gone, so the next job never writes beside a trainer still saving."""
+    since = time.time() - LINGER_S
+    return [j for j in _entries(store, f"status = 'lost' AND trainer_pid IS NOT NULL AND ended_at > {since:.3f}")
+            if _group_runs(j.trainer_pid)]  # the trainer leads its own group
+
+
+def _group_runs(pgid):
+    try:
+        os.killpg(pgid, 0)  # cheap, and enough to tell a group that is gone
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return runner.group_alive(pgid)  # only zombies left counts as gone
 
 
 def _our_pids(active):
@@ -127,7 +147,7 @@ class Queue:
         if not waiting:
             self._outputs.clear()
             return [], []
-        active = _entries(store, "status IN ('queued', 'running') AND waiting = 0")
+        active = _entries(store, "status IN ('queued', 'running') AND waiting = 0") + _lingering(store)
         with store._connect() as conn:
             deps = {r["id"]: (r["status"], r["stage"]) for r in conn.execute(
                 "SELECT id, status, stage FROM jobs WHERE id IN (SELECT depends_on FROM jobs"
@@ -145,6 +165,17 @@ class Queue:
             del self._outputs[job_id]
         return waiting, decisions
 
+    def _files_taken(self, job):
+        """End `job` as failed when another user's job wrote its files while it waited (True), rather
+        than start it over them: its owner chooses another save_weight, or an admin launches it again."""
+        taken = file_owners.taken_since(self.store, job)
+        if not taken:
+            return False
+        files = "; ".join(f"{f.path} ({f.user}, job {f.job})" for f in taken)
+        self.store.update_waiting(job.id, status="failed", waiting=0, queue_reason=None, ended_at=time.time(),
+                                  note=jobnote.stored("note.files_taken", files=files))
+        return True
+
     def tick(self):
         """One round: reconcile, block, decide, start, and store the reasons of those that wait."""
         store = self.store
@@ -158,7 +189,7 @@ class Queue:
             job = by_id[d.job_id]
             if d.start:
                 full = store.get(d.job_id)
-                if full is not None and full.in_queue:
+                if full is not None and full.in_queue and not self._files_taken(full):
                     backends.dispatch(store, full, list(d.gpus), settings)
             elif (why := d.stored) != job.queue_reason:
                 reasons.append((why, d.job_id))

@@ -8,6 +8,7 @@ import urllib.parse
 
 import streamlit as st
 
+from mmcore.actions import view_acts
 from mmcore.base import i18n
 from mmcore.base.i18n import t
 from mmcore.base.safetext import md, md_lines
@@ -19,6 +20,7 @@ from mmcore.widgets import rollouts_panel
 JOBS_KEY = "logs.jobs"
 FILES_KEY = "logs.files"
 FOLDERS_KEY = "logs.folders"
+UPLOADS_KEY = "logs.kept_uploads"
 METRICS_KEY = "logs.metrics"
 PARSERS_KEY = "logs.parsers"  # log path -> LogParser: each rerun reads only what was appended
 SMOOTH_KEY = "logs.smoothing"
@@ -31,9 +33,10 @@ SMOOTHING_CHOICES = urlstate.LOGS["smooth"].choices
 TAIL_CHOICES = (50, 200, 1000)
 
 
-def sources(store, jobs, log_files, run_folders):
+def sources(store, jobs, log_files, run_folders, user=None):
     """The four ways to choose runs (jobs, log files, records folders, uploads) side by side ->
-    (job ids, file names, folder names, uploaded files). Choices that have gone are dropped first."""
+    (job ids, file names, folder names, uploaded files). Choices that have gone are dropped first. The
+    uploader is a member's: a viewer sees it disabled, and why."""
     state = st.session_state
     if JOBS_KEY in state:
         state[JOBS_KEY] = [i for i in state[JOBS_KEY] if i in jobs]
@@ -51,10 +54,29 @@ def sources(store, jobs, log_files, run_folders):
     chosen_folders = cols[2].multiselect(
         t("logs.folders"), [p.name for p in run_folders], key=FOLDERS_KEY,
         placeholder=t("logs.folders.placeholder"), help=t("logs.folders.help", folder=metric_stream.records_dir(store.home)))
+    why_not = view_acts.upload_refusal(user)
     uploads = cols[3].file_uploader(
         t("logs.upload"), type=["log", "txt"], accept_multiple_files=True, key="logs.upload",
-        help=t("logs.upload.help"))
-    return chosen_jobs, chosen_files, chosen_folders, uploads or []
+        help=t("logs.upload_viewers", reason=why_not) if why_not else t("logs.upload.help"), disabled=bool(why_not))
+    return chosen_jobs, chosen_files, chosen_folders, [] if why_not else uploads or []
+
+
+def kept_uploads(store, uploads, user=None):
+    """[(label, path)] of the uploaded logs, each kept on disk once per session (`view_acts.upload_log`:
+    streamed, within its user's quota); a refusal is shown where the chart would be."""
+    kept = st.session_state.setdefault(UPLOADS_KEY, {})  # the upload's id -> its file
+    runs = []
+    for upload in uploads:
+        if upload.file_id not in kept:
+            outcome = view_acts.upload_log(store.home, upload, upload.name, user)
+            if outcome.refused:
+                st.error(md_lines(outcome.message))
+                continue
+            kept[upload.file_id] = str(outcome.value)
+        runs.append((t("logs.uploaded", name=upload.name), kept[upload.file_id]))
+    for gone in set(kept) - {u.file_id for u in uploads}:  # removed from the uploader
+        del kept[gone]
+    return runs
 
 
 # -- charts ------------------------------------------------------------------------------------------

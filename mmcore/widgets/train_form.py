@@ -19,6 +19,7 @@ The page keeps a form in `st.session_state` under keys that include the training
 import datetime
 import math
 
+from mmcore.data import links
 from mmcore.queue import launch
 from mmcore.train import commandline, train_types
 from mmcore.train.preset_table import demo_preset
@@ -271,6 +272,24 @@ def take_clone(state, gpu_ids=(), now=None):
     store_form(state, train_type, form_from_params(train_type, clone.get("params") or {}, gpu_ids, name, now))
     state[TYPE_KEY] = train_type
     return train_type, clone.get("job_id")
+
+
+def take_data_link(state, query, gpu_ids=(), now=None):
+    """Apply the Data page's "Train on this file" link once (query parameters `data`, `type`,
+    `max_seq_len`, removed from the URL): select its type and set that form's data file and max_seq_len.
+    Returns the data path, or None when the URL holds no such link."""
+    linked = links.read_train_params(query)
+    for name in ("data", "type", "max_seq_len"):
+        if name in query:
+            del query[name]
+    if linked is None:
+        return None
+    train_type, values = linked
+    ensure_form(state, train_type, gpu_ids, now)
+    store_form(state, train_type, {**read_form(state, train_type), **values})
+    state.pop(LAUNCHED_KEY, None)
+    state[TYPE_KEY] = train_type
+    return values["data_path"]
 
 
 # -- from form to command -----------------------------------------------------------------------

@@ -6,6 +6,10 @@ one resumed, newest first). Every resume state records its writer (`writer()`), 
 refuses a state another job wrote (`resume_problem`), instead of silently continuing a stranger's
 run that happens to use the same file name. Runs by hand (no variables) record and check nothing
 beyond the host and time.
+
+The supervisor also names the job's owner (`MINIMIND_JOB_USER`) and its job store (`MINIMIND_JOB_STORE`):
+every weight, LoRA and resume file records them in its metadata (`owner_fields`), so the dashboard can
+tell whose file a launch would write over (`mmcore.train.file_owners.others_files`).
 """
 import os
 import socket
@@ -13,12 +17,21 @@ import time
 
 JOB_ENV = "MINIMIND_JOB_ID"
 RESUME_OF_ENV = "MINIMIND_RESUME_OF"
+USER_ENV = "MINIMIND_JOB_USER"
+STORE_ENV = "MINIMIND_JOB_STORE"
+
+
+def owner_fields():
+    """Who writes a file now: the dashboard job, its owner and its job store (None each in a run by hand)."""
+    job = os.environ.get(JOB_ENV, "")
+    return {"job_id": int(job) if job.isdigit() else None, "user": os.environ.get(USER_ENV) or None,
+            "store": os.environ.get(STORE_ENV) or None}
 
 
 def writer():
     """What a resume state records about the run writing it."""
-    return {"job": os.environ.get(JOB_ENV) or None, "host": socket.gethostname(), "pid": os.getpid(),
-            "at": time.time()}
+    return {"job": os.environ.get(JOB_ENV) or None, "user": os.environ.get(USER_ENV) or None,
+            "host": socket.gethostname(), "pid": os.getpid(), "at": time.time()}
 
 
 def resume_problem(written_by, path):

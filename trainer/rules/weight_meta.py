@@ -1,8 +1,9 @@
 """The small metadata file saved beside each weight file: which model, tokenizer, job and step made it.
 
 `{weight}.meta.json` (e.g. `out/full_sft_512.pth.meta.json`) holds the model size, the training type,
-the tokenizer's folder and fingerprint, the dashboard job id (from `MINIMIND_JOB_ID`, set by the job
-supervisor), epoch/step and the time. The dashboard's model catalogue and preflight read it without
+the tokenizer's folder and fingerprint, the dashboard job, its owner and job store (`MINIMIND_JOB_ID`,
+`MINIMIND_JOB_USER`, `MINIMIND_JOB_STORE`, set by the job supervisor), epoch/step and the time. A resume
+state gets one too (`resume_meta`: only who wrote it). The dashboard's model catalogue and preflight read it without
 torch; a weight without one (e.g. downloaded from upstream) simply has unknown provenance.
 Torch-free: imported by the trainers and by the dashboard.
 """
@@ -11,7 +12,7 @@ import json
 import os
 import time
 
-from trainer.rules.ownership import JOB_ENV  # the job id the dashboard's supervisor gives its trainer
+from trainer.rules.ownership import owner_fields  # the job, owner and store the dashboard's supervisor names
 
 META_SUFFIX = ".meta.json"
 FORMAT = "minimind-weight-meta/1"
@@ -50,7 +51,6 @@ def tokenizer_fingerprint(folder):
 def build_meta(weight_path, *, kind, train_type, hidden_size, num_hidden_layers, use_moe, tokenizer_path=None,
                epoch=None, step=None, global_step=None, base_weight=None, extra=None):
     tokenizer_path = os.path.abspath(tokenizer_path or BUNDLED_TOKENIZER)
-    job = os.environ.get(JOB_ENV, "")
     return {
         "format": FORMAT,
         "file": os.path.basename(weight_path),
@@ -59,12 +59,18 @@ def build_meta(weight_path, *, kind, train_type, hidden_size, num_hidden_layers,
         "model": {"hidden_size": int(hidden_size), "num_hidden_layers": int(num_hidden_layers),
                   "use_moe": bool(use_moe)},
         "tokenizer": {"path": tokenizer_path, "fingerprint": tokenizer_fingerprint(tokenizer_path)},
-        "job_id": int(job) if job.isdigit() else None,
+        **owner_fields(),  # job_id, user, store
         "epoch": epoch, "step": step, "global_step": global_step,
         "base_weight": os.path.abspath(base_weight) if base_weight else None,
         "saved_at": time.time(),
         **(extra or {}),
     }
+
+
+def resume_meta(resume_path):
+    """The metadata beside a resume state: only who wrote it (the state itself is read with torch)."""
+    return {"format": FORMAT, "file": os.path.basename(resume_path), "kind": "resume", **owner_fields(),
+            "saved_at": time.time()}
 
 
 def write_meta(weight_path, meta):

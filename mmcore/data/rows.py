@@ -1,0 +1,71 @@
+"""Rows of a jsonl file by 1-based line number, and a bounded search, without a full scan.
+
+The first rows show at once (a 1 GB file is read only as far as asked); a jump to a far line reads up
+to it; a search stops after `limit` hits or `budget` bytes, and says how far it looked.
+"""
+import json
+from dataclasses import dataclass
+
+SEARCH_BUDGET = 256 * 2**20
+MAX_LINE_CHARS = 200_000  # longer rows are shown cut (the worker still gets the whole line)
+
+
+@dataclass
+class Row:
+    line: int
+    text: str  # the line as text (undecodable bytes replaced)
+    obj: object  # the parsed JSON, or None when the line is not JSON
+
+
+def _row(line, raw):
+    text = raw.decode("utf-8", errors="replace").strip()
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        obj = None
+    return Row(line, text, obj)
+
+
+def read(path, start=1, count=20):
+    """Up to `count` non-blank rows from line `start` on."""
+    out = []
+    with open(path, "rb") as f:
+        for line, raw in enumerate(f, 1):
+            if line < start or not raw.strip():
+                continue
+            out.append(_row(line, raw))
+            if len(out) >= count:
+                break
+    return out
+
+
+def line(path, number):
+    """The row at line `number`, or None past the end (or a blank line)."""
+    rows = read(path, number, 1)
+    return rows[0] if rows and rows[0].line == number else None
+
+
+def search(path, text, limit=50, budget=SEARCH_BUDGET):
+    """(rows containing `text` (case-insensitive), bytes searched, whole file searched?)."""
+    needle = text.lower().encode("utf-8")
+    found, done = [], 0
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            done += len(raw)
+            if needle in raw.lower() or needle in _unescaped(raw):
+                found.append(_row(number, raw))
+                if len(found) >= limit:
+                    return found, done, False
+            if done >= budget:
+                return found, done, f.read(1) == b""
+    return found, done, True
+
+
+def _unescaped(raw):
+    """A line with JSON's \\uXXXX escapes decoded (upstream files escape every Chinese character)."""
+    if b"\\u" not in raw:
+        return b""
+    try:
+        return json.dumps(json.loads(raw), ensure_ascii=False).lower().encode("utf-8")
+    except ValueError:
+        return b""
