@@ -16,7 +16,7 @@ from mmcore.base.i18n import t
 from mmcore.base.safetext import md
 from mmcore.jobs import jobtable, scheduler_lock, storeguard
 from mmcore.jobs.jobstore import JobStore
-from mmcore.widgets import livepage, navigation
+from mmcore.widgets import livepage, navigation, session_janitor
 
 st.set_page_config(page_title="MiniMind Train Dashboard", page_icon="🧠", layout="wide")
 navigation.mark_entry(st.session_state)
@@ -89,6 +89,7 @@ with st.sidebar:
                  key=LANGUAGE_WIDGET, on_change=on_language, help=t("app.language.help"))
     if REMEMBER_KEY in st.session_state:
         components.html(i18n.remember_script(st.session_state.pop(REMEMBER_KEY)), height=0)
+    session_janitor.start()  # a closed tab's uploads and state are given back once its session expires
     livepage.start_run()
     livepage.ticker()  # reruns this tab when what it shows has changed
     # GPUs and job counts, drawn here first so that a page that stops early still shows them, and

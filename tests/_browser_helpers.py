@@ -54,7 +54,7 @@ def copy_app(dest):
     """
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
-    skip = shutil.ignore_patterns("__pycache__", "*.pyc", "out", "checkpoints", "runs", "live-*.json", ".live-*.tmp")
+    skip = shutil.ignore_patterns("__pycache__", "*.pyc", "out", "checkpoints", "live-*.json", ".live-*.tmp")
     for name in APP_PARTS:
         src = ROOT / name
         if src.is_dir():

@@ -34,5 +34,6 @@ def test_torchrun_two_cpu_processes(tmp_path):
     # The last optimizer boundary: acc 2 steps after micro-batches 1 and 3 (2 and 4 run without an all-reduce).
     assert (state["world_size"], state["epoch"], state["step"]) == (2, 0, 3)
     leftovers = [p.name for p in (repo / "out").iterdir()] + [p.name for p in (repo / "checkpoints").iterdir()]
-    # No temp files: the weight, its metadata (trainer/rules/weight_meta.py) and the resume state.
-    assert sorted(leftovers) == ["pretrain_64.pth", "pretrain_64.pth.meta.json", "pretrain_64_resume.pth"]
+    # No temp files: the weight and the resume state, each with its metadata (trainer/rules/weight_meta.py).
+    assert sorted(leftovers) == ["pretrain_64.pth", "pretrain_64.pth.meta.json", "pretrain_64_resume.pth",
+                                 "pretrain_64_resume.pth.meta.json"]

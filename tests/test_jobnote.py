@@ -31,9 +31,16 @@ NOTES = [
     (jobnote.stored("note.held", id=5, status=message("status.stopped")), "held: the job before it (job 5) is stopped"),
     (jobnote.stored("note.slurm_unknown", id="77"), "Slurm no longer knows job 77"),
     (jobnote.stored("note.slurm_ended", id="77", state="CANCELLED"), "Slurm job 77: CANCELLED"),
+    (jobnote.stored("note.no_space"),
+     "no space left on device: the disk filled up while the job ran; free some space, then resume it"),
+    (jobnote.stored("note.restored_ended", status=message("status.succeeded")),
+     "restored from a backup taken before it ended; its log says: succeeded"),
+    (jobnote.stored("note.files_taken", files="/x/out/a_64.pth (bob, job 3)"),
+     "not started: while it waited, another user's job wrote its files (/x/out/a_64.pth (bob, job 3)); "
+     "choose another save_weight, or an admin may launch it again"),
 ]
 KEPT = {"pid", "Slurm", "CANCELLED", "Errno", "ENOMEM", "EACCES", "ENOENT", "EPERM", "RuntimeError", "x", "slurm",
-        "sbatch"}
+        "sbatch", "save_weight", "bob", "job", "out", "a_64.pth"}
 
 
 @pytest.fixture(autouse=True)

@@ -140,7 +140,7 @@ def test_train_accumulates_at_upstreams_boundary_and_saves_every_part(tmp_path, 
     assert {"model", "optimizer", "critic", "critic_optimizer"} <= state.keys()
     assert torch.equal(state["critic"]["weight"], critic.module.weight.detach())
     assert sorted(os.listdir(tmp_path)) == ["ppo_actor_512.pth", "ppo_actor_512.pth.meta.json", "ppo_critic_512.pth",
-                                            "ppo_critic_512.pth.meta.json", "toy_resume.pth"]
+                                            "ppo_critic_512.pth.meta.json", "toy_resume.pth", "toy_resume.pth.meta.json"]
 
 
 def _toy_train(tmp_path, monkeypatch, *, epochs=1, noise=False, stop_at=None, from_resume=0, run_dir="records"):

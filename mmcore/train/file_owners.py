@@ -18,6 +18,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from mmcore.access import roles
 from mmcore.base.paths import TRAINER_DIR
 from mmcore.train import commandline
 from trainer.rules import ownership as trainer_ownership  # (torch-free)
@@ -89,7 +90,9 @@ def owner_of(path, store_path):
 
 
 def others_files(store, train_type, values, user, trainer_dir=TRAINER_DIR):
-    """The files a job of `user` with these values would write that another user's job wrote, by path."""
+    """The files a job of `user` with these values would write that another user's job wrote, by path
+    (no user: the OS user, whom the job store records for such a job)."""
+    user = user or roles.os_user()
     files = written_files(train_type, values, trainer_dir)
     return sorted((owner for path in files if (owner := owner_of(path, store.path)) and not _same(owner.user, user)),
                   key=lambda owner: owner.path)
