@@ -49,7 +49,8 @@ STEP = re.compile(rb"Epoch:\[(\d+)/\d+\]\((\d+)/(\d+)\)")
 
 SETUP = textwrap.dedent("""
     import json, sys, time
-    from mmcore import forms, launch
+    from mmcore.queue import launch
+    from mmcore.widgets import train_form as forms
     from mmcore.jobs.jobstore import JobStore
     store = JobStore()
     log = sys.argv[1]
