@@ -8,7 +8,7 @@ import threading
 from dataclasses import dataclass
 
 _lock = threading.Lock()
-_init_ok = {}  # id(nvml module) -> whether nvmlInit succeeded; modules live for the process
+_init_ok = {}  # nvml module -> whether nvmlInit succeeded (keyed by the module itself: an id could be reused)
 
 
 @dataclass(frozen=True)
@@ -45,13 +45,13 @@ def _import_pynvml():
 def _initialised(nvml):
     """Call nvmlInit once per module; remember failure (no driver, no library) instead of retrying."""
     with _lock:
-        if id(nvml) not in _init_ok:
+        if nvml not in _init_ok:
             try:
                 nvml.nvmlInit()
-                _init_ok[id(nvml)] = True
+                _init_ok[nvml] = True
             except Exception:  # NVMLError, or OSError from a broken library: both mean "no GPUs"
-                _init_ok[id(nvml)] = False
-        return _init_ok[id(nvml)]
+                _init_ok[nvml] = False
+        return _init_ok[nvml]
 
 
 def _as_str(value):
