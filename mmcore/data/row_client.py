@@ -4,17 +4,9 @@ The worker is one process per dashboard home, on `<home>/data_scans/worker.sock`
 under a file lock (two sessions never start two) and gone after half an hour without a request. It
 encodes the row with the trainers' dataset classes (`mmcore.workers.data_tokens.encode_row`).
 """
-import fcntl
-import hashlib
 import json
-import os
-import socket
-import subprocess
-import sys
-import tempfile
-import time
 
-from mmcore.base.paths import ROOT
+from mmcore.base import local_worker
 from mmcore.data.scans import scans_dir
 
 START_TIMEOUT_S = 120.0  # the first request imports torch and loads the tokenizer: slow on a busy machine
@@ -26,60 +18,25 @@ class RowError(RuntimeError):
 
 
 def socket_path(home=None):
-    path = scans_dir(home) / "worker.sock"
-    if len(str(path)) < 100:
-        return str(path)
-    return os.path.join(tempfile.gettempdir(), f"minimind-data-{hashlib.sha1(str(path).encode()).hexdigest()[:12]}.sock")
-
-
-def _connect(path, timeout):
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(timeout)
-    try:
-        sock.connect(path)
-    except OSError:
-        sock.close()
-        raise
-    return sock
+    return local_worker.socket_path(scans_dir(home), "minimind-data")
 
 
 def running(home=None):
-    try:
-        _connect(socket_path(home), 2).close()
-        return True
-    except OSError:
-        return False
+    return local_worker.answers(socket_path(home))
 
 
 def ensure_worker(home=None):
     """Start the worker unless one answers; returns its socket path."""
     path = socket_path(home)
-    if running(home):
-        return path
-    folder = scans_dir(home)
-    with open(folder / "worker.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if running(home):
-            return path
-        argv = [sys.executable, "-m", "mmcore.workers.data_worker", "serve", "--socket", path,
-                "--exit_after", str(EXIT_AFTER_S)]
-        with open(folder / "worker.log", "ab") as log:
-            proc = subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if running(home):
-                return path
-            if proc.poll() is not None:
-                raise RowError(f"the data worker exited ({proc.returncode}) while starting; see {folder / 'worker.log'}")
-            time.sleep(0.1)
-    raise RowError(f"the data worker did not answer within {START_TIMEOUT_S:.0f} s; see {folder / 'worker.log'}")
+    return local_worker.ensure(scans_dir(home), path,
+                               ["mmcore.workers.data_worker", "serve", "--socket", path,
+                                "--exit_after", str(EXIT_AFTER_S)], START_TIMEOUT_S, "data worker", RowError)
 
 
 def request(payload, home=None, timeout=300.0):
     """One request, one reply event (a dict); RowError for an error event or a lost worker."""
     try:
-        sock = _connect(ensure_worker(home), timeout)
+        sock = local_worker.connect(ensure_worker(home), timeout)
     except OSError as exc:
         raise RowError(f"the data worker is not reachable: {exc}") from None
     with sock, sock.makefile("rb") as reader:

@@ -8,20 +8,12 @@ starts it on first use (under a file lock, so two sessions never start two) and 
 
 `split_think` separates a reasoning model's `<think>` part from its answer for display.
 """
-import fcntl
-import hashlib
 import json
-import os
 import re
-import socket
-import subprocess
-import sys
-import tempfile
-import time
 from pathlib import Path
 
-from mmcore.base import paths
-from mmcore.base.paths import ROOT, default_home
+from mmcore.base import local_worker, paths
+from mmcore.base.paths import default_home
 
 START_TIMEOUT_S = 120.0  # first start imports torch: slow on a busy small machine
 IDLE_UNLOAD_S = 300.0
@@ -38,62 +30,27 @@ def worker_dir(home=None):
 
 def socket_path(home=None):
     """`<home>/chat/worker.sock`, or a short path in the temp folder when that is too long for a socket."""
-    path = worker_dir(home) / "worker.sock"
-    if len(str(path)) < 100:
-        return str(path)
-    digest = hashlib.sha1(str(path).encode()).hexdigest()[:12]
-    return os.path.join(tempfile.gettempdir(), f"minimind-chat-{digest}.sock")
-
-
-def _connect(path, timeout=None):
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    sock.settimeout(timeout)
-    try:
-        sock.connect(path)
-    except OSError:
-        sock.close()
-        raise
-    return sock
+    return local_worker.socket_path(worker_dir(home), "minimind-chat")
 
 
 def worker_running(home=None):
-    try:
-        _connect(socket_path(home), timeout=2).close()
-        return True
-    except OSError:
-        return False
+    return local_worker.answers(socket_path(home))
 
 
 def ensure_worker(home=None, idle_unload_s=IDLE_UNLOAD_S, exit_after_s=EXIT_AFTER_S, device="auto", threads=0):
     """Start the worker unless one answers on the socket; returns the socket path once it answers."""
     path = socket_path(home)
-    if worker_running(home):
-        return path
-    wdir = worker_dir(home)
-    with open(wdir / "worker.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if worker_running(home):  # another session started it while this one waited for the lock
-            return path
-        argv = [sys.executable, "-m", "mmcore.workers.chat_worker", "--socket", path, "--idle_unload", str(idle_unload_s),
-                "--exit_after", str(exit_after_s), "--device", device, "--threads", str(threads)]
-        with open(wdir / "worker.log", "ab") as log:
-            proc = subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if worker_running(home):
-                return path
-            if proc.poll() is not None:
-                raise ChatError(f"the chat worker exited ({proc.returncode}) while starting; see {wdir / 'worker.log'}")
-            time.sleep(0.1)
-        raise ChatError(f"the chat worker did not answer within {START_TIMEOUT_S:.0f} s; see {wdir / 'worker.log'}")
+    return local_worker.ensure(worker_dir(home), path,
+                               ["mmcore.workers.chat_worker", "--socket", path, "--idle_unload", str(idle_unload_s),
+                                "--exit_after", str(exit_after_s), "--device", device, "--threads", str(threads)],
+                               START_TIMEOUT_S, "chat worker", ChatError)
 
 
 def request(payload, home=None, start=True, timeout=600.0):
     """Send one request to the worker and yield its events (dicts) until the last one."""
     path = ensure_worker(home) if start else socket_path(home)
     try:
-        sock = _connect(path, timeout=timeout)
+        sock = local_worker.connect(path, timeout=timeout)
     except OSError as exc:
         raise ChatError(f"the chat worker is not reachable: {exc}") from None
     with sock, sock.makefile("rb") as reader:
