@@ -1,6 +1,6 @@
 """A dashboard helper process on a Unix socket, one per dashboard home (the chat worker, the data worker).
 
-The socket lives in the worker's folder (or, where that path is too long for a socket, under a short
+A worker reports its memory with `rss_mb`. The socket lives in the worker's folder (or, where that path is too long for a socket, under a short
 name in the temp folder); the worker is started on first use under a file lock in that folder, so two
 sessions never start two, and its output goes to `worker.log` beside the lock.
 """
@@ -44,6 +44,15 @@ def answers(path):
         return True
     except OSError:
         return False
+
+
+def rss_mb():
+    """Resident memory of this process in MiB (Linux /proc)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:
+        return None
 
 
 def ensure(folder, path, module_args, start_timeout_s, name, error):

@@ -27,19 +27,11 @@ import time
 
 import torch
 
+from mmcore.base.local_worker import rss_mb
 from mmcore.workers.chat_engine import ModelPool, build_prompt, score_reply, stream_reply
 from model.weights import WeightFileError
 
 MAX_NEW_TOKENS = 8192
-
-
-def rss_mb():
-    """Resident memory of this process in MiB (Linux /proc)."""
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except OSError:
-        return None
 
 
 def _number(request, name, default, lo, hi, kind=float):

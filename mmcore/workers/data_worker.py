@@ -29,16 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mmcore.base.local_worker import rss_mb
 from mmcore.data import checkup
-
-
-def rss_mb():
-    """Resident memory of this process in MiB (Linux /proc)."""
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-    except OSError:
-        return None
 
 
 def _write_json(path, obj):
