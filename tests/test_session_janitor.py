@@ -2,13 +2,17 @@
 manager: a session whose reconnect time is up is shut down, uploads of a session that is gone are
 dropped, a live session keeps its uploads. Fails loudly when a Streamlit upgrade moves those parts
 (the janitor would then do nothing). tests/test_browser_uploads.py measures it in a real server."""
+import inspect
 import time
 from types import SimpleNamespace
+
+from streamlit.runtime.app_session import AppSession
 
 from streamlit.runtime.memory_session_storage import MemorySessionStorage
 from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
 from streamlit.runtime.scriptrunner.script_cache import ScriptCache
 from streamlit.runtime.session_manager import SessionInfo
+from streamlit.runtime.state import SessionState
 from streamlit.runtime.uploaded_file_manager import UploadedFileRec
 from streamlit.runtime.websocket_session_manager import WebsocketSessionManager
 
@@ -16,13 +20,15 @@ from mmcore.widgets import session_janitor
 
 
 class Session:
-    """Stands in for an AppSession (which needs a running server): its id, and a shutdown that drops its
-    uploads as AppSession.shutdown does."""
+    """Stands in for an AppSession (which needs a running server): its id, its (real) session state, its
+    script runner while a script runs, and a shutdown that drops its uploads as AppSession.shutdown does."""
 
     def __init__(self, session_id, uploads):
         self.id = session_id
         self.uploads = uploads
         self.closed = False
+        self.session_state = SessionState()
+        self._scriptrunner = None
 
     def shutdown(self):
         self.uploads.remove_session_files(self.id)
@@ -63,3 +69,23 @@ def test_expired_sessions_are_shut_down_and_orphan_uploads_dropped():
 
 def test_a_runtime_without_those_parts_is_left_alone():
     assert session_janitor.sweep(SimpleNamespace(uploaded_file_mgr=object())) == 0
+
+
+def test_streamlit_keeps_a_sessions_state_and_script_runner_where_the_janitor_looks():
+    assert isinstance(AppSession.session_state, property)
+    assert "self._scriptrunner" in inspect.getsource(AppSession.__init__)
+
+
+def test_an_expired_sessions_state_is_emptied_once_its_script_has_stopped():
+    runtime, manager, uploads = runtime_with(0.2)
+    closed = Session("closed-tab", uploads)
+    closed.session_state["logs.parsers"] = {"run.log": "a parsed log"}
+    closed._scriptrunner = object()  # a script still running: it may still read its state
+    manager._session_storage.save(SessionInfo(client=None, session=closed))
+    time.sleep(0.3)
+    session_janitor.sweep(runtime)
+    assert closed.closed and "logs.parsers" in closed.session_state
+    closed._scriptrunner = None
+    session_janitor.sweep(runtime)
+    assert "logs.parsers" not in closed.session_state
+    assert closed not in session_janitor._closing

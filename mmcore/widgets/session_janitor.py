@@ -6,7 +6,10 @@ the next time the store is written, and it is never shut down: the files uploade
 upload manager for as long as the server runs (three 45 MB logs kept ~800 MB). One thread per server
 asks the server's event loop, every SWEEP_S, to shut down the sessions whose time is up (Streamlit's
 own `AppSession.shutdown`: uploads, download data, script runner) and to drop uploads whose session
-is gone altogether.
+is gone altogether. A shut-down session object can still be referenced for a long while (Streamlit's
+message loop keeps the last sessions it flushed in its locals until another tab connects), so once its
+script has stopped, the janitor also empties its session state: its uploaded files and parsed logs are
+what that state holds.
 
 This reaches into Streamlit's session manager (its session store and upload manager), the second
 place after `mmcore.widgets.navigation` that uses a private Streamlit API: `sweep` does nothing where
@@ -24,6 +27,9 @@ from streamlit.runtime import Runtime
 SWEEP_S = 5.0
 SETTLE_SWEEPS = 3  # after a cleanup, the sweeps that collect and trim again
 _settling = 0
+M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
+MMAP_THRESHOLD = 256 * 1024
+_closing = []  # sessions shut down whose state is emptied once their script has stopped
 _LOG = logging.getLogger(__name__)
 
 
@@ -48,12 +54,14 @@ def sweep(runtime):
     expired = cache.expire()
     for _session_id, info in expired:
         info.session.shutdown()
+        _closing.append(info.session)
+    emptied = _empty_stopped(_closing)
     live = {info.session.id for info in manager.list_active_sessions()} | set(cache.keys())
     orphans = [session_id for session_id in list(files) if session_id not in live]
     for session_id in orphans:
         runtime.uploaded_file_mgr.remove_session_files(session_id)
     global _settling
-    if expired or orphans:
+    if expired or orphans or emptied:
         _settling = SETTLE_SWEEPS
     if _settling:  # a shut-down session's script thread lets go of its state a moment later
         _settling -= 1
@@ -62,13 +70,39 @@ def sweep(runtime):
     return len(expired) + len(orphans)
 
 
+def _empty_stopped(closing):
+    """Empty the session state of the shut-down sessions in `closing` whose script runner has let go
+    (removing them from the list) -> how many were emptied."""
+    stopped = [session for session in closing if getattr(session, "_scriptrunner", None) is None]
+    for session in stopped:
+        session.session_state.clear()
+        closing.remove(session)
+    return len(stopped)
+
+
+def _glibc():
+    try:
+        return ctypes.CDLL("libc.so.6")
+    except OSError:  # not glibc: its allocator decides
+        return None
+
+
 def _trim():
     """Hand the freed heap pages back to the system (glibc keeps them for reuse otherwise, and a closed
     tab's parsed logs leave many of them)."""
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc: its allocator decides
-        pass
+    libc = _glibc()
+    if libc is not None and hasattr(libc, "malloc_trim"):
+        libc.malloc_trim(0)
+
+
+def _map_large_blocks():
+    """Have glibc give every block of MMAP_THRESHOLD bytes or more its own mapping, returned to the system
+    when freed. By default glibc raises that threshold to the largest block freed so far (up to 32 MB), so
+    after the first upload the next uploads' megabyte buffers land in the heap, where they leave holes
+    that `malloc_trim` cannot always give back."""
+    libc = _glibc()
+    if libc is not None and hasattr(libc, "mallopt"):
+        libc.mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)
 
 
 def _loop(runtime):
@@ -91,6 +125,7 @@ def start():
     if _parts(runtime) is None:
         _LOG.warning("session janitor: this Streamlit version keeps its sessions elsewhere; not started")
         return None
+    _map_large_blocks()
     thread = threading.Thread(target=_loop, args=(runtime,), name="minimind-session-janitor", daemon=True)
     thread.start()
     return thread
