@@ -12,6 +12,10 @@ Measurements (each a function registered in MEASUREMENTS, printing its own table
   process's peak RSS. Tokens per CPU-second are printed too: on a busy shared machine they are the
   steadier figure. Each (config, batching) pair runs in a fresh subprocess so the RSS figures are
   its own. Target: pad-to-longest >= 1.5x the useful tokens/s of pad-to-max.
+- `sft_pack`: SFT on the bundled short conversations at the SFT defaults (max_seq_len 512, batch 16):
+  useful tokens per second of `--pack 1` against today's pad-to-longest batches and an upstream-style
+  pad-to-max loop, interleaved step by step. Target (issue 26): packed >= 2x upstream-style per useful
+  token; against pad-to-longest the gain is bounded by the padding that batching leaves.
 - `grpo`: seconds per GRPO step (random-init model, rule rewards) and how they split between
   sampling (generate with the KV cache), rewards and the update, plus generated tokens per second.
 
@@ -317,6 +321,114 @@ def bench_pretrain_compute(args):
     return results
 
 
+# ---------------------------------------------------------------------------------------------------
+# SFT on short rows: --pack 1 against today's pad-to-longest batches and an upstream-style pad-to-max loop
+
+SFT_DATA = os.path.join(ROOT, "dataset", "demo", "sft.jsonl")
+#: The SFT script's max_seq_len (512) and batch size (16), whose padding packing saves.
+SFT_PACK_CONFIGS = {
+    "tiny": dict(hidden_size=64, num_hidden_layers=2, max_seq_len=512, batch_size=16, steps=10),
+    "512x8": dict(hidden_size=512, num_hidden_layers=8, max_seq_len=512, batch_size=16, steps=2),
+}
+PACK_TARGET = 2.0  # issue 26: with packing, at least twice upstream's useful tokens per second
+
+
+def _upstream_style_sft_loss(model, batch):
+    """Upstream MiniMind's SFT step: rows padded to max_seq_len, logits for every position, per-token cross
+    entropy times the assistant-token loss mask."""
+    import torch.nn.functional as F
+    ids, labels = batch["input_ids"], batch["labels"][:, 1:]
+    out = model(ids[:, :-1])
+    mask = (labels != -100).float().reshape(-1)
+    loss = F.cross_entropy(out.logits.reshape(-1, out.logits.size(-1)), labels.clamp(min=0).reshape(-1),
+                           reduction="none")
+    return (loss * mask).sum() / mask.sum() + out.aux_loss
+
+
+def bench_sft_pack(args):
+    """SFT on the bundled short conversations at the SFT defaults (SFT_PACK_CONFIGS): useful (non-pad)
+    tokens per second of `--pack 1` (PackedSFTDataset rows, attention within each conversation)
+    against today's pad-to-longest batches and an upstream-style pad-to-max loop, forward and backward
+    with the trainer's loss, the cases interleaved step by step on the same weights."""
+    import torch
+
+    from dataset.lm_dataset import PackedSFTDataset, SFTDataset, pad_collate
+    from trainer import trainer_utils as tu
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    results = []
+    for config_name in args.configs:
+        cfg = SFT_PACK_CONFIGS[config_name]
+        torch.manual_seed(0)
+        model, tokenizer = tu.init_model(tu.model_config(cfg["hidden_size"], cfg["num_hidden_layers"], False),
+                                         "none", ".", args.device)
+        model.train()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-6)
+        started = time.perf_counter()
+        packed = PackedSFTDataset(args.sft_data, tokenizer, max_length=cfg["max_seq_len"])
+        pack_seconds = time.perf_counter() - started
+        rows = packed.conversations
+        bs = cfg["batch_size"]
+        longest = pad_collate(tokenizer.pad_token_id)
+        to_max = pad_to_max_collate(tokenizer.pad_token_id, cfg["max_seq_len"])
+        sources = {  # case -> (items, collate, loss)
+            "pad-to-max, upstream-style": (rows, to_max, _upstream_style_sft_loss),
+            "pad-to-longest, today": (rows, longest, _current_loss),
+            "--pack 1": (packed, longest, _current_loss),
+        }
+        totals = {case: [0.0, 0.0, 0, 0, 0] for case in sources}  # wall, CPU, useful, computed, conversations
+        steps = 2 * cfg["steps"]
+        sync = torch.cuda.synchronize if tu.device_type(args.device) == "cuda" else (lambda: None)
+        for i in range(steps + 1):  # step 0 warms up
+            cases = list(sources.items())
+            for case, (items, collate, loss_fn) in cases[i % len(cases):] + cases[:i % len(cases)]:
+                batch = tu.to_device(collate([items[(i * bs + j) % len(items)] for j in range(bs)]), args.device)
+                sync()
+                start, start_cpu = time.perf_counter(), time.process_time()
+                loss_fn(model, batch).backward()
+                optimizer.zero_grad(set_to_none=True)  # no step: every case sees the same weights
+                sync()
+                if i:
+                    t = totals[case]
+                    t[0] += time.perf_counter() - start
+                    t[1] += time.process_time() - start_cpu
+                    t[2] += int(batch["attention_mask"].sum())
+                    t[3] += batch["input_ids"].numel()
+                    t[4] += int(batch["document_ids"].max(dim=1).values.add(1).sum()) if "document_ids" in batch else bs
+        for case, (wall, cpu, useful, computed, conversations) in totals.items():
+            results.append({"measurement": "sft_pack", "config": config_name, "case": case, "steps": steps,
+                            "max_seq_len": cfg["max_seq_len"], "batch_size": bs, "pack_seconds": pack_seconds,
+                            "conversations_per_step": conversations / steps, "useful_share": useful / computed,
+                            "useful_tokens_per_s": useful / wall, "useful_tokens_per_cpu_s": useful / cpu,
+                            "computed_tokens_per_s": computed / wall})
+
+    print(f"\nSFT packing, {args.device}, threads {torch.get_num_threads()}, "
+          f"data {os.path.relpath(args.sft_data, ROOT)}, forward + backward per step (no optimizer step)")
+    print(f"{'config':<7} {'case':<27} {'conv/step':>9} {'useful':>7} {'useful tok/s':>12} {'useful tok/CPU-s':>16} "
+          f"{'comp tok/s':>10}")
+    for r in results:
+        print(f"{r['config']:<7} {r['case']:<27} {r['conversations_per_step']:>9.1f} {r['useful_share']:>7.0%} "
+              f"{r['useful_tokens_per_s']:>12.0f} {r['useful_tokens_per_cpu_s']:>16.0f} "
+              f"{r['computed_tokens_per_s']:>10.0f}")
+    # On a CPU the CPU-seconds are the steadier figure on a shared machine; a GPU's time is the wall clock.
+    judged = "useful_tokens_per_s" if tu.device_type(args.device) == "cuda" else "useful_tokens_per_cpu_s"
+    for config_name in args.configs:
+        by = {r["case"]: r for r in results if r["config"] == config_name}
+        pack = by["--pack 1"]
+        for other in ("pad-to-max, upstream-style", "pad-to-longest, today"):
+            cpu = pack["useful_tokens_per_cpu_s"] / by[other]["useful_tokens_per_cpu_s"]
+            wall = pack["useful_tokens_per_s"] / by[other]["useful_tokens_per_s"]
+            if other.endswith("upstream-style"):
+                verdict = "meets" if pack[judged] / by[other][judged] >= PACK_TARGET else "MISSES"
+                note = f"{verdict} the {PACK_TARGET}x target"
+            else:
+                note = f"its batches are {1 - by[other]['useful_share']:.0%} padding"
+            print(f"{config_name}: --pack 1 / {other}: {cpu:.2f}x useful tokens per CPU-s, {wall:.2f}x per s ({note})")
+        print(f"{config_name}: packing the file took {pack['pack_seconds']:.1f} s")
+    return results
+
+
 def bench_rl(args, algo):
     """Seconds per step of `algo` and their split: `bench/bench_rl_steps.py`."""
     from bench.bench_rl_steps import bench_rl as measure
@@ -324,7 +436,8 @@ def bench_rl(args, algo):
 
 
 #: Every measurement, by the name `--only` takes.
-MEASUREMENTS = {"pretrain": bench_pretrain, "pretrain_compute": bench_pretrain_compute, "grpo": lambda args: bench_rl(args, "grpo"),
+MEASUREMENTS = {"pretrain": bench_pretrain, "pretrain_compute": bench_pretrain_compute, "sft_pack": bench_sft_pack,
+                "grpo": lambda args: bench_rl(args, "grpo"),
                 "spo": lambda args: bench_rl(args, "spo"), "ppo": lambda args: bench_rl(args, "ppo"),
                 "grpo_split": bench_grpo}
 
@@ -335,6 +448,7 @@ def main(argv=None):
                         help="run only this measurement (repeatable)")
     parser.add_argument("--configs", nargs="+", choices=list(PRETRAIN_CONFIGS), default=list(PRETRAIN_CONFIGS))
     parser.add_argument("--data", default=DEFAULT_DATA, help="pretrain jsonl")
+    parser.add_argument("--sft_data", default=SFT_DATA, help="sft jsonl (sft_pack)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch CPU threads per case (0 = torch's default); 1 keeps figures steady on a shared machine")

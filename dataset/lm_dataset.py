@@ -7,6 +7,8 @@ Labels follow the Hugging Face convention: `labels` equal `input_ids` where the 
 
 Which dataset a training type uses: pretrain -> PretrainDataset; sft, lora, distillation,
 distill_reason -> SFTDataset; dpo -> DPODataset; ppo, grpo, spo -> RLAIFDataset (see `dataset_for_type`).
+With `--pack 1` each is replaced by its packed form (`packed_dataset`): PackedPretrainDataset,
+PackedSFTDataset, PackedDPODataset, whose items carry `document_ids` (see `model.packing`).
 """
 import json
 import os
@@ -20,9 +22,12 @@ from dataset.formats import KIND_OF_TYPE, DataFormatError, chat_tools, rlaif_rol
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 IGNORE_INDEX = -100
+#: The document id of padding in packed rows: it belongs to no document.
+PAD_DOCUMENT = -1
 
 __all__ = ["DataFormatError", "validate_file", "PretrainDataset", "SFTDataset", "DPODataset", "RLAIFDataset",
-           "pad_collate", "dataset_for_type", "IGNORE_INDEX"]
+           "PackedPretrainDataset", "PackedSFTDataset", "PackedDPODataset", "pad_collate", "dataset_for_type",
+           "packed_dataset", "pack_whole", "IGNORE_INDEX", "PAD_DOCUMENT"]
 
 
 class JsonlDataset(Dataset):
@@ -174,7 +179,8 @@ def pad_collate(pad_id, pad_to=None):
 
     Keys ending in `input_ids` are padded with `pad_id` and get a matching attention mask
     (`input_ids` -> `attention_mask`, `chosen_input_ids` -> `chosen_attention_mask`, ...); keys ending in
-    `labels` are padded with -100; other tensors with 0. Non-tensor values (strings) are collected into lists.
+    `labels` are padded with -100, in `document_ids` (packed rows) with PAD_DOCUMENT; other tensors
+    with 0. Non-tensor values (strings) are collected into lists.
     """
     def collate(batch):
         out = {}
@@ -185,6 +191,8 @@ def pad_collate(pad_id, pad_to=None):
                 continue
             if key.endswith("labels"):
                 fill = IGNORE_INDEX
+            elif key.endswith("document_ids"):
+                fill = PAD_DOCUMENT
             elif key.endswith("input_ids"):
                 fill = pad_id
             else:
@@ -249,3 +257,141 @@ class PackedPretrainDataset(Dataset):
         labels = ids.clone()
         labels[1:][document_ids[1:] != document_ids[:-1]] = IGNORE_INDEX
         return {"input_ids": ids, "labels": labels, "document_ids": document_ids}
+
+
+def pack_whole(widths, capacity):
+    """Whole units into items whose rows hold at most `capacity` tokens each (best fit).
+
+    `widths[u]` is unit u's lengths, one per row of an item (a conversation: one; a DPO pair: chosen
+    and rejected). A unit goes whole into the open item with the least room that still holds it, else
+    into a new item: no unit is split and the items come out nearly full. Deterministic (the same
+    widths give the same items), so a resumed run reads the same rows. Returns the items, each the
+    list of its units in the order they were placed.
+    """
+    items, rooms = [], []
+    open_by_room = {}  # an open item's least room over its rows -> those items (a stack)
+    open_rooms = 0  # bit r set: some open item's least room is r
+    for unit, width in enumerate(widths):
+        need = max(width)
+        if need > capacity:
+            raise ValueError(f"unit {unit} needs {need} tokens, more than a row's {capacity}")
+        roomier = open_rooms >> need
+        if roomier:
+            least = need + (roomier & -roomier).bit_length() - 1
+            stack = open_by_room[least]
+            item = stack.pop()
+            if not stack:
+                open_rooms &= ~(1 << least)
+        else:
+            item = len(items)
+            items.append([])
+            rooms.append((capacity,) * len(width))
+        items[item].append(unit)
+        rooms[item] = tuple(room - w for room, w in zip(rooms[item], width))
+        least = min(rooms[item])
+        if least > 0:
+            open_by_room.setdefault(least, []).append(item)
+            open_rooms |= 1 << least
+    return items
+
+
+def _layout(items):
+    """Items of units as flat tensors: the units in item order, and where each item's units start."""
+    order = torch.tensor([unit for item in items for unit in item], dtype=torch.long)
+    sizes = torch.tensor([len(item) for item in items], dtype=torch.long)
+    return order, torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(sizes, 0)])
+
+
+def _packed_row(sequences, prefix=""):
+    """One row of whole sequences, each an (input_ids, labels) pair: concatenated, `document_ids`
+    numbering them from 0, and each sequence's first token no target of the token before it."""
+    ids = torch.cat([s[0] for s in sequences])
+    labels = torch.cat([s[1] for s in sequences])
+    lengths = torch.tensor([len(s[0]) for s in sequences], dtype=torch.long)
+    document_ids = torch.repeat_interleave(torch.arange(len(sequences)), lengths)
+    labels[torch.cumsum(lengths, 0) - lengths] = IGNORE_INDEX
+    return {f"{prefix}input_ids": ids, f"{prefix}labels": labels, f"{prefix}document_ids": document_ids}
+
+
+class PackedSFTDataset(Dataset):
+    """Conversations packed whole into rows of at most `max_length` tokens (`--pack 1` for SFT, LoRA
+    and both distillations).
+
+    Exact: each conversation is encoded as SFTDataset encodes it (truncated to `max_length`, the same
+    assistant-only labels) and placed whole in one row (`pack_whole`); with attention kept within each
+    conversation and positions restarting at its start (`document_ids`, see `model.packing`), every
+    token's logits, and so every per-token loss term and weight, are those of the conversation alone.
+    A batch's loss, a mean over the labelled tokens of the conversations it holds, is the one the same
+    conversations give unpacked; a packed batch holds more of them. A conversation's first token is
+    never a target (unpacked it has no token before it), so no conversation predicts the next one.
+
+    Construction encodes every conversation once for its length and keeps only the row layout;
+    items are encoded again when read.
+    """
+
+    def __init__(self, path, tokenizer, max_length):
+        super().__init__()
+        self.conversations = SFTDataset(path, tokenizer, max_length)
+        widths = [(len(self.conversations[i]["input_ids"]),) for i in range(len(self.conversations))]
+        self.order, self.bounds = _layout(pack_whole(widths, max_length))
+        self.max_length = max_length
+
+    def __len__(self):
+        return len(self.bounds) - 1
+
+    def units(self, index):
+        """The indices (lines, in SFTDataset's numbering) of the conversations in row `index`."""
+        return self.order[self.bounds[index]:self.bounds[index + 1]].tolist()
+
+    def __getitem__(self, index):
+        items = [self.conversations[u] for u in self.units(index)]
+        return _packed_row([(x["input_ids"], x["labels"]) for x in items])
+
+
+class PackedDPODataset(Dataset):
+    """Preference pairs packed whole (`--pack 1` for DPO): an item is two rows of at most `max_length`
+    tokens, chosen and rejected, where document k of the rejected row is the rejected side of the pair
+    whose chosen side is document k of the chosen row.
+
+    Exact: each side is encoded as DPODataset encodes it and kept whole, so (with attention within
+    each document) every side's per-token log-probabilities are those of the unpacked run, and the
+    trainer's mean over each document's labelled tokens (`train_dpo.sequence_log_probs`) is that
+    side's sequence log-probability: every pair's DPO term, and the batch's mean over its pairs, are
+    the unpacked ones. Construction encodes every pair once for its lengths, as PackedSFTDataset.
+    """
+
+    def __init__(self, path, tokenizer, max_length):
+        super().__init__()
+        self.pairs = DPODataset(path, tokenizer, max_length)
+        widths = []
+        for i in range(len(self.pairs)):
+            pair = self.pairs[i]
+            widths.append((len(pair["chosen_input_ids"]), len(pair["rejected_input_ids"])))
+        self.order, self.bounds = _layout(pack_whole(widths, max_length))
+        self.max_length = max_length
+
+    def __len__(self):
+        return len(self.bounds) - 1
+
+    def units(self, index):
+        """The indices of the pairs in item `index`, in document order."""
+        return self.order[self.bounds[index]:self.bounds[index + 1]].tolist()
+
+    def __getitem__(self, index):
+        pairs = [self.pairs[u] for u in self.units(index)]
+        item = {}
+        for side in ("chosen_", "rejected_"):
+            item.update(_packed_row([(p[f"{side}input_ids"], p[f"{side}labels"]) for p in pairs], prefix=side))
+        return item
+
+
+_PACKED = {PretrainDataset: PackedPretrainDataset, SFTDataset: PackedSFTDataset, DPODataset: PackedDPODataset}
+
+
+def packed_dataset(dataset_class):
+    """The packed form of a dataset class, read with `--pack 1` (a packed class is its own)."""
+    if dataset_class in _PACKED.values():
+        return dataset_class
+    if dataset_class not in _PACKED:
+        raise ValueError(f"{dataset_class.__name__} has no packed form")
+    return _PACKED[dataset_class]

@@ -1,5 +1,5 @@
-"""Attention within each document of packed rows (pretraining with `--pack 1`), computed only where
-a document can see.
+"""Attention within each document of packed rows (`--pack 1`), computed only where a document can see,
+and sums per document (`document_sums`: DPO's per-side log-probabilities of packed pairs).
 
 A packed row holds many short documents; a block-diagonal causal mask over the whole row would
 still make the attention kernel compute every query against every earlier key of the row, most of
@@ -43,3 +43,14 @@ class DocumentAttention:
             F.scaled_dot_product_attention(q[:, :, q0:q1], k[:, :, k0:q1], v[:, :, k0:q1], attn_mask=mask,
                                            dropout_p=dropout_p, enable_gqa=enable_gqa)
             for q0, q1, k0, mask in self.windows], dim=2)
+
+
+def document_sums(values, document_ids, documents):
+    """Sums of `values` [rows, T] over each document of packed rows -> [rows, documents]. Documents are
+    numbered within each row from 0 (`documents`: how many numbers a row may use); padding (id < 0)
+    belongs to none."""
+    rows = torch.arange(values.size(0), device=values.device).unsqueeze(1)
+    slot = (rows * documents + document_ids.clamp(min=0)).reshape(-1)
+    kept = (document_ids >= 0).reshape(-1)
+    sums = values.new_zeros(values.size(0) * documents).index_add(0, slot[kept], values.reshape(-1)[kept])
+    return sums.view(values.size(0), documents)

@@ -27,11 +27,11 @@ EXPECTED = {
     "pretrain": row("../out", 1, 32, 5e-4, 8, 100, 100, 512, "../dataset/pretrain_hq.jsonl", "Pretrain",
                     save_weight="pretrain", from_weight="none", pack=0, **MODEL),
     "sft": row("../out", 2, 16, 5e-7, 1, 100, 100, 512, "../dataset/sft_mini_512.jsonl", "Full-SFT",
-               save_weight="full_sft", from_weight="pretrain", **MODEL),
+               save_weight="full_sft", from_weight="pretrain", pack=0, **MODEL),
     "lora": row("../out/lora", 50, 32, 1e-4, 1, 10, 1, 512, "../dataset/lora_identity.jsonl", "LoRA",
-                lora_name="lora_identity", from_weight="full_sft", **MODEL),
+                lora_name="lora_identity", from_weight="full_sft", pack=0, **MODEL),
     "dpo": row("../out", 1, 4, 4e-8, 1, 100, 100, 1024, "../dataset/dpo.jsonl", "DPO",
-               save_weight="dpo", from_weight="full_sft", beta=0.1, **MODEL),
+               save_weight="dpo", from_weight="full_sft", beta=0.1, pack=0, **MODEL),
     "ppo": row("../out", 1, 2, 8e-8, 1, 1, 10, 66, "../dataset/rlaif-mini.jsonl", "PPO",
                save_weight="ppo_actor", critic_learning_rate=8e-8, clip_epsilon=0.1, vf_coef=0.5, kl_coef=0.02,
                update_old_actor_freq=4, **RL_OWN, **MODEL),
@@ -40,11 +40,11 @@ EXPECTED = {
     "spo": row("../out", 1, 2, 1e-7, 4, 1, 10, 66, "../dataset/rlaif-mini.jsonl", "SPO",
                save_weight="spo", beta=0.02, **RL_OWN, **MODEL),
     "distill_reason": row("../out", 1, 8, 1e-6, 1, 100, 100, 1024, "../dataset/r1_mix_1024.jsonl",
-                          "Reasoning-Distill", save_weight="reason", from_weight="dpo", **MODEL),
+                          "Reasoning-Distill", save_weight="reason", from_weight="dpo", pack=0, **MODEL),
     "distillation": row("../out", 6, 32, 5e-6, 1, 100, 100, 512, "../dataset/sft_mini_512.jsonl", "Distillation",
                         save_weight="full_dist", student_hidden_size=512, student_num_layers=8,
                         teacher_hidden_size=768, teacher_num_layers=16, from_student_weight="full_sft",
-                        from_teacher_weight="full_sft", alpha=0.5, temperature=1.5),
+                        from_teacher_weight="full_sft", alpha=0.5, temperature=1.5, pack=0),
 }
 
 

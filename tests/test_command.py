@@ -93,7 +93,7 @@ def test_lora_and_distillation_flags():
     argv = build_argv("distillation", form("distillation"))
     assert shlex.join(argv).endswith(
         "--student_hidden_size 512 --student_num_layers 8 --teacher_hidden_size 768 --teacher_num_layers 16 "
-        "--from_student_weight full_sft --from_teacher_weight full_sft --alpha 0.5 --temperature 1.5")
+        "--from_student_weight full_sft --from_teacher_weight full_sft --alpha 0.5 --temperature 1.5 --pack 0")
 
 
 def test_empty_means_the_scripts_default():

@@ -60,7 +60,7 @@ def test_sections_group_the_types_own_parameters_under_its_name():
     assert [title for _, title, _ in train_form.sections("pretrain")] == [
         "Training", "Model", "Data, saving and loading", "Pretrain parameters", "Devices", "Monitoring"]
     assert [title for _, title, _ in train_form.sections("sft")] == [
-        "Training", "Model", "Data, saving and loading", "Devices", "Monitoring"]
+        "Training", "Model", "Data, saving and loading", "SFT parameters", "Devices", "Monitoring"]
 
 
 def test_default_command_values_give_the_seed_flags():

@@ -2,6 +2,7 @@
 import pytest
 from test_command import form
 
+from mmcore.base import i18n
 from mmcore.base.paths import ROOT
 from mmcore.train import commandline, preflight, train_types
 
@@ -209,3 +210,115 @@ def test_invalid_rule_options_skip_only_that_check(repo):
     (repo / "out" / "reason_64.pth").unlink()
     assert preflight.run("grpo", values, 0, trainer_dir=repo / "trainer") == [
         "Reasoning (reasoning) must be one of 0, 1."]
+
+
+# ---------------------------------------------------------------------------------------------------
+# Packing: refused where it cannot be exact, suggested where rows are short
+
+def chat(*turns, **extra):
+    roles = ("user", "assistant")
+    return {"conversations": [{"role": roles[i % 2], "content": text} for i, text in enumerate(turns)], **extra}
+
+
+def write_rows(path, rows):
+    import json
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+
+
+def test_row_lengths_are_the_trainers_datasets_lengths(tmp_path):
+    """The torch-free token counts equal the datasets' untruncated lengths: plain and marked text, system
+    turns, tools, tool calls and results, both sides of DPO pairs."""
+    from dataset.lm_dataset import DPODataset, PretrainDataset, SFTDataset
+    from trainer.trainer_utils import load_tokenizer
+    tokenizer, model_dir = load_tokenizer(), ROOT / "model"
+    texts = [{"text": "plain text"}, {"text": "<|im_start|>marked text<|im_end|>"}, {"text": "中文 and\nlines  "}]
+    tool_call = {"role": "assistant", "content": None,
+                 "tool_calls": [{"name": "add", "arguments": {"a": 1, "b": 2}}]}
+    conversations = [
+        chat("hi", "hello"),
+        {"conversations": [{"role": "system", "content": "be brief"},
+                           *chat("2+2?", "4", "and 3+3?", "6")["conversations"]]},
+        {"conversations": [{"role": "system", "content": "tools",
+                            "functions": [{"name": "add", "parameters": {}}]},
+                           {"role": "user", "content": "1+2"}, tool_call, {"role": "tool", "content": "3"},
+                           {"role": "assistant", "content": "3"}]},
+    ]
+    pairs = [{"chosen": chat("q", "a long good answer")["conversations"],
+              "rejected": chat("q", "bad")["conversations"]},
+             {"chosen": chat("q", "ok")["conversations"],
+              "rejected": chat("q", "a much longer bad one")["conversations"]}]
+    for kind, rows, dataset_class in (("pretrain", texts, PretrainDataset), ("sft", conversations, SFTDataset),
+                                      ("dpo", pairs, DPODataset)):
+        path = tmp_path / f"{kind}.jsonl"
+        write_rows(path, rows)
+        dataset = dataset_class(str(path), tokenizer, max_length=1 << 20)
+        expected = [max(len(v) for k, v in dataset[i].items() if k.endswith("input_ids")) for i in range(len(rows))]
+        assert list(preflight.row_lengths(path, kind, model_dir)) == expected, kind
+    assert preflight.row_lengths(tmp_path / "missing.jsonl", "sft", model_dir) == ()
+
+
+def test_pack_gain():
+    # batches of 2 rows padded to their longest: (10, 100) and (10, 100) in some order, 220 real tokens
+    fill, gain = preflight.pack_gain([10, 100, 10, 100], 200, 1)
+    assert (fill, gain) == (220 / 800, 1.0)  # one row per batch: no padding to skip
+    fill, gain = preflight.pack_gain([100, 100, 100, 100], 200, 2)
+    assert (fill, gain) == (0.5, 1.0)  # equal rows: nothing to skip either
+    fill, gain = preflight.pack_gain([10, 300], 200, 2)  # cut at max_seq_len: 10 + 200 real, 400 computed
+    assert fill == pytest.approx(210 / 400) and gain == pytest.approx(400 / 210)
+    assert preflight.pack_gain([5, 5], 100, 2, pad_to_max=True)[1] == pytest.approx(20)
+    assert preflight.pack_gain([], 100, 2) == (0.0, 1.0)
+
+
+def short_and_long(repo):
+    """SFT data whose rows are mostly short, with a long one in every batch: packing computes far less."""
+    rows = [chat("word " * 300, "x" * 100) if i % 4 == 0 else chat("hi", "hello") for i in range(64)]
+    write_rows(repo / "dataset" / "data.jsonl", rows)
+
+
+@pytest.mark.parametrize("train_type", ["sft", "lora", "distill_reason", "distillation", "pretrain"])
+def test_short_rows_suggest_packing(repo, train_type):
+    values = ready(repo, train_type, batch_size="16", max_seq_len="512")
+    if train_type == "pretrain":
+        write_rows(repo / "dataset" / "data.jsonl", [{"text": "word " * (400 if i % 4 == 0 else 3)} for i in range(64)])
+    else:
+        short_and_long(repo)
+    checked = commandline.check(train_type, values, repo / "trainer")
+    [note] = preflight.warnings(checked, repo / "trainer")
+    assert note.startswith("Rows fill ") and "of max_seq_len (512) on average: pack (--pack 1) would compute ~" in note
+    gain = float(note.split("~")[1].split("×")[0])
+    assert gain >= preflight.PACK_MIN_GAIN
+    with i18n.language("zh"):
+        assert "打包" in preflight.warnings(checked, repo / "trainer")[0]
+    packed = commandline.check(train_type, {**values, "pack": "1"}, repo / "trainer")
+    assert preflight.warnings(packed, repo / "trainer") == []  # already packing
+    one_by_one = commandline.check(train_type, {**values, "batch_size": "1"}, repo / "trainer")
+    assert preflight.warnings(one_by_one, repo / "trainer") == []  # no padding to skip
+
+
+def test_dpo_short_pairs_suggest_packing(repo):
+    values = ready(repo, "dpo", batch_size="8")
+    pair = {"chosen": chat("q", "good")["conversations"], "rejected": chat("q", "bad")["conversations"]}
+    long_pair = {"chosen": chat("q " * 400, "good")["conversations"], "rejected": pair["rejected"]}
+    write_rows(repo / "dataset" / "data.jsonl", [long_pair if i % 8 == 0 else pair for i in range(64)])
+    [note] = preflight.warnings(commandline.check("dpo", values, repo / "trainer"), repo / "trainer")
+    assert "pack (--pack 1)" in note
+
+
+def test_no_packing_suggestion_where_packing_does_not_apply(repo):
+    for train_type, changes in (("grpo", {}), ("sft", {"use_moe": "1"})):  # RL; MoE SFT, which cannot pack
+        checked = commandline.check(train_type, ready(repo, train_type, **changes), repo / "trainer")
+        short_and_long(repo)  # rows that suggest packing to a dense SFT run
+        assert preflight.warnings(checked, repo / "trainer") == [], train_type
+
+
+def test_packing_a_moe_model_whose_loss_adds_the_auxiliary_loss_is_refused(repo):
+    for train_type in ("sft", "lora", "distill_reason", "distillation"):
+        values = ready(repo, train_type, use_moe="1", pack="1")
+        for path in list((repo / "out").iterdir()):  # the MoE base weights
+            path.with_name(path.stem + "_moe.pth").write_bytes(b"weights")
+        problems = preflight.run(train_type, values, 0, trainer_dir=repo / "trainer")
+        assert problems == [f"Pack cannot be used with the MoE model for {i18n.t(f'type.{train_type}')}: the MoE "
+                            "auxiliary loss is taken over every position of a batch, the padding included, so packed "
+                            "rows would change the loss. Turn pack off, or train a dense model."], train_type
+    values = ready(repo, "dpo", use_moe="1", pack="1")  # DPO adds no auxiliary loss: packing stays exact
+    assert preflight.run("dpo", values, 0, trainer_dir=repo / "trainer") == []

@@ -5,6 +5,10 @@
 
 Options: `trainer/rules/args.py` (type "distill_reason"). Like SFT, but the tokens of the four tags weigh
 TAG_WEIGHT times more in the loss, as upstream, so the model reliably learns the reply format.
+`--pack 1` packs whole conversations into max_seq_len rows (PackedSFTDataset): exact, every token keeps its
+logits, label and weight (a tag never spans two conversations: a conversation's first label is -100), so a
+batch's loss, the weighted sum over its conversations' reply tokens divided by their number, is the unpacked
+one (dense models only).
 """
 
 
@@ -41,7 +45,7 @@ def make_reason_loss_fn(tag_id_seqs):
     """Token-weighted next-token loss: weight 1 on the assistant tokens, TAG_WEIGHT on tag tokens,
     normalised by the number of assistant tokens (upstream's formula)."""
     def loss_fn(model, batch):
-        out = model(batch["input_ids"])
+        out = model(batch["input_ids"], document_ids=batch.get("document_ids"))  # packed rows: per conversation
         logits, labels = out.logits[:, :-1, :], batch["labels"][:, 1:]
         token_loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), labels.reshape(-1),
                                      ignore_index=-100, reduction="none").view(labels.shape)
@@ -59,7 +63,7 @@ def main():
     # 2. Model, the tags' token ids, reasoning conversations
     model, tokenizer = tu.load_model(args, args.from_weight)
     tag_id_seqs = [tokenizer(tag, add_special_tokens=False).input_ids for tag in TAGS]
-    dataset = tu.load_dataset(SFTDataset, args, tokenizer)
+    dataset = tu.load_dataset(SFTDataset, args, tokenizer, run.train_type)
     # 3. Train the whole model on the tag-weighted next-token loss
     part = run.part("model", model, args.learning_rate)
     loss_fn = make_reason_loss_fn(tag_id_seqs)

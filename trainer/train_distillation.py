@@ -9,6 +9,9 @@ Options: `trainer/rules/args.py` (type "distillation"). As upstream, loss = alph
 by the temperature T (Hinton et al.): `--alpha` weighs the cross-entropy. `--use_moe` applies to both
 models (it selects the `_moe` weight files).
 The student is saved as `{save_dir}/{save_weight}_{student_hidden_size}[_moe].pth`.
+`--pack 1` packs whole conversations into max_seq_len rows (PackedSFTDataset): exact, student and teacher
+both read the packed rows with attention within each conversation, so every reply token keeps its student
+and teacher logits and the batch's CE and KL are its conversations' means as unpacked (dense models only).
 """
 
 
@@ -31,11 +34,11 @@ def make_distill_loss_fn(teacher, alpha, temperature):
     """The loss of one batch, alpha * (CE + MoE aux) + (1 - alpha) * distill; logs `ce` (without the aux
     loss) and `distill` next to the total loss."""
     def loss_fn(model, batch):
-        ids, labels = batch["input_ids"], batch["labels"][:, 1:]
-        out = model(ids)
+        ids, labels, documents = batch["input_ids"], batch["labels"][:, 1:], batch.get("document_ids")
+        out = model(ids, document_ids=documents)
         student_logits = out.logits[:, :-1, :]
         with torch.no_grad():
-            teacher_logits = teacher(ids).logits[:, :-1, :student_logits.size(-1)]
+            teacher_logits = teacher(ids, document_ids=documents).logits[:, :-1, :student_logits.size(-1)]
         mask = labels != -100
         ce = F.cross_entropy(student_logits.reshape(-1, student_logits.size(-1)).float(), labels.reshape(-1),
                              ignore_index=-100)
@@ -61,7 +64,7 @@ def main():
                                option="from_teacher_weight", hidden_size=args.teacher_hidden_size,
                                num_hidden_layers=args.teacher_num_layers)
     tu.log_model_size(teacher.eval().requires_grad_(False), teacher.config, label="Teacher")
-    dataset = tu.load_dataset(SFTDataset, args, tokenizer)
+    dataset = tu.load_dataset(SFTDataset, args, tokenizer, run.train_type)
     # 3. Train the student on the data and on the teacher's softened logits
     part = run.part("model", model, args.learning_rate)
     loss_fn = make_distill_loss_fn(teacher, args.alpha, args.temperature)

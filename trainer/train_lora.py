@@ -5,6 +5,7 @@
 
 Options: `trainer/rules/args.py` (type "lora"). Saves only the LoRA weights (model_lora.save_lora, atomic) to
 `{save_dir}/{lora_name}_{hidden_size}.pth`; the resume state is `../checkpoints/{lora_name}_{hidden_size}[_moe]_resume.pth`.
+`--pack 1` packs whole conversations into max_seq_len rows, exact as for SFT (see `train_full_sft.py`).
 """
 
 
@@ -27,7 +28,7 @@ def main():
     lora_params = [p for p in model.parameters() if p.requires_grad]
     tu.log_model_size(model, model.config)
     tu.log(f"LoRA Params: {sum(p.numel() for p in lora_params) / 1e6:.4f}M")
-    dataset = tu.load_dataset(SFTDataset, args, tokenizer)
+    dataset = tu.load_dataset(SFTDataset, args, tokenizer, run.train_type)
     # 3. Train the adapters on the next-token loss of the replies; save only them
     part = run.part("model", model, args.learning_rate, params=lora_params)
     save_path = run.weight_paths()[0]

@@ -12,8 +12,8 @@ in `trainer.checkpoint`; the RL maths in `trainer.rl`, built into the RL scripts
 - `model_config`, `load_tokenizer`, `init_model` (reads `{weight_dir}/{name}_{h}[_moe].pth`, named by
   `trainer.rules.specs.weight_file`; a missing one names the fix: `missing_weight_fix`), `log_model_size`,
   `unwrap_model`, `wrap_ddp`.
-- `load_dataset` (checks the file first), `lm_collate` (pad to the longest row, or to max_seq_len for MoE
-  as upstream), `make_loader` (per-epoch deterministic shuffle, resume skipping).
+- `load_dataset` (checks the file first; `--pack 1`: the packed dataset), `lm_collate` (pad to the longest
+  row, or to max_seq_len for MoE as upstream), `make_loader` (per-epoch deterministic shuffle, resume skipping).
 - `log`, `warn`: rank-0 output, one flushed line each.
 
 Directories follow upstream MiniMind: scripts run in `trainer/`, so `../out` is `<repo>/out`; the
@@ -33,7 +33,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler, Sampler
 
-from trainer.rules.setup_errors import MissingWeightError, SetupError
+from trainer.rules.setup_errors import MissingWeightError, SetupError, pack_refusal
 from trainer.rules.specs import rl_base_weight, weight_file
 
 TRAINER_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -273,9 +273,17 @@ def check_data_file(path):
         raise SetupError(f"data file not found: {os.path.abspath(path)} (--data_path {path})")
 
 
-def load_dataset(dataset_class, args, tokenizer):
-    """`dataset_class(args.data_path, tokenizer, max_length=args.max_seq_len)`, after checking the file exists."""
+def load_dataset(dataset_class, args, tokenizer, train_type=None):
+    """`dataset_class(args.data_path, tokenizer, max_length=args.max_seq_len)`, after checking the file exists;
+    with `--pack 1` its packed form (`dataset.lm_dataset.packed_dataset`), unless packing cannot be exact for
+    a run of `train_type` (`PackingRefused`, see `trainer.rules.setup_errors.pack_refusal`)."""
     check_data_file(args.data_path)
+    if getattr(args, "pack", 0):
+        from dataset.lm_dataset import packed_dataset
+        refusal = pack_refusal(train_type, args.pack, args.use_moe)
+        if refusal:
+            raise refusal
+        dataset_class = packed_dataset(dataset_class)
     return dataset_class(args.data_path, tokenizer, max_length=args.max_seq_len)
 
 

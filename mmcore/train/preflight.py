@@ -6,8 +6,10 @@ of a training type (its data format, the base weights it loads, the files it wri
 model) come from `trainer/rules/specs.py`, the same functions the trainers name their files with.
 Relative paths resolve against `trainer_dir`, the jobs' working directory. Nothing is created.
 """
+import functools
 import json
 import os
+import random
 from pathlib import Path
 
 from dataset import formats  # torch-free
@@ -17,9 +19,16 @@ from mmcore.base.paths import TRAINER_DIR
 from mmcore.train import commandline, train_types
 from trainer.rules import roots as trainer_roots
 from trainer.rules import specs, weight_meta
+from trainer.rules.args import PACK_TYPES
+from trainer.rules.setup_errors import pack_refusal
 
 #: Lines of the data file that are checked: enough to catch a wrong format, fast on huge files.
 DATA_LINES = 50
+#: Rows whose token lengths the packing suggestion measures.
+PACK_SAMPLE_ROWS = 200
+#: Packing is suggested when it would compute at least this many times fewer tokens: below that, the
+#: packed rows' masked attention and the length pass over the file at start eat much of the saving.
+PACK_MIN_GAIN = 2.0
 
 
 def run(train_type, values, gpu_count, trainer_dir=TRAINER_DIR):
@@ -33,16 +42,20 @@ def problems(checked, gpu_count, trainer_dir=TRAINER_DIR):
     spec = specs.spec(checked.train_type)
     values = checked.effective()
     return (invalid_fields(checked) + devices(checked, gpu_count) + data(spec, values, trainer_dir)
-            + base_weights(spec, values, trainer_dir) + tokenizer(values, trainer_dir)
+            + packing(spec, values) + base_weights(spec, values, trainer_dir) + tokenizer(values, trainer_dir)
             + reward_model(spec, values, trainer_dir) + writable_folders(values, trainer_dir))
 
 
 def warnings(checked, trainer_dir=TRAINER_DIR):
-    """Findings that do not stop a launch but deserve a look: a tokenizer other than the base weights'."""
-    try:
-        return tokenizer_mismatch(specs.spec(checked.train_type), checked.effective(), trainer_dir)
-    except (KeyError, OSError, ValueError):
-        return []
+    """Findings that do not stop a launch but deserve a look: a tokenizer other than the base weights',
+    short rows that `--pack 1` would pack."""
+    found = []
+    for finding in (tokenizer_mismatch, pack_suggestion):
+        try:
+            found += finding(specs.spec(checked.train_type), checked.effective(), trainer_dir)
+        except (KeyError, OSError, ValueError):
+            pass
+    return found
 
 
 def resolve(trainer_dir, path):
@@ -88,6 +101,13 @@ def data(spec, values, trainer_dir):
         return [t("preflight.data_unusable", type=t(f"type.{spec.key}"), error=e)]
     except OSError as e:
         return [t("preflight.data_unreadable", path=path, error=e.strerror)]
+    return []
+
+
+def packing(spec, values):
+    """`--pack 1` where packing cannot be exact (`trainer.rules.setup_errors.pack_refusal`)."""
+    if pack_refusal(spec.key, values.get("pack"), values.get("use_moe")):
+        return [t("preflight.pack_moe", type=t(f"type.{spec.key}"))]
     return []
 
 
@@ -186,3 +206,115 @@ def writable_folders(values, trainer_dir):
     if why:
         found.append(t("preflight.cannot_resume_state", path=checkpoints, why=why))
     return found
+
+
+def pack_suggestion(spec, values, trainer_dir):
+    """`--pack 1` for a type that packs, where the data's rows are short: how full they fill
+    max_seq_len and how many times fewer tokens a packed run computes (`pack_gain`, over the token
+    lengths of the data file's first PACK_SAMPLE_ROWS rows)."""
+    if spec.key not in PACK_TYPES or values.get("pack") or pack_refusal(spec.key, 1, values.get("use_moe")):
+        return []
+    data_path, tokenizer_path = values.get("data_path"), values.get("tokenizer_path")
+    if not data_path or not tokenizer_path:
+        return []
+    lengths = row_lengths(resolve(trainer_dir, data_path), spec.data_kind, resolve(trainer_dir, tokenizer_path))
+    # Pretraining pads MoE batches to max_seq_len, as upstream (the other types that do refuse packing).
+    pad_to_max = bool(values.get("use_moe")) and spec.key == "pretrain"
+    fill, gain = pack_gain(lengths, values["max_seq_len"], values["batch_size"], pad_to_max)
+    if gain < PACK_MIN_GAIN:
+        return []
+    return [t("preflight.pack_suggestion", fill=f"{fill:.0%}", max_seq_len=values["max_seq_len"], gain=f"{gain:.1f}",
+              padding=f"{1 - 1 / gain:.0%}")]
+
+
+def pack_gain(lengths, max_seq_len, batch_size, pad_to_max=False):
+    """(fill, gain) of rows with these token lengths (a DPO row: its longer side): `fill`, the share of
+    max_seq_len the rows fill on average (each cut there); `gain`, how many times fewer tokens a packed
+    run computes than an unpacked one, whose batches of `batch_size` rows in a shuffled order are each
+    padded to their longest row (to max_seq_len with `pad_to_max`). Packed rows are taken as full: best
+    fit fills them to within a few percent."""
+    cut = [min(int(n), max_seq_len) for n in lengths]
+    if not cut or not sum(cut):
+        return 0.0, 1.0
+    order = random.Random(0).sample(cut, len(cut))
+    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    computed = sum(len(b) * (max_seq_len if pad_to_max else max(b)) for b in batches)
+    return sum(cut) / (len(cut) * max_seq_len), computed / sum(cut)
+
+
+def row_lengths(path, kind, tokenizer_dir, rows=PACK_SAMPLE_ROWS):
+    """Token lengths of the first `rows` valid rows of a data file, untruncated, as the trainers' datasets
+    encode them (pretrain: bos and eos added where the text lacks them; chat: the tokenizer's chat
+    template; DPO: the longer of chosen and rejected); () for RL prompts or a tokenizer without a
+    chat template. Cached per file and tokenizer version."""
+    path, tokenizer_dir = Path(path), Path(tokenizer_dir)
+    if kind == "rlaif" or not path.is_file() or not (tokenizer_dir / "tokenizer.json").is_file():
+        return ()
+    stamp = (path.stat().st_mtime_ns, path.stat().st_size, (tokenizer_dir / "tokenizer.json").stat().st_mtime_ns)
+    return _row_lengths(str(path), kind, str(tokenizer_dir), rows, stamp)
+
+
+@functools.lru_cache(maxsize=16)
+def _row_lengths(path, kind, tokenizer_dir, rows, stamp):
+    encoder = _Encoder(tokenizer_dir)
+    if kind != "pretrain" and encoder.template is None:
+        return ()
+    lengths = []
+    with open(path, "rb") as f:
+        for raw in f:
+            if len(lengths) >= rows:
+                break
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                continue
+            if not isinstance(record, dict) or formats.check_record(record, kind) is not None:
+                continue
+            if kind == "pretrain":
+                lengths.append(encoder.text_length(str(record["text"])))
+            elif kind == "dpo":
+                lengths.append(max(encoder.chat_length(record["chosen"]), encoder.chat_length(record["rejected"])))
+            else:
+                lengths.append(encoder.chat_length(record["conversations"]))
+    return tuple(lengths)
+
+
+class _Encoder:
+    """Token counts without torch or transformers: the folder's tokenizer.json through `tokenizers`, and its
+    chat template rendered as transformers renders one (a sandboxed Jinja environment with `trim_blocks`,
+    `lstrip_blocks`, loop controls and a `tojson` filter). tests/test_preflight.py holds the counts equal to
+    the trainers' datasets'."""
+
+    def __init__(self, folder):
+        import jinja2.ext
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+        from tokenizers import Tokenizer
+
+        self.tokenizer = Tokenizer.from_file(str(Path(folder) / "tokenizer.json"))
+        try:
+            config = json.loads((Path(folder) / "tokenizer_config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            config = {}
+        self.special = {name: value.get("content") if isinstance(value, dict) else value
+                        for name, value in config.items() if name.endswith("_token") and value}
+        template = config.get("chat_template")
+        self.template = None
+        if isinstance(template, str):
+            env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                                extensions=[jinja2.ext.loopcontrols])
+            env.filters["tojson"] = lambda x, ensure_ascii=False, indent=None, separators=None, sort_keys=False: \
+                json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+            self.template = env.from_string(template)
+
+    def count(self, text):
+        return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def text_length(self, text):
+        bos, eos = self.special.get("bos_token"), self.special.get("eos_token")
+        added = (0 if bos and text.startswith(bos) else 1) + (0 if eos and text.rstrip().endswith(eos) else 1)
+        return self.count(text) + added
+
+    def chat_length(self, messages):
+        text = self.template.render(messages=messages, tools=formats.chat_tools(messages),
+                                    add_generation_prompt=False, **self.special)
+        return self.count(text)

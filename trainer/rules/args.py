@@ -95,6 +95,14 @@ def _common(type_key, wandb_name, *, save_dir="../out", save_weight, epochs, bat
     return [a for a in args if a.name not in drop]
 
 
+#: The types `--pack` applies to: pretraining, and the supervised types, where packing is exact.
+PACK_TYPES = ("pretrain", "sft", "lora", "dpo", "distill_reason", "distillation")
+#: Ours, off by default (upstream has no packing); the last option of each type in PACK_TYPES.
+PACK = Arg("pack", int, 0, "Pack the data into full max_seq_len rows, attention and positions within each "
+           "document (pretrain: documents, a long one continuing into the next row; sft, lora, distill_reason, "
+           "distillation: whole conversations; dpo: whole pairs, chosen and rejected rows side by side) "
+           "(0 = no: one sample per row, as upstream; 1 = yes)", choices=(0, 1))
+
 #: The RL trainers' sampling options (ours, after upstream's options).
 SAMPLING = ("temperature", "top_k", "top_p")
 
@@ -135,23 +143,23 @@ def _definitions():
     defs["pretrain"] = _common(
         "pretrain", "Pretrain", save_weight="pretrain", epochs=1, batch_size=32, learning_rate=5e-4,
         accumulation_steps=8, log_interval=100, save_interval=100, max_seq_len=512,
-        data_path="../dataset/pretrain_hq.jsonl", from_weight="none") + [
-        Arg("pack", int, 0, "Pack documents into full max_seq_len rows, attention within each document "
-            "(0 = no: one document per row, as upstream; 1 = yes)", choices=(0, 1))]
+        data_path="../dataset/pretrain_hq.jsonl", from_weight="none") + [PACK]
     defs["sft"] = _common(
         "sft", "Full-SFT", save_weight="full_sft", epochs=2, batch_size=16, learning_rate=5e-7,
         accumulation_steps=1, log_interval=100, save_interval=100, max_seq_len=512,
-        data_path="../dataset/sft_mini_512.jsonl", from_weight="pretrain")
+        data_path="../dataset/sft_mini_512.jsonl", from_weight="pretrain") + [PACK]
     defs["lora"] = _insert_after(
         _common("lora", "LoRA", save_dir="../out/lora", save_weight=None, epochs=50, batch_size=32,
                 learning_rate=1e-4, accumulation_steps=1, log_interval=10, save_interval=1, max_seq_len=512,
                 data_path="../dataset/lora_identity.jsonl", from_weight="full_sft"),
-        "save_dir", [Arg("lora_name", str, "lora_identity", "Name of the LoRA weights (saved as {lora_name}_{hidden_size}.pth)")])
+        "save_dir", [Arg("lora_name", str, "lora_identity", "Name of the LoRA weights (saved as {lora_name}_{hidden_size}.pth)")]
+    ) + [PACK]
     defs["dpo"] = _common(
         "dpo", "DPO", save_weight="dpo", epochs=1, batch_size=4, learning_rate=4e-8,
         accumulation_steps=1, log_interval=100, save_interval=100, max_seq_len=1024,
         data_path="../dataset/dpo.jsonl", from_weight="full_sft") + [
-        Arg("beta", float, 0.1, "DPO temperature: how strongly the policy may move away from the reference", gt_zero=True)]
+        Arg("beta", float, 0.1, "DPO temperature: how strongly the policy may move away from the reference", gt_zero=True),
+        PACK]
 
     rl_common = dict(epochs=1, batch_size=2, accumulation_steps=1, log_interval=1, save_interval=10,
                      max_seq_len=66, data_path="../dataset/rlaif-mini.jsonl", from_weight=None)
@@ -184,7 +192,7 @@ def _definitions():
     defs["distill_reason"] = _common(
         "distill_reason", "Reasoning-Distill", save_weight="reason", epochs=1, batch_size=8, learning_rate=1e-6,
         accumulation_steps=1, log_interval=100, save_interval=100, max_seq_len=1024,
-        data_path="../dataset/r1_mix_1024.jsonl", from_weight="dpo")
+        data_path="../dataset/r1_mix_1024.jsonl", from_weight="dpo") + [PACK]
     # Distillation sizes the student and the teacher separately instead of hidden_size/num_hidden_layers.
     distillation = [a for a in _common(
         "distillation", "Distillation", save_weight="full_dist", epochs=6, batch_size=32, learning_rate=5e-6,
@@ -201,6 +209,7 @@ def _definitions():
         Arg("from_teacher_weight", str, "full_sft", "Teacher weight (prefix in weight_dir)"),
         Arg("alpha", float, 0.5, "Weight of the CE loss; 1 - alpha weighs the distillation (KL) loss", min=0, max=1),
         Arg("temperature", float, 1.5, "Softmax temperature of the distillation loss", gt_zero=True),
+        PACK,
     ]
     return defs
 
@@ -244,6 +253,7 @@ def _bounded(args):
 
 _DEFINED = _definitions()
 assert set(_DEFINED) == set(TRAIN_TYPES), "every training type, and only those, has options"
+assert [k for k in TRAIN_TYPES if PACK in _DEFINED[k]] == list(PACK_TYPES), "--pack belongs to PACK_TYPES"
 #: Every training type's options, in command-line order (the types in TRAIN_TYPES order).
 ARGS: dict[str, list[Arg]] = {key: _bounded(_DEFINED[key]) for key in TRAIN_TYPES}
 _unbounded = [(k, a.name) for k, args in ARGS.items() for a in args
