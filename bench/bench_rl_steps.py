@@ -26,28 +26,37 @@ RL_PARTS = ("encode", "sample", "score", "policy_forward", "critic_forward", "re
 
 class RLParts:
     """What an RL step needs: options, tokenizer, policy, reference, (PPO) old actor and critic, the
-    optimised (module, optimizer) pairs, and the reward model (None = rule rewards)."""
+    optimised (module, optimizer) pairs (the trainers' optimizer, `trainer.loop.make_optimizer`), and
+    the reward model (None = rule rewards).
 
-    def __init__(self, algo, model_name, device, reward_model_path="none"):
+    The model is `RL_MODELS[model_name]`'s size, or `hidden_size` x `num_hidden_layers` when given;
+    every copy starts from `base_state` (a state dict) when given, else from seed 0's random weights."""
+
+    def __init__(self, algo, model_name, device, reward_model_path="none", hidden_size=None, num_hidden_layers=None,
+                 base_state=None):
         import torch
 
         from trainer import trainer_utils as tu
+        from trainer.loop import make_optimizer
         from trainer.rl_setup import Critic
-        cfg = RL_MODELS[model_name]
+        cfg = RL_MODELS.get(model_name, {})
         self.args = argparse.Namespace(**RL_CONFIG, device=device, algo=algo)
         if algo != "grpo":
             self.args.num_generations = 1
         torch.manual_seed(0)
-        config = tu.model_config(cfg["hidden_size"], cfg["num_hidden_layers"], False)
+        config = tu.model_config(hidden_size or cfg["hidden_size"], num_hidden_layers or cfg["num_hidden_layers"],
+                                 False)
         self.policy, self.tokenizer = tu.init_model(config, "none", ".", device)
+        if base_state is not None:
+            self.policy.load_state_dict(base_state)
         state = self.policy.state_dict()
         self.reference = self._copy(tu, config, device, state)
         self.old_actor = self._copy(tu, config, device, state) if algo == "ppo" else None
-        self.trained = [(self.policy, torch.optim.AdamW(self.policy.parameters(), lr=1e-7))]
+        self.trained = [(self.policy, make_optimizer(self.policy.parameters(), 1e-7))]
         self.critic = None
         if algo == "ppo":
             self.critic = Critic(self._copy(tu, config, device, state, frozen=False)).to(device)
-            self.trained.append((self.critic, torch.optim.AdamW(self.critic.parameters(), lr=1e-7)))
+            self.trained.append((self.critic, make_optimizer(self.critic.parameters(), 1e-7)))
         self.reward_model = None
         if reward_model_path != "none":
             from trainer.rl.reward_model import RewardModel
@@ -94,6 +103,7 @@ def _current_rollout(timer, parts, batch, n=1):
         ro = rl_rollout.rollout(parts.policy, parts.tokenizer, batch["prompt"], batch["answer"], a.max_seq_len,
                         a.max_gen_len, a.device, num_generations=n, temperature=0.8, top_k=50, top_p=1.0)
         timer.sampled_tokens += ro.completion_mask.numel()
+        timer.rollout = ro  # the last rollout, for callers that count its tokens
     with timer.part("score"):
         functions = rewards.reward_functions(a.reasoning, parts.reward_model)
         reward = rewards.score(functions, ro.prompts, ro.responses, ro.references)[0].to(a.device)

@@ -12,9 +12,12 @@ directly:
 - one fused sampling step per token: temperature, top-k and top-p filtering (with the semantics of
   transformers' logits warpers), worked on the top-k candidates only when top-k is set, and an exact
   inverse-CDF draw from the filtered softmax (one uniform number per row, no host sync);
-- on a CPU in float32 the decode step runs oneDNN's GEMM on weights reordered once per `sample` call
-  for the batch's row count (`_prepacks`), rather than a small-batch GEMM that repacks every weight
-  on every token;
+- on a CPU in float32 the decode step multiplies by the weights the way measured fastest on this
+  machine for the batch's row count (`_fastest_path`): as they are, or reordered once per `sample`
+  call for that row count by oneDNN or MKL (a small-batch GEMM on the weights as they are repacks
+  every weight on every token; the reorder saves that where it pays for its own cost);
+- the prompt is encoded with the output head on its last position only (the one a token is sampled
+  from), and each decode step multiplies by every weight once for all rows;
 - a finished row (it produced EOS) keeps being computed but emits `pad_id`; the loop stops when every
   row has finished (checked every step on CPU, every `check_every` steps on CUDA so the token loop
   does not wait on the device each step).
@@ -26,6 +29,7 @@ its old policy's when the two are the same model state.
 `compile=True` compiles the one-token decode step with `torch.compile` (off by default: on CPU and for
 short rollouts the compilation costs more than it saves).
 """
+import time
 from dataclasses import dataclass
 
 import torch
@@ -130,14 +134,26 @@ class Samples:
     logps: torch.Tensor | None = None
 
 
+#: Rows from which `_FusedDecoder`, told no path, multiplies by oneDNN-reordered weights on a float32
+#: CPU (`sample` measures the paths instead: `_fastest_path`). On a 512x8 model, one thread: 2 rows
+#: decode as fast with the plain GEMM, which skips the reorder's ~50 ms per call; from 4 rows on the
+#: reordered weights were 25-50% faster per token.
+PACK_MIN_ROWS = 4
+
+
 class _FusedDecoder:
     """The one-token decode step of a dense MiniMind as plain tensor calls on fused weights: q/k/v
     in one matrix, gate/up in one, no module calls. Same maths as the blocks (RMSNorm in float32,
     rotary, grouped-query attention over the cache, SwiGLU); built from the model's weights at the
-    start of each `sample` call, so it always decodes the current policy. With `reorder` (and where
-    `_prepacks`) the weights are reordered for oneDNN's GEMM at `rows` rows."""
+    start of each `sample` call, so it always decodes the current policy.
 
-    def __init__(self, model, rows, reorder=True):
+    `path` is how the step multiplies by the weights (`DECODE_PATHS`): "plain" (`F.linear` on them as
+    they are), "onednn" or "mkl" (each library's GEMM on weights it reordered once, here, for `rows`
+    rows: a decode step multiplies a few rows by every weight, where the plain small-batch GEMM repacks
+    each weight on every call). The products are the same up to float rounding. Without a path:
+    "onednn" where `_prepacks` and from `PACK_MIN_ROWS` rows on, unless `reorder` is False."""
+
+    def __init__(self, model, rows, reorder=True, path=None):
         body, c = model.model, model.config
         self.heads, self.kv_heads, self.head_dim = c.num_attention_heads, c.num_key_value_heads, c.head_dim
         self.act = body.layers[0].mlp.act_fn
@@ -154,16 +170,29 @@ class _FusedDecoder:
                 (layer.post_attention_layernorm.weight, layer.post_attention_layernorm.eps),
                 torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]).detach(),
                 mlp.down_proj.weight))
-        self.linear = F.linear
-        if reorder and _prepacks(self.head):
-            # oneDNN's GEMM on weights reordered once for this many rows: a decode step multiplies a few
-            # rows by every weight, where the plain small-batch GEMM repacks each weight on every call
-            # (measured 1.6x faster on these shapes, 1 thread; same products up to float rounding).
-            pack = lambda w: torch.ops.mkldnn._reorder_linear_weight(w.detach(), rows)  # noqa: E731
-            self.layers = [(norm_in, pack(qkv), pack(o), norm_post, pack(gate_up), pack(down))
+        if path is None:
+            path = "onednn" if reorder and rows >= PACK_MIN_ROWS and _prepacks(self.head) else "plain"
+        self.path = path
+        self.linear = {"plain": F.linear, "onednn": _onednn_linear, "mkl": _mkl_linear}[path]
+        if path != "plain":
+            pack = _REORDER[path]
+            self.layers = [(norm_in, pack(qkv, rows), pack(o, rows), norm_post, pack(gate_up, rows), pack(down, rows))
                            for norm_in, qkv, o, norm_post, gate_up, down in self.layers]
-            self.head = pack(self.head)
-            self.linear = _onednn_linear
+            self.head = pack(self.head, rows)
+
+    def multiply_all(self, x, x_wide):
+        """Every weight's product once, as one decode step does (rows `x` [B, H], `x_wide` [B, I]):
+        what `_fastest_path` times."""
+        for _, w_qkv, w_o, _, w_gate_up, w_down in self.layers:
+            for inputs, weight in ((x, w_qkv), (x, w_o), (x, w_gate_up), (x_wide, w_down)):
+                self.linear(inputs, weight)
+        self._head(x)
+
+    def _head(self, x):
+        if self.linear is F.linear:
+            # W @ h^T: for a few rows this streams the [vocab, hidden] matrix once (F.linear measured 2-5x slower)
+            return torch.mm(self.head, x.t()).t()
+        return self.linear(x, self.head)
 
     @staticmethod
     def _rms(x, norm):
@@ -191,13 +220,11 @@ class _FusedDecoder:
             x = x + self.linear(out.reshape(rows, h * d), w_o)
             gate, up = self.linear(self._rms(x, norm_post), w_gate_up).chunk(2, dim=-1)
             x = x + self.linear(self.act(gate) * up, w_down)
-        if self.linear is _onednn_linear:
-            return self.linear(self._rms(x, self.norm), self.head)
-        return torch.mm(self.head, self._rms(x, self.norm).t()).t()
+        return self._head(self._rms(x, self.norm))
 
 
 def _prepacks(weight):
-    """Whether the decode step runs on oneDNN-reordered weights: float32 on a CPU with oneDNN, outside
+    """Whether the decode step may run on reordered weights: float32 on a CPU with oneDNN, outside
     autocast (which would otherwise cast the products to bfloat16)."""
     return (weight.device.type == "cpu" and weight.dtype == torch.float32 and torch.backends.mkldnn.is_available()
             and not torch.is_autocast_enabled("cpu") and hasattr(torch.ops.mkldnn, "_reorder_linear_weight"))
@@ -206,6 +233,66 @@ def _prepacks(weight):
 def _onednn_linear(x, packed_weight):
     """x @ W^T with W reordered by `torch.ops.mkldnn._reorder_linear_weight`."""
     return torch.ops.mkldnn._linear_pointwise(x, packed_weight, None, "none", [], "")
+
+
+def _mkl_linear(x, packed):
+    """x @ W^T with W reordered by `torch.ops.mkl._mkl_reorder_linear_weight` (packed: the reordered
+    weight, W itself, the row count it was reordered for)."""
+    weight, original, rows = packed
+    return torch.ops.mkl._mkl_linear(x, weight, original, None, rows)
+
+
+_REORDER = {"onednn": lambda w, rows: torch.ops.mkldnn._reorder_linear_weight(w.detach(), rows),
+            "mkl": lambda w, rows: (torch.ops.mkl._mkl_reorder_linear_weight(w.detach(), rows), w.detach(), rows)}
+#: How a float32 CPU decode step may multiply by the weights (see `_FusedDecoder`).
+DECODE_PATHS = ("plain", "onednn", "mkl")
+_FASTEST = {}  # (rows, tokens, threads, weight shapes) -> the path `_fastest_path` measured fastest
+
+
+def decode_paths(weight):
+    """The paths a decode step with this head weight can take here."""
+    if not _prepacks(weight):
+        return ["plain"]
+    mkl = torch.backends.mkl.is_available() and hasattr(torch.ops.mkl, "_mkl_reorder_linear_weight")
+    return ["plain", "onednn"] + (["mkl"] if mkl else [])
+
+
+#: How much faster than `PACK_MIN_ROWS`'s choice a measured path must be to be taken instead, so that
+#: near-ties (where a busy machine's noise could tip the measurement either way) always decode alike.
+FASTER_BY = 0.10
+
+
+def _fastest_path(model, rows, tokens):
+    """The decode path (`DECODE_PATHS`) for a `sample` call of `rows` rows and up to `tokens` new
+    tokens on this machine. Which is fastest depends on the processor, the thread count and the row
+    count (measured at 8 rows of a 512x8 model: oneDNN's reordered weights 1.5x faster than the plain
+    GEMM on one Xeon, MKL's 1.35x faster than oneDNN's on another), so each path's cost is measured:
+    its weight preparation (once per call) plus `tokens` passes over every weight. The rule's path
+    (oneDNN from `PACK_MIN_ROWS` rows on, else plain) is kept unless another costs `FASTER_BY` less.
+    Measured once per process for each row count, token count, thread count and model shape (a few
+    hundred ms for a 512x8 model), without drawing from the random number generators."""
+    paths = decode_paths(model.lm_head.weight)
+    rule = "onednn" if rows >= PACK_MIN_ROWS and len(paths) > 1 else "plain"
+    if len(paths) == 1:
+        return rule
+    key = (rows, tokens, torch.get_num_threads(), tuple(tuple(p.shape) for p in model.parameters()))
+    if key not in _FASTEST:
+        x = torch.full((rows, model.config.hidden_size), 0.01)
+        x_wide = torch.full((rows, model.config.intermediate_size), 0.01)
+        costs = {}
+        for path in paths:
+            start = time.perf_counter()
+            decoder = _FusedDecoder(model, rows, path=path)
+            prepare = time.perf_counter() - start
+            passes = []
+            for _ in range(3):  # the least of three: a busy machine's pauses only ever add time
+                start = time.perf_counter()
+                decoder.multiply_all(x, x_wide)
+                passes.append(time.perf_counter() - start)
+            costs[path] = prepare + tokens * min(passes)
+        fastest = min(costs, key=costs.get)
+        _FASTEST[key] = fastest if costs[fastest] < (1 - FASTER_BY) * costs[rule] else rule
+    return _FASTEST[key]
 
 
 def _decode_layers(model, hidden, position_ids, attn_mask, is_causal, cache):
@@ -292,7 +379,8 @@ def _sample(model, prompt_ids, prompt_mask, max_new, eos_id, pad_id, n, how, ret
             mask = key_mask[..., :prompt_len + t + 1] if pads else None
             return _decode_layers(model, body.embed_tokens(token.unsqueeze(1)), next_pos, mask, False, cache)
     else:
-        fused = _FusedDecoder(model, rows, reorder=not compile)  # inductor cannot lower the oneDNN op
+        # inductor cannot lower the reordered-weight GEMMs: a compiled step multiplies by the weights as they are
+        fused = _FusedDecoder(model, rows, path="plain" if compile else _fastest_path(model, rows, max_new))
 
         def decode(token, t, next_pos):
             return fused(token, next_pos, key_mask if pads else None, cache)
