@@ -352,7 +352,7 @@ def bench_sft_pack(args):
     with the trainer's loss, the cases interleaved step by step on the same weights."""
     import torch
 
-    from dataset.lm_dataset import PackedSFTDataset, SFTDataset, pad_collate
+    from dataset.lm_dataset import PackedSFTDataset, pad_collate
     from trainer import trainer_utils as tu
 
     if args.threads:
