@@ -10,22 +10,13 @@ the mean over its conversations' reply tokens as unpacked (dense models only; `-
 
 
 from dataset.lm_dataset import SFTDataset
-from trainer import loop
 from trainer import trainer_utils as tu
-from trainer.train_pretrain import lm_loss
+from trainer.train_pretrain import train_next_token
 
 
 def main():
-    # 1. Options, processes, seed
-    run = loop.start("sft")
-    args = run.args
-    # 2. Model and conversations (SFTDataset labels only the assistant replies)
-    model, tokenizer = tu.load_model(args, args.from_weight)
-    dataset = tu.load_dataset(SFTDataset, args, tokenizer, run.train_type)
-    # 3. Train the whole model on the next-token loss of the replies
-    part = run.part("model", model, args.learning_rate)
-    loop.train(run, [part], dataset, tu.lm_collate(args, tokenizer), lambda batch: lm_loss(part.model, batch),
-               run_name=f"MiniMind-Full-SFT-Epoch-{args.epochs}-BatchSize-{args.batch_size}-LR-{args.learning_rate}")
+    # Pretraining's run on conversations: SFTDataset labels only the assistant replies.
+    train_next_token("sft", SFTDataset, "Full-SFT")
 
 
 if __name__ == "__main__":

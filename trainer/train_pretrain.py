@@ -7,7 +7,7 @@ Options: `trainer/rules/args.py` (type "pretrain"). Weights go to `{save_dir}/{s
 """
 
 
-from dataset.lm_dataset import PackedPretrainDataset, PretrainDataset
+from dataset.lm_dataset import PretrainDataset
 from trainer import loop
 from trainer import trainer_utils as tu
 
@@ -32,9 +32,7 @@ def train_next_token(train_type, dataset_class, run_label):
     args = run.args
     # 2. Model and data
     model, tokenizer = tu.load_model(args, args.from_weight)
-    if getattr(args, "pack", 0):  # documents packed into full max_seq_len rows
-        dataset_class = PackedPretrainDataset
-    dataset = tu.load_dataset(dataset_class, args, tokenizer)
+    dataset = tu.load_dataset(dataset_class, args, tokenizer, train_type)  # --pack 1: its packed form
     # 3. Train the whole model on the next-token loss
     part = run.part("model", model, args.learning_rate)
     loop.train(run, [part], dataset, tu.lm_collate(args, tokenizer), lambda batch: lm_loss(part.model, batch),
