@@ -7,14 +7,19 @@ For each page and number of tabs, over a window of `--window` seconds with the t
 - a fresh tab's load time of that page (navigation to the page drawn, while the others watch), on a
   first visit (empty browser cache) and for a returning viewer (the app's scripts cached);
 - the running job's steps per minute (from its log), which shares the machine with all of this;
-- the CPU the browsers' processes used over the window (% of one core: every tab's drawing).
+- the CPU the browsers' processes used over the window (% of one core: every tab's drawing);
+- per tab, its browser main thread's time per second of wall time (the Chrome DevTools Protocol's
+  Performance metrics: TaskDuration, counted in the main thread's own CPU time) and the bytes the
+  server sent it per update (websocket frames, CDP Network.webSocketFrameReceived; an update is a
+  burst of frames, one page or fragment run).
 
 After each group the tabs are closed and the server's RSS is measured again after `--settle` seconds,
 against its one-viewer figure. Streamlit keeps a closed tab's session for
 `server.disconnectedSessionTTL` (120 s by default): a settle shorter than that measures the closed
 sessions too (`--settle 135` measures what is given back once they are gone). Targets: 10 tabs on
 Jobs under 10% of one core on average, a fresh Jobs page under 2 s, RSS back within 20% of the
-one-viewer figure once the tabs are closed.
+one-viewer figure once the tabs are closed; one Logs tab on the running job: its main thread at most
+0.03 s per second, the server at most 2% of a core.
 
 The app runs from a copy in a temporary folder (the demo job's weights and checkpoints go there).
 Figures on a shared machine are noisy: the browsers, the trainer and other work compete for the same
@@ -24,8 +29,19 @@ A single page load varies a lot on a busy machine: `--loads N` times N first vis
 ones per group and prints their median (with the range).
 
     python3 -m bench.bench_viewers [--viewers 1,5,10,20] [--window 30] [--settle 10] [--pages jobs,logs] [--loads 1]
+
+`--scale` runs the large case instead: 20 finished runs of 200,000 steps each (`--scale-runs`,
+`--scale-steps`), with their logs and records, overlaid on one Logs page, while one of them grows by a
+step every half second. It prints the server's first reading of them (a warm-up tab), a fresh tab's
+page run and its first draw after that run, the points per trace sent, a zoom into a 1,000-step
+window (its time and points), then the update cost of one tab over `--window` seconds (main thread,
+bytes per update, server CPU) and the server's RSS. Targets: first draw within 2 s of the page's run,
+at most 2,000 points per trace, every point of the zoomed window.
+
+    python3 -m bench.bench_viewers --scale [--scale-runs 20] [--scale-steps 200000] [--window 30]
 """
 import argparse
+import json
 import os
 import re
 import signal
@@ -89,11 +105,13 @@ class Sampler:
         self.proc = psutil.Process(pid)
         self.proc.cpu_percent(None)
 
-    def window(self, seconds):
+    def window(self, seconds, sleep=time.sleep):
+        """(mean CPU %, max CPU %, max RSS) over `seconds`; `sleep` waits a second (a tab's wait lets
+        the browser's events in meanwhile)."""
         cpu, rss = [], []
         end = time.monotonic() + seconds
         while time.monotonic() < end:
-            time.sleep(1.0)
+            sleep(1.0)
             cpu.append(self.proc.cpu_percent(None))
             rss.append(self.proc.memory_info().rss)
         return statistics.mean(cpu), max(cpu), max(rss)
@@ -135,9 +153,210 @@ def load_text(seconds):
     return text if len(seconds) == 1 else f"{text} ({min(seconds):.2f}-{max(seconds):.2f})"
 
 
+class TabProbe:
+    """One tab's browser main-thread time and the websocket bytes the server sent it, through the
+    Chrome DevTools Protocol (Performance metrics in thread time; Network websocket frames)."""
+
+    BURST_S = 0.3  # frames closer than this belong to one update (one page or fragment run)
+
+    def __init__(self, tab):
+        self.cdp = tab.context.new_cdp_session(tab)
+        self.cdp.send("Performance.enable", {"timeDomain": "threadTicks"})
+        self.frames = []  # (browser timestamp, bytes)
+        self.cdp.on("Network.webSocketFrameReceived", self._frame)
+        self.cdp.send("Network.enable")
+        self.start()
+
+    def _frame(self, event):
+        response = event["response"]
+        data = response.get("payloadData", "")
+        size = len(data) * 3 // 4 if response.get("opcode") == 2 else len(data.encode())  # binary: base64
+        self.frames.append((event["timestamp"], size))
+
+    def task_s(self):
+        metrics = self.cdp.send("Performance.getMetrics")["metrics"]
+        return next(m["value"] for m in metrics if m["name"] == "TaskDuration")
+
+    def start(self):
+        self.frames.clear()
+        self.task0, self.t0 = self.task_s(), time.monotonic()
+
+    def figures(self):
+        """(main-thread seconds per second, bytes per update, updates) since `start`."""
+        main = (self.task_s() - self.task0) / (time.monotonic() - self.t0)
+        bursts, last = 0, None
+        for at, _ in self.frames:
+            if last is None or at - last > self.BURST_S:
+                bursts += 1
+            last = at
+        total = sum(size for _, size in self.frames)
+        return main, (total / bursts if bursts else 0.0), bursts
+
+
+def probe_text(probes):
+    """ "0.012 s/s, 1.8 kB/update": the mean over the tabs."""
+    if not probes:
+        return ""
+    figures = [p.figures() for p in probes]
+    main = statistics.mean(f[0] for f in figures)
+    per_update = statistics.mean(f[1] for f in figures)
+    return f"{main:.3f} s/s {per_update / 1000:>6.1f} kB"
+
+
 JOBS_READY = """() => [...document.querySelectorAll('.minimind-table td')]
                        .some(td => td.innerText.includes('finished-'))"""
-LOGS_READY = """() => document.querySelectorAll('[data-testid="stPlotlyChart"] .js-plotly-plot').length > 0"""
+LOGS_READY = f"() => document.querySelectorAll('{browser.PLOTS}').length > 0"
+
+
+# -- the large case: many long runs on one Logs page ----------------------------------------------------
+
+def scale_line(step, total, loss):
+    return f"Epoch:[1/1]({step}/{total}) loss:{loss:.6f} lr:0.000500000000 epoch_Time:1.0min:\n"
+
+
+def scale_record(step, loss):
+    return json.dumps({"global_step": step, "epoch": 1, "step": step, "samples": step * 32, "tokens": step * 16_384,
+                       "time": 1.7e9 + step / 2, "elapsed_s": step / 2, "loss": loss, "lr": 0.0005,
+                       "time/step_s": 0.5, "tokens_per_s": 32_768.0}) + "\n"
+
+
+def scale_loss(run, steps):
+    """A run's loss: a decaying curve with noise and a spike or two, different for each run."""
+    import numpy as np
+
+    rng = np.random.default_rng(run)
+    x = np.arange(1, steps + 1)
+    loss = 2 + 3 * np.exp(-x / (20_000 + 2_000 * run)) + rng.normal(0, 0.05, steps)
+    loss[rng.integers(0, steps, 2)] += 2.0
+    return loss
+
+
+def write_scale_runs(store, runs, steps):
+    """`runs` finished pretrain jobs of `steps` logged steps each, with their logs and records -> job ids."""
+    from mmcore.runs import metric_stream
+
+    now, ids = time.time(), []
+    for run in range(runs):
+        job_id = store.create("pretrain", f"scale-{run:02d}", {"epochs": "1"}, ["python", "train_pretrain.py"], "/tmp", {})
+        store.update(job_id, status="succeeded", started_at=now - 3600, ended_at=now - 60, exit_code=0)
+        folder = metric_stream.job_dir(store.home, job_id)
+        folder.mkdir(parents=True, exist_ok=True)
+        loss = scale_loss(run, steps)
+        with open(store.get(job_id).log_path, "w") as log, open(folder / metric_stream.METRICS_FILE, "w") as records:
+            for start in range(0, steps, 20_000):
+                chunk = range(start, min(start + 20_000, steps))
+                log.write("".join(scale_line(i + 1, steps, loss[i]) for i in chunk))
+                records.write("".join(scale_record(i + 1, float(loss[i])) for i in chunk))
+        ids.append(job_id)
+    return ids
+
+
+_CHARTS_STATE_JS = """() => [...document.querySelectorAll('.minimind-livechart')].map(d => ({
+    drawn: !!d.__minimindChart && d.__minimindChart.draws > 0 && !d.__minimindChart.dirty,
+    points: (d.data || []).map(t => t.x.length),
+    title: String(d.layout?.title?.text ?? '')}))"""
+_ALL_DRAWN_JS = f"(n) => {{ const s = ({_CHARTS_STATE_JS})(); return s.length >= n && s.every(c => c.drawn); }}"
+
+
+def charts_drawn(page, count, timeout_s):
+    """Wait until `count` live charts have drawn what they were sent."""
+    page.wait_for_function(_ALL_DRAWN_JS, arg=count, timeout=timeout_s * 1000, polling=50)
+    return page.evaluate(_CHARTS_STATE_JS)
+
+
+def scale(args):
+    from playwright.sync_api import sync_playwright
+
+    from mmcore.jobs.jobstore import JobStore
+    from mmcore.logs import charts
+
+    with tempfile.TemporaryDirectory(prefix="bench-viewers-scale-") as tmp:
+        tmp = Path(tmp)
+        app = browser.copy_app(tmp / "app")
+        home = tmp / "home"
+        home.mkdir()
+        started = time.monotonic()
+        store = JobStore(home)
+        ids = write_scale_runs(store, args.scale_runs, args.scale_steps)
+        print(f"store: {args.scale_runs} finished runs of {args.scale_steps:,} steps, logs and records "
+              f"({time.monotonic() - started:.0f} s to write)", flush=True)
+        url = f"/logs?job={','.join(map(str, ids))}"
+        with browser.StreamlitServer(app, home=home, log_path=tmp / "server.log") as server, \
+                sync_playwright() as playwright:
+            chromium = browser.launch_browser(playwright)
+            sampler = Sampler(server.proc.pid)
+            timeout_s = 1800
+            # Charts draw once on screen: the tabs are tall enough to show them all.
+            # A first tab: the server reads every run once (what later tabs share).
+            warm = browser.new_page(chromium, height=4000)
+            started = time.monotonic()
+            warm.goto(server.url + url, wait_until="domcontentloaded", timeout=timeout_s * 1000)
+            shown = charts_drawn(warm, 1, timeout_s)
+            browser.wait_for_rerun(warm, timeout_s)
+            shown = charts_drawn(warm, len(shown), timeout_s)
+            print(f"first reading of the runs (a first tab, until its charts are drawn): {time.monotonic() - started:.1f} s, "
+                  f"server RSS {sampler.rss() / 2**20:.0f} MiB", flush=True)
+            warm.context.close()
+
+            # A fresh tab (a first visit: the browser's cache empty).
+            tab = browser.new_page(chromium, height=4000)
+            started = time.monotonic()
+            tab.goto(server.url + url, wait_until="domcontentloaded", timeout=timeout_s * 1000)
+            tab.wait_for_selector('[data-testid="stApp"]', timeout=timeout_s * 1000)
+            browser.wait_for_rerun(tab, timeout_s)
+            run_done = time.monotonic() - started
+            shown = charts_drawn(tab, len(shown), timeout_s)
+            drawn = time.monotonic() - started
+            most = max(max(c["points"] or [0]) for c in shown)
+            print(f"fresh tab: page run {run_done:.2f} s, charts drawn {drawn:.2f} s after navigation "
+                  f"({max(0.0, drawn - run_done):.2f} s after the run; target 2 s); {len(shown)} charts, "
+                  f"at most {most:,} points per trace (target {charts.MAX_POINTS:,})", flush=True)
+
+            # Zoom the loss chart into a 1,000-step window.
+            low = args.scale_steps // 2
+            loss_title = charts.chart_title("loss")
+            count_js = """([title, low, high]) => {
+                const plot = [...document.querySelectorAll('.minimind-livechart')].find(
+                    p => String(p.layout?.title?.text ?? '').includes(title));
+                return plot.data.map(t => Array.from(t.x).filter(x => x >= low && x <= high).length);
+            }"""
+            started = time.monotonic()
+            tab.evaluate("""([title, low, high]) => {
+                const plot = [...document.querySelectorAll('.minimind-livechart')].find(
+                    p => String(p.layout?.title?.text ?? '').includes(title));
+                return window.Plotly.relayout(plot, {'xaxis.range': [low, high]});
+            }""", [loss_title, low, low + 1000])
+            tab.wait_for_function(f"(a) => ({count_js})(a).every(n => n === 1001)", arg=[loss_title, low, low + 1000],
+                                  timeout=timeout_s * 1000, polling=50)
+            zoomed = tab.evaluate(count_js, [loss_title, low, low + 1000])
+            points = tab.evaluate("""(title) => [...document.querySelectorAll('.minimind-livechart')].find(
+                p => String(p.layout?.title?.text ?? '').includes(title)).data.map(t => t.x.length)""", loss_title)
+            print(f"zoom to steps {low:,}-{low + 1000:,}: {time.monotonic() - started:.2f} s until every trace shows "
+                  f"all {min(zoomed)} of its points there; at most {max(points):,} points per trace", flush=True)
+
+            # Updates: the first run grows by a step every half second; one tab watches.
+            from mmcore.runs import metric_stream
+            grown = store.get(ids[0])
+            records = metric_stream.job_dir(home, ids[0]) / metric_stream.METRICS_FILE
+            steps = args.scale_steps
+            probe = TabProbe(tab)
+            cpu_figures = []
+
+            def grow(_seconds):
+                nonlocal steps
+                for _ in range(2):
+                    steps += 1
+                    with open(grown.log_path, "a") as log, open(records, "a") as rec:
+                        log.write(scale_line(steps, args.scale_steps * 2, 2.0))
+                        rec.write(scale_record(steps, 2.0))
+                    tab.wait_for_timeout(500)
+            cpu, cpu_max, rss = sampler.window(args.window, grow)
+            cpu_figures.append(cpu)
+            main_s, per_update, updates = probe.figures()
+            print(f"updates (run 1 grows 2 steps/s, one tab, {args.window:.0f} s): browser main thread {main_s:.3f} s/s, "
+                  f"{per_update / 1000:.1f} kB per update ({updates} updates), server CPU {cpu:.0f}% mean / "
+                  f"{cpu_max:.0f}% max of one core, server RSS {rss / 2**20:.0f} MiB", flush=True)
+            chromium.close()
 
 
 def main():
@@ -147,6 +366,9 @@ def main():
     parser.add_argument("--settle", type=float, default=10.0)
     parser.add_argument("--pages", default="jobs,logs")
     parser.add_argument("--loads", type=int, default=1, help="fresh loads of each kind per group (median printed)")
+    parser.add_argument("--scale", action="store_true", help="the large case (see above) instead")
+    parser.add_argument("--scale-runs", type=int, default=20)
+    parser.add_argument("--scale-steps", type=int, default=200_000)
     args = parser.parse_args()
     # A timeout's SIGTERM must still stop the demo job and the server (the finally blocks below).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -154,6 +376,8 @@ def main():
     missing = browser.browser_missing_reason()
     if missing:
         sys.exit(f"needs Chromium and Playwright: {missing}")
+    if args.scale:
+        return scale(args)
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory(prefix="bench-viewers-") as tmp:
@@ -179,11 +403,14 @@ def main():
                 browser.open_app(warm, server.url)
                 warm.context.close()
                 time.sleep(3)
+                step0, t0 = last_step(running_log), time.monotonic()
                 cpu0, cpu0_max, rss0 = sampler.window(min(10.0, args.window))
+                steps0 = (last_step(running_log) - step0) * 60 / (time.monotonic() - t0)
                 print(f"0 viewers: server CPU {cpu0:.1f}% mean / {cpu0_max:.0f}% max of one core, "
-                      f"RSS {rss0 / 2**20:.0f} MiB")
+                      f"RSS {rss0 / 2**20:.0f} MiB, {steps0:.0f} steps/min")
                 header = (f"{'page':5} {'tabs':>4} {'CPU mean':>9} {'CPU max':>8} {'RSS MiB':>8} "
-                          f"{'fresh load (first visit / returning)':>37} {'steps/min':>9} {'RSS after close':>16} {'browsers CPU':>12}")
+                          f"{'fresh load (first visit / returning)':>37} {'steps/min':>9} {'RSS after close':>16} {'browsers CPU':>12} "
+                          f"{'per tab: main thread, per update':>33}")
                 print(header)
                 for name in args.pages.split(","):
                     one_viewer_rss = None
@@ -194,8 +421,10 @@ def main():
                             tab.goto(server.url + urls[name], wait_until="domcontentloaded", timeout=180_000)
                             tab.wait_for_function(ready[name], timeout=180_000, polling=250)
                             tabs.append(tab)
+                        probes = [TabProbe(tab) for tab in tabs]
                         step0, t0, browser0 = last_step(running_log), time.monotonic(), browser_cpu_s()
-                        cpu, cpu_max, rss = sampler.window(args.window)
+                        cpu, cpu_max, rss = sampler.window(args.window, lambda s: tabs[0].wait_for_timeout(s * 1000))
+                        per_tab = probe_text(probes)
                         elapsed = time.monotonic() - t0
                         steps_per_min = (last_step(running_log) - step0) * 60 / elapsed
                         browser_cpu = 100 * (browser_cpu_s() - browser0) / elapsed
@@ -214,7 +443,7 @@ def main():
                         print(f"{name:5} {n:>4} {cpu:>8.1f}% {cpu_max:>7.0f}% {rss / 2**20:>8.0f} "
                               f"{load_text(firsts):>27} / {load_text(returnings):>7} {steps_per_min:>9.0f} "
                               f"{after / 2**20:>10.0f} ({100 * (after / one_viewer_rss - 1):+.0f}%) "
-                              f"{browser_cpu:>11.0f}%", flush=True)
+                              f"{browser_cpu:>11.0f}% {per_tab:>33}", flush=True)
                 chromium.close()
         finally:
             from mmcore.jobs import runner

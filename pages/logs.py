@@ -13,7 +13,7 @@ from mmcore.base.safetext import md, md_lines
 from mmcore.jobs import run_selection, storeguard
 from mmcore.jobs.jobstore import JobStore
 from mmcore.logs import savedviews, urlstate
-from mmcore.widgets import livepage, logs_panels, navigation, queue_panel, views_panel
+from mmcore.widgets import logs_panels, navigation, queue_panel, views_panel
 
 navigation.ensure_app_navigation()
 
@@ -67,8 +67,6 @@ if not runs:
     urlstate.publish("logs", state, st.query_params, defaults=url_defaults)
     st.stop()
 
-livepage.follow(paths=run_selection.followed_paths(runs), progress_s=FOLLOW_S)
-
 
 def health_settings_form(current):
     """The health checks' thresholds, shared by the team: an admin may change them."""
@@ -88,13 +86,14 @@ def health_settings_form(current):
             getattr(st, outcome.kind)(md_lines(outcome.message))
 
 
-# -- the page: charts, run records, rollouts, log tails -----------------------------------------------
+# -- the page: charts, log tails, run records, rollouts ------------------------------------------------
 
-logs_panels.show_charts(runs, url_defaults)
-settings = logs_panels.show_records(runs, store.home)  # RL charts and health checks, when a run has records
+names, view = logs_panels.show_charts(runs, url_defaults)  # the chart controls
+settings = logs_panels.health_settings(runs, store.home)  # None when no run has records
+# What the runs' files show is one fragment that reruns alone when they grow.
+st.fragment(logs_panels.live_view)(runs, names, view, settings, FOLLOW_S)
 if settings is not None:
     with st.expander(t("logs.thresholds"), icon=":material/tune:"):
         health_settings_form(settings)
 logs_panels.show_rollouts(runs)
-logs_panels.show_tails(runs)
 urlstate.publish("logs", state, st.query_params, defaults=url_defaults)

@@ -361,8 +361,10 @@ def exceptions(page):
     return page.locator('[data-testid="stException"]').all_inner_texts()
 
 
+# Streamlit's own Plotly charts, and the dashboard's live charts (mmcore.widgets.livechart).
+PLOTS = '[data-testid="stPlotlyChart"] .js-plotly-plot, .minimind-livechart.js-plotly-plot'
 _CHARTS_JS = """() => Object.fromEntries(
-    [...document.querySelectorAll('[data-testid="stPlotlyChart"] .js-plotly-plot')].map((plot, i) => {
+    [...document.querySelectorAll('""" + PLOTS + """')].map((plot, i) => {
         // Streamlit's theme wraps titles in <b>: keep only the text.
         const title = String(plot.layout?.title?.text ?? `chart ${i}`).replace(/<[^>]*>/g, '');
         const traces = (plot.data || []).map((t, j) => {

@@ -1,5 +1,6 @@
 """Tests of the chart helpers (mmcore.logs.charts): smoothing maths, figures, metric choice, CSV export."""
 import io
+import json
 import math
 
 import numpy as np
@@ -77,7 +78,7 @@ def test_learning_rates_are_drawn_as_logged_even_when_smoothing():
 def test_metric_figure_thins_long_runs():
     df = run_table(np.linspace(5, 1, 100_000), total=100_000)
     fig = charts.metric_figure("loss", {"long": df}, smoothing=0.6, max_points=1000)
-    assert 900 <= len(fig.data[0].x) <= 1002
+    assert 500 <= len(fig.data[0].x) <= 1000  # buckets of a power-of-two size: between half and all
     assert fig.data[0].x[0] == 1 and fig.data[0].x[-1] == 100_000  # the first and last points are always kept
     assert list(fig.data[0].x) == sorted(fig.data[0].x)
 
@@ -159,8 +160,10 @@ def test_log_scale_y_range_step_range_and_band():
     df = frame(list(range(1, 21)), reward=np.linspace(0, 1, 20), reward_std=np.full(20, 0.1))
     fig = charts.metric_figure("reward", {"r": df}, smoothing=0, log_y=True, y_range=(0.01, 10), x_range=(5, 10))
     assert fig.layout.yaxis.type == "log" and list(fig.layout.yaxis.range) == [-2, 1]
-    band, line = fig.data
-    assert band.fill == "toself" and line.x.min() == 5 and line.x.max() == 10
+    low, high, line = fig.data  # the band: a lower edge, and an upper one filled down to it
+    assert high.fill == "tonexty" and low.fill is None and low.legendgroup == high.legendgroup == line.legendgroup
+    assert list(high.y - low.y) == pytest.approx([0.2] * 6) and list(low.x) == list(line.x)
+    assert line.x.min() == 5 and line.x.max() == 10
 
 
 def test_x_axis_by_samples_where_records_give_it():
@@ -182,3 +185,222 @@ def test_auto_smoothing_follows_the_noise():
     fig = charts.metric_figure("reward", {"r": frame(steps, reward=noisy_reward)}, smoothing="auto")
     raw, smooth = fig.data
     assert np.std(np.diff(smooth.y)) < np.std(np.diff(raw.y)) / 5
+
+
+# -- thinning, zoomed ranges and what a live chart sends -----------------------------------------------
+
+def test_thinning_is_bounded_keeps_ends_and_spikes_and_its_full_buckets_stay_put():
+    rng = np.random.default_rng(1)
+    y = rng.normal(size=30_000)
+    y[7_777] = 50.0  # a spike
+    for n in (1_999, 2_000, 2_001, 4_000, 9_000, 16_000, 30_000):
+        index, stable = charts.thin_index(y[:n], 2_000)
+        assert 1_000 <= len(index) <= 2_000 or n <= 2_000
+        assert list(index) == sorted(set(index)) and index[0] == 0 and index[-1] == n - 1 and stable < len(index) + 1
+        if n > 7_777:
+            assert 7_777 in index
+        if n <= 2_000:
+            assert list(index) == list(range(n)) and stable == n
+    # Appending one point at a time never changes the stable part, until the bucket size doubles.
+    index, stable = charts.thin_index(y[:9_000], 2_000)
+    for n in range(9_001, 9_400):
+        grown, grown_stable = charts.thin_index(y[:n], 2_000)
+        assert list(grown[:stable]) == list(index[:stable]) and grown_stable >= stable
+        index, stable = grown, grown_stable
+    assert stable > 1_000  # most of it: only the last bucket is sent again
+
+
+def test_a_zoomed_view_has_every_point_of_its_range_and_the_rest_coarsely():
+    x = np.arange(1, 200_001, dtype=float)
+    y = np.sin(x / 1000)
+    index, stable = charts.view_index(x, y, (50_000, 51_000), max_points=2_000)
+    inside = index[(x[index] >= 50_000) & (x[index] <= 51_000)]
+    assert list(x[inside]) == list(np.arange(50_000, 51_001))  # every point of the window
+    assert len(index) <= 2_000 and index[0] == 0 and index[-1] == len(x) - 1
+    # The window's points stay while the run grows past it; only the part after it changes.
+    grown, _ = charts.view_index(np.arange(1, 200_101, dtype=float), np.sin(np.arange(1, 200_101) / 1000),
+                                 (50_000, 51_000), max_points=2_000)
+    assert list(grown[:stable]) == list(index[:stable]) and stable > 1_001
+    # A window wider than 80% of the points is thinned too; none inside: the whole run.
+    wide, _ = charts.view_index(x, y, (0, 100_000), max_points=2_000)
+    assert len(wide) <= 2_000
+    assert list(charts.view_index(x, y, (-5, -1))[0]) == list(charts.thin_index(y)[0])
+    assert list(charts.view_index(x, y, None)[0]) == list(charts.thin_index(y)[0])
+
+
+def test_a_metric_chart_is_plain_data_with_one_x_per_run():
+    df = frame(list(range(1, 5001)), reward=np.linspace(0, 1, 5000), reward_std=np.full(5000, 0.1))
+    chart = charts.metric_chart("reward", {"r": df, "s": df}, smoothing=0.5, max_points=1000,
+                                marks=[(np.int64(2500), "resumed as 7")])
+    assert json.loads(json.dumps([chart.layout, chart.traces])) == [chart.layout, chart.traces]  # JSON as it is
+    assert [t["name"] for t in chart.traces] == ["r (- std)", "r (+ std)", "r (raw)", "r", "s (- std)", "s (+ std)",
+                                                "s (raw)", "s"]
+    assert {t["x"] for t in chart.traces[:4]} == {"0.x"}  # the run's traces share its x
+    assert chart.drawn_only == {"0.smooth", "0.low", "0.high", "1.smooth", "1.low", "1.high"}
+    assert set(chart.points()) == {len(chart.arrays["0.x"])} and len(chart.arrays["0.x"]) <= 1000
+    assert chart.layout["shapes"][0]["x0"] == 2500 and chart.layout["annotations"][0]["text"] == "resumed as 7"
+    zoomed = charts.metric_chart("reward", {"r": df}, smoothing=0, max_points=1000, view=(100, 300))
+    xs = zoomed.arrays["0.x"]
+    assert list(xs[(xs >= 100) & (xs <= 300)]) == list(range(100, 301))
+
+
+def test_chart_of_a_figure_thins_each_trace_with_its_customdata():
+    import plotly.graph_objects as go
+    steps = np.arange(10_000)
+    fig = go.Figure(go.Scatter(x=steps * 32, y=np.cos(steps / 50), customdata=steps, mode="lines", name="r"))
+    fig.update_layout(title=dict(text="panel"), height=300)
+    chart = charts.chart_of(fig, max_points=500)
+    assert "template" not in chart.layout and chart.layout["height"] == 300
+    trace = chart.traces[0]
+    assert trace["name"] == "r" and trace["customdata"] == "0.customdata"
+    assert len(chart.arrays["0.x"]) <= 500
+    assert list(chart.arrays["0.x"]) == list(chart.arrays["0.customdata"] * 32)  # still aligned
+    assert json.loads(json.dumps(chart.traces)) == chart.traces
+
+
+def grown_chart(steps, smoothing=0.0, max_points=1000):
+    return charts.metric_chart("loss", {"a": run_table(np.cos(np.arange(steps) / 30) + 2)}, smoothing=smoothing,
+                               max_points=max_points)
+
+
+def test_a_live_chart_sends_its_points_once_then_only_what_changed():
+    from mmcore.widgets import livechart_wire as wire
+
+    data, sent = wire.chart_message(grown_chart(500))
+    assert data["op"] == "draw" and data["seq"] == 1
+    held = wire.apply(None, data)
+    assert held["arrays"]["0.x"].tolist() == list(range(1, 501))
+    for steps in (503, 520, 1_500, 1_900, 4_000, 4_010):  # growing past the point budget: thinned
+        chart = grown_chart(steps)
+        data, sent = wire.chart_message(chart, sent)
+        assert data["op"] == "extend" and data["after"] == data["seq"] - 1
+        held = wire.apply(held, data)
+        for key, values in chart.arrays.items():  # the browser holds exactly the chart
+            assert held["arrays"][key].tolist() == pytest.approx(values.tolist())
+        if steps == 520:  # a few new points: only they travel
+            assert data["arrays"]["0.x"]["keep"] == 503 and len(wire.decode(data["arrays"]["0.x"]["tail"])) == 17
+        if steps == 4_010:  # thinned: the full buckets stay, the last one and the new points travel
+            assert data["arrays"]["0.x"]["keep"] >= len(chart.arrays["0.x"]) - 4
+    same, same_sent = wire.chart_message(grown_chart(4_010), sent)
+    assert same == {"op": "same", "epoch": sent.epoch, "seq": sent.seq} and same_sent == sent
+    assert wire.apply(held, same) is held
+    # Another look (smoothing adds a trace): drawn anew. A browser that missed a message cannot follow.
+    redrawn, _ = wire.chart_message(grown_chart(4_010, smoothing=0.5), sent)
+    assert redrawn["op"] == "draw" and redrawn["epoch"] != sent.epoch
+    _, later = wire.chart_message(grown_chart(4_020), sent)
+    skipped, _ = wire.chart_message(grown_chart(4_030), later)
+    assert wire.apply(held, skipped) is None and wire.apply(None, skipped) is None
+
+
+def test_changed_points_are_sent_again_whole_and_numbers_travel_exactly():
+    from mmcore.widgets import livechart_wire as wire
+
+    _, sent = wire.chart_message(grown_chart(300))
+    table = run_table(np.cos(np.arange(300) / 30) + 2)
+    table.loc[5, "loss"] = 9.0  # an earlier point changed (a resumed run rewrote its tail)
+    data, _ = wire.chart_message(charts.metric_chart("loss", {"a": table}, smoothing=0.0, max_points=1000), sent)
+    assert data["op"] == "extend" and data["arrays"]["0.y"]["keep"] == 0
+    assert "0.x" not in data["arrays"]  # unchanged
+    for values, dtype in (([1, 2, 3], "i4"), ([0.5, 0.25], "f4"), ([0.1, 2.5e-7], "f8"), ([1.0, np.nan], "f4"),
+                          ([2.0 ** 40], "f4"), ([2.0 ** 40 + 1], "f8")):
+        encoded = wire.encode(values)
+        assert encoded["dtype"] == dtype and wire.decode(encoded).tolist() == pytest.approx(values, nan_ok=True)
+    assert wire.encode([0.1], drawn_only=True)["dtype"] == "f4"
+
+
+def test_a_log_tail_sends_its_new_lines_only():
+    from mmcore.widgets import livechart_wire as wire
+
+    lines = [f"line {i}" for i in range(200)]
+    data, sent = wire.tail_message(lines[:100], "<html>")
+    assert data == {"op": "draw", "epoch": sent.epoch, "seq": 1, "html": "<html>", "count": 100}
+    data, sent = wire.tail_message(lines[3:103], "<html>", sent)  # three lines more, the oldest three gone
+    assert (data["op"], data["drop"], data["keep"], data["add"]) == ("extend", 3, 97, lines[100:103])
+    bar = lines[3:102] + ["step 7 [####      ]"]
+    data, sent = wire.tail_message(bar, "<html>", sent)
+    redrawn = lines[3:102] + ["step 7 [##########]"]  # a progress bar rewrote its line
+    data, sent = wire.tail_message(redrawn, "<html>", sent)
+    assert (data["drop"], data["keep"], data["add"]) == (0, 99, ["step 7 [##########]"])
+    assert wire.tail_message(redrawn, "<html>", sent)[0]["op"] == "same"
+    assert wire.tail_message(["another log"], "<html>", sent)[0]["op"] == "draw"
+
+
+def test_shared_work_is_done_once_per_version_and_forgotten_when_unused(tmp_path):
+    from mmcore.jobs import run_selection
+    from mmcore.widgets import livechart_cache
+
+    now = [0.0]
+    memo = livechart_cache.Memo(slots=2, ttl_s=60, clock=lambda: now[0])
+    assert memo.get("a", 1, lambda: "a1") == "a1" and memo.get("a", 1, lambda: "other") == "a1"
+    assert memo.get("a", 2, lambda: "a2") == "a2" and memo.made == 2 and len(memo) == 1  # a new version replaces
+    memo.get("b", 1, lambda: "b1")
+    memo.get("c", 1, lambda: "c1")
+    assert len(memo) == 2 and memo.get("a", 2, lambda: "again") == "again"  # at most two slots: "a" went first
+    now[0] = 100.0
+    memo.get("d", 1, lambda: "d1")
+    assert len(memo) == 1  # the others were not asked for within a minute
+
+    log = tmp_path / "run.log"
+    log.write_text("".join(f"Epoch:[1/1]({s}/100) loss:{5 - s / 10} lr:0.001\n" for s in range(1, 11)))
+    shared = livechart_cache.Shared(clock=lambda: now[0])
+    run = run_selection.Run("run", str(log))
+    first, version = shared.read(run, "en")
+    again, same_version = shared.read(run_selection.Run("run", str(log)), "en")  # another session's run
+    assert again is first and same_version == version and shared.readings.made == 1
+    parser = shared._parsers[str(log)]
+    with open(log, "a") as f:
+        f.write("Epoch:[1/1](11/100) loss:3.9 lr:0.001\n")
+    grown, new_version = shared.read(run, "en")
+    assert new_version != version and grown.table["global_step"].tolist() == list(range(1, 12))
+    assert shared._parsers[str(log)] is parser and parser.records_from(0)  # the same parser read on
+    assert shared.read(run, "zh")[0] is not grown  # texts in another language
+
+
+def test_a_metrics_stream_is_read_once_per_version_and_incrementally_once_it_grows(tmp_path):
+    from mmcore.runs import metric_stream
+    from mmcore.widgets import livechart_cache
+
+    folder = tmp_path / "records"
+    folder.mkdir()
+    stream = folder / metric_stream.METRICS_FILE
+
+    def append(*steps):
+        with open(stream, "a") as f:
+            f.write("".join(json.dumps({"global_step": s, "loss": 1.0 / s}) + "\n" for s in steps))
+    append(1, 2, 3)
+    shared = livechart_cache.Shared()
+    frame, version = shared.metrics(folder)
+    assert frame["global_step"].tolist() == [1, 2, 3] and shared.metrics(folder)[0] is frame
+    assert shared._streams[str(folder)][0] is None  # a finished run's stream: its frame only
+    append(4)
+    grown, new_version = shared.metrics(folder)
+    assert new_version != version and grown["global_step"].tolist() == [1, 2, 3, 4]
+    reader = shared._streams[str(folder)][0]
+    append(5)
+    assert shared.metrics(folder)[0]["global_step"].tolist() == [1, 2, 3, 4, 5]
+    assert shared._streams[str(folder)][0] is reader and reader.offset == stream.stat().st_size  # read on
+
+
+def test_a_slow_value_holds_up_only_those_who_want_it():
+    import threading
+
+    from mmcore.widgets import livechart_cache
+
+    memo = livechart_cache.Memo()
+    release, started = threading.Event(), threading.Event()
+
+    def slow():
+        started.set()
+        release.wait(10)
+        return "slow"
+    got = []
+    first = threading.Thread(target=lambda: got.append(memo.get("big run", 1, slow)))
+    second = threading.Thread(target=lambda: got.append(memo.get("big run", 1, lambda: "again")))
+    first.start()
+    started.wait(10)
+    second.start()
+    assert memo.get("small run", 1, lambda: "small") == "small"  # not held up by the big one
+    release.set()
+    first.join(10)
+    second.join(10)
+    assert got == ["slow", "slow"] and memo.made == 2  # the second asker waited for the first's value

@@ -13,9 +13,11 @@ from streamlit.testing.v1 import AppTest
 from test_logparse import DATA
 
 from mmcore.base.paths import ROOT
+from mmcore.jobs import change_watch
 from mmcore.jobs.jobstore import JobStore
 from mmcore.logs import charts
 from mmcore.runs import metric_stream
+from mmcore.widgets import livechart_wire
 
 TIMEOUT_S = 60
 
@@ -44,8 +46,9 @@ def open_logs(query=None):
 
 
 def log_tails(at):
-    """The log tails on the page (HTML boxes that open at their end)."""
-    return [h.proto.body for h in at.get("html") if "minimind-log-tail" in h.proto.body]
+    """The log tails on the page as first drawn (HTML boxes that open at their end)."""
+    return [json.loads(e.proto.json)["html"] for e in at.get("bidi_component")
+            if e.proto.component_name == "minimind_live_tail"]
 
 
 def decoded(values):
@@ -56,7 +59,8 @@ def decoded(values):
 
 
 def chart_specs(at):
-    """The page's Plotly figures as JSON data, with x and y decoded to lists."""
+    """The page's Plotly figures as JSON data, with x and y decoded to lists (AppTest serves no static
+    files: the charts are Streamlit's own, see mmcore.widgets.livechart)."""
     specs = []
     for chart in at.get("plotly_chart"):
         spec = json.loads(chart.proto.spec)
@@ -64,6 +68,11 @@ def chart_specs(at):
             trace["x"], trace["y"] = decoded(trace["x"]), decoded(trace["y"])
         specs.append(spec)
     return specs
+
+
+def live_charts(at):
+    """The messages of the page's live charts (where Plotly.js is served), in page order."""
+    return [json.loads(e.proto.json) for e in at.get("bidi_component") if e.proto.component_name == "minimind_live_chart"]
 
 
 def multiselect(at, label):
@@ -75,7 +84,7 @@ def test_nothing_to_show_yet():
     assert not at.exception
     assert at.title[0].value == "Logs"
     assert any("No jobs yet" in t for t in texts(at.info))
-    assert not at.get("plotly_chart")
+    assert not chart_specs(at)
 
 
 def test_job_from_query_param_is_charted():
@@ -92,8 +101,8 @@ def test_job_from_query_param_is_charted():
     assert sorted(s["layout"]["title"]["text"] for s in specs) == sorted(
         charts.chart_title(m) for m in multiselect(at, "Metrics").value)
     assert specs[0]["layout"]["title"]["text"] == charts.chart_title("reward")
-    band, *reward = specs[0]["data"]  # the trainer logs the reward's std: a band around it
-    assert band["fill"] == "toself"
+    low, high, *reward = specs[0]["data"]  # the trainer logs the reward's std: a band around it
+    assert high["fill"] == "tonexty" and "fill" not in low
     # Smoothing defaults to "auto": two points are too few to smooth, so the raw line is the line.
     assert [t["name"] for t in reward] == [f"{job_id} — grpo demo"]
     assert reward[0]["x"] == [3, 5] and reward[0]["y"] == [0.5123, 0.75]  # the nan is not drawn
@@ -148,7 +157,7 @@ def test_log_without_progress_lines_says_so_and_shows_the_error():
     job_id = finished_job(store, "sft", "dashboard_failed.log")
     at = open_logs({"job": str(job_id)})
     assert not at.exception
-    assert not at.get("plotly_chart")
+    assert not chart_specs(at)
     assert any("no progress lines" in t for t in texts(at.info))
     assert any("DataFormatError: ../dataset/bad.jsonl line 3" in c.value for c in at.code)
 
@@ -209,7 +218,10 @@ def test_running_job_shows_eta_and_refreshes():
                  what="the progress line")
         at = open_logs({"job": str(job_id)})
         assert not at.exception
-        assert log in at.session_state["live.paths"]  # the tab follows the job's log
+        tickers = [json.loads(e.proto.json) for e in at.get("bidi_component")
+                   if e.proto.component_name == "minimind_live_ticker"]
+        # the page's live part follows the job's log (its ticker reruns that part alone)
+        assert any(d["scope"] == "fragment" and change_watch.path_key(log) in d["files"] for d in tickers)
         summary = " ".join(texts(at.markdown))
         assert "step 5 / 20 (25%)" in summary and "ETA" in summary and "loss 1.5" in summary
     finally:
@@ -237,3 +249,35 @@ def test_a_resumed_job_continues_its_parents_curve():
     assert decoded(lines[0]["x"]) == [100, 200, 300, 400, 410, 420, 600]
     assert lines[0]["name"] == f"{resumed} — long-resume (resumed from {parent})"
     assert [shape["x0"] for shape in loss["layout"]["shapes"]] == [410]  # the resume point
+
+
+def test_live_charts_send_their_points_once_then_only_the_new_ones(monkeypatch):
+    """Where Plotly.js is served, each chart is the live component: drawn whole on the first run, then
+    sent nothing while its log stands still and only the new point when it grew; the log tail the same."""
+    from mmcore.widgets import livechart
+
+    monkeypatch.setattr(livechart, "published_urls", lambda: {"plotly": "app/static/p.js", "module": "app/static/c.js"})
+    store = JobStore()
+    job_id = finished_job(store, "pretrain", "upstream_pretrain.log")
+    at = open_logs({"job": str(job_id)})
+    assert not at.exception and not at.get("plotly_chart")
+    first = live_charts(at)
+    assert [m["op"] for m in first] == ["draw", "draw"]
+    assert first[0]["layout"]["title"]["text"] == charts.chart_title("loss")
+    held = [livechart_wire.apply(None, m) for m in first]
+    assert held[0]["arrays"]["0.y"].tolist() == [8.896761, 7.123456, 6.5, 3.25]
+    at.run()
+    assert [m["op"] for m in live_charts(at)] == ["same", "same"]
+    with open(store.get(job_id).log_path, "a", encoding="utf-8") as f:
+        f.write("Epoch:[2/2](200/44160) loss:3.000000 lr:0.0001 epoch_Time:99.0min:\n")
+    at.run()
+    grown = live_charts(at)
+    assert [m["op"] for m in grown] == ["extend", "extend"]
+    loss = grown[0]["arrays"]["0.y"]
+    assert loss["keep"] == 4 and livechart_wire.decode(loss["tail"]).tolist() == [3.0]  # the new point only
+    held = [livechart_wire.apply(h, m) for h, m in zip(held, grown)]
+    assert held[0]["arrays"]["0.x"].tolist() == [100, 200, 300, 44260, 44360]
+    tail = [json.loads(e.proto.json) for e in at.get("bidi_component") if e.proto.component_name == "minimind_live_tail"]
+    assert tail[0]["op"] == "extend" and tail[0]["add"] == ["Epoch:[2/2](200/44160) loss:3.000000 lr:0.0001 "
+                                                            "epoch_Time:99.0min:"]
+    assert not at.exception

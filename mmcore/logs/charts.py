@@ -1,11 +1,14 @@
-"""Training-metric charts: TensorBoard-style smoothing, one Plotly figure per metric across runs,
-one name per metric across training types, the default choice and order of metrics, and CSV export.
+"""Training-metric charts: TensorBoard-style smoothing, one chart per metric across runs (as plain
+data for a live chart, or a Plotly figure), each trace thinned to what a chart can show (at full
+resolution where it is zoomed), one name per metric across training types, the default choice and
+order of metrics, and CSV export.
 
 Pure functions on the DataFrames `mmcore.logs.log_parser.parse_file` returns (x axis: `global_step`, or
 `samples`, `tokens`, `elapsed_s` where a run's records give them).
 """
 import io
 import re
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -17,7 +20,7 @@ from mmcore.logs.loglines import INDEX_COLUMNS
 from trainer.rules.specs import RL_TYPES
 
 PALETTE = plotly.colors.qualitative.Plotly  # run i keeps colour i in every chart
-MAX_POINTS = 2000  # per trace (lowest and highest of 1,000 runs of points): as a full line at chart widths
+MAX_POINTS = 2000  # per trace (the lowest and highest point of up to 1,000 buckets): a full line at chart widths
 UNSMOOTHED_KINDS = ("lr", "time")  # schedules and estimates, not noisy signals: an EMA would only make them lag
 
 # One name per measured quantity, whatever the training type printed (its log line's label) or
@@ -193,19 +196,30 @@ def default_metrics(names, train_type=None):
     return chartable(order_metrics(names, train_type))
 
 
-def _thin(x, *ys, max_points=MAX_POINTS):
-    """At most about `max_points` points, spikes kept: the series is cut into `max_points / 2` equal
-    runs of points and each keeps the two where the first `ys` is lowest and highest (in order), so
-    a line drawn through them looks like the full one at any width up to that many pixels; the first
-    and last points are always kept."""
-    n = len(x)
+def thin_index(y, max_points=MAX_POINTS):
+    """(index, stable) for series `y`: the positions of the points to draw (at most `max_points`, in
+    order) and how many of them, from the first, stay the same when points are appended to `y`.
+
+    Min/max per bucket: the series is cut into buckets of a power-of-two number of points and each
+    keeps the positions of its lowest and highest value, plus the first and last point. A line
+    through them looks like the full line at any width up to `max_points / 2` pixels and keeps every
+    spike (a loss blow-up, a one-step reward dip), which a stride or a mean per bucket would hide and
+    LTTB (one point per bucket, chosen by triangle area) may drop beside a larger one; it is also a
+    few numpy calls. Because bucket sizes are powers of two, a growing run changes only its last
+    bucket until it doubles: the points of its full buckets are `stable`, and a live chart need not
+    send them again.
+    """
+    y = np.asarray(y, dtype=np.float64)
+    n = len(y)
     if n <= max_points:
-        return (x, *ys)
-    buckets = max(1, max_points // 2)
-    size = int(np.ceil(n / buckets))
-    first = np.asarray(ys[0] if ys else x, dtype=np.float64)
+        return np.arange(n), n
+    room = max(1, max_points // 2 - 1)  # buckets, leaving room for the first and last points
+    size = 1
+    while size * room < n:
+        size *= 2
+    buckets = -(-n // size)
     padded = np.full(buckets * size, np.nan)
-    padded[:n] = first
+    padded[:n] = y
     padded = padded.reshape(buckets, size)
     nan = np.isnan(padded)
     low = np.where(nan, np.inf, padded).argmin(axis=1)
@@ -213,36 +227,95 @@ def _thin(x, *ys, max_points=MAX_POINTS):
     starts = np.arange(buckets) * size
     index = np.unique(np.concatenate([[0, n - 1], starts + low, starts + high]))
     index = index[index < n]
-    return (x[index], *(y[index] for y in ys))
+    full = (n // size) * size  # the points of the full buckets (the last point may stop being kept)
+    return index, int(np.searchsorted(index, min(full, n - 1)))
+
+
+def view_index(x, y, view=None, max_points=MAX_POINTS):
+    """(index, stable) as `thin_index` for a chart zoomed to the x range `view` (low, high): the
+    points inside it at up to 80% of `max_points` (every point of a window that holds no more), the
+    rest of the run at up to 10% on either side (its shape, so a pan or a zoom out shows something at
+    once). Without a view, or with no point inside it: `thin_index(y)`."""
+    if view is None:
+        return thin_index(y, max_points)
+    low = -np.inf if view[0] is None else view[0]
+    high = np.inf if view[1] is None else view[1]
+    inside = np.flatnonzero((x >= low) & (x <= high))
+    if not len(inside):
+        return thin_index(y, max_points)
+    n, first, last = len(y), int(inside[0]), int(inside[-1]) + 1
+    context = max(2, max_points // 10)
+    parts, stable = [], 0
+    for start, end, budget in ((0, first, context), (first, last, max_points - 2 * context), (last, n, context)):
+        if end <= start:
+            continue
+        index, steady = thin_index(y[start:end], budget)
+        parts.append(start + index)
+        stable += steady if end == n else len(index)  # only the part that reaches the end grows
+    return np.concatenate(parts), stable
 
 
 def _runs(runs):
     return list(runs.items()) if isinstance(runs, dict) else list(runs)
 
 
-def _integer_ticks(values):
+def _plain(value):
+    """A number as JSON takes it (numpy scalars are not)."""
+    value = float(value)
+    return int(value) if value.is_integer() and abs(value) < 2 ** 53 else value
+
+
+def _integer_ticks(low, high):
     """Axis settings that keep tick labels on whole numbers (steps, samples, tokens)."""
-    finite = values[np.isfinite(values)]
-    if len(finite) and finite.max() - finite.min() < 10:
+    if high - low < 10:
         return dict(tickformat=",d", dtick=1)
     return dict(tickformat=",d")
 
 
-def metric_figure(metric, runs, smoothing=0.6, log_y=False, max_points=MAX_POINTS, height=340, x="global_step",
-                  y_range=None, x_range=None, marks=()):
-    """A Plotly figure of one metric for one or more runs.
+ARRAY_FIELDS = ("x", "y", "customdata")  # the trace fields a Chart holds as names of its arrays
+
+
+@dataclass
+class Chart:
+    """A chart as plain data: `layout` and `traces` are what Plotly takes (JSON-ready), except that a
+    trace names its `x` and `y` by keys of `arrays` (numpy arrays; a run's traces share its x), and
+    `stable[key]` says how many leading values of each array stay as they are while the runs grow
+    (`thin_index`): what a live chart need not send again. The arrays in `drawn_only` are only drawn
+    (smoothed lines, band edges), never read as numbers: float32 is precise enough for them."""
+    layout: dict
+    traces: list
+    arrays: dict
+    stable: dict
+    drawn_only: frozenset = frozenset()
+
+    def figure(self):
+        """The chart as a plotly Figure."""
+        fig = go.Figure(layout=self.layout)
+        for trace in self.traces:
+            fig.add_trace(go.Scatter({k: self.arrays[v] if k in ARRAY_FIELDS else v for k, v in trace.items()}))
+        return fig
+
+    def points(self):
+        """The number of points of each trace, in order."""
+        return [len(self.arrays[trace["y"]]) for trace in self.traces]
+
+
+def metric_chart(metric, runs, smoothing=0.6, log_y=False, max_points=MAX_POINTS, height=340, x="global_step",
+                 y_range=None, x_range=None, marks=(), view=None):
+    """A `Chart` of one metric for one or more runs.
 
     `runs` is a dict or a list of (name, DataFrame). Each run gets one colour: its raw values drawn
     faintly and, with `smoothing` > 0 (or "auto": chosen per run by `auto_smoothing`), their EMA (see
     `ema`) drawn bold; a run with a single point is drawn as a marker. Where the table holds the
-    metric's spread (`BANDS`), a band of mean ± std is shaded. Learning rates and time estimates are
-    never smoothed. Runs without this metric or without the `x` column are left out. `log_y` uses a
-    logarithmic y axis (values <= 0 are not drawn there); `y_range` (low, high) fixes the y axis
-    (either may be None); `x_range` (low, high) keeps only points in it; `marks` are (x, text) lines
-    drawn across the plot (resume points).
+    metric's spread (`BANDS`), a band of mean ± std is shaded (a lower edge, then an upper edge filled
+    down to it). Learning rates and time estimates are never smoothed. Runs without this metric or
+    without the `x` column are left out. `log_y` uses a logarithmic y axis (values <= 0 are not drawn
+    there); `y_range` (low, high) fixes the y axis (either may be None); `x_range` (low, high) keeps
+    only points in it; `marks` are (x, text) lines drawn across the plot (resume points). Each trace
+    holds at most `max_points` points (`view_index`): of the whole run, or, for a chart zoomed to the
+    x range `view`, mostly of that range (every point of a window of up to 80% of `max_points`).
     """
-    fig = go.Figure()
-    all_x = []
+    traces, arrays, stable, extent = [], {}, {}, []
     for i, (name, df) in enumerate(_runs(runs)):
         if metric not in df.columns or x not in df.columns:
             continue
@@ -263,53 +336,97 @@ def metric_figure(metric, runs, smoothing=0.6, log_y=False, max_points=MAX_POINT
             weight = auto_smoothing(y[keep])
         color = PALETTE[i % len(PALETTE)]
         label = str(name)
-        xs_all = xv[keep]
-        all_x.append(xs_all)
+        xs, ys = xv[keep], y[keep]
+        extent += [xs.min(), xs.max()]
+        columns = {"x": xs, "y": ys}
         band = BANDS.get(metric)
         if band in df.columns:
             spread = df[band].to_numpy(dtype=np.float64)[keep]
-            ok = np.isfinite(spread)
-            if ok.any():
-                bx, lo, hi = _thin(xs_all[ok], y[keep][ok] - spread[ok], y[keep][ok] + spread[ok], max_points=max_points)
-                fig.add_trace(go.Scatter(x=np.concatenate([bx, bx[::-1]]), y=np.concatenate([hi, lo[::-1]]),
-                                         fill="toself", fillcolor=color, opacity=0.12, line=dict(width=0),
-                                         hoverinfo="skip", showlegend=False, legendgroup=label,
-                                         name=f"{label} (± std)"))
-        smooth = ema(y[keep], weight) if weight > 0 else None
-        xs, ys, *rest = _thin(xs_all, y[keep], *([smooth] if smooth is not None else []), max_points=max_points)
-        mode = "lines+markers" if len(xs) == 1 else "lines"  # a single point would draw nothing as a line
-        if smooth is None:
-            fig.add_trace(go.Scatter(x=xs, y=ys, mode=mode, name=label, legendgroup=label,
-                                     line=dict(color=color, width=2), marker=dict(size=8)))
+            if np.isfinite(spread).any():
+                columns["low"], columns["high"] = ys - spread, ys + spread
+        if weight > 0:
+            columns["smooth"] = ema(ys, weight)
+        index, steady = view_index(xs, ys, view, max_points)
+        for column, values in columns.items():
+            arrays[f"{i}.{column}"] = values[index]
+            stable[f"{i}.{column}"] = steady
+        mode = "lines+markers" if len(index) == 1 else "lines"  # a single point would draw nothing as a line
+        if "low" in columns:
+            edge = dict(x=f"{i}.x", mode="lines", line=dict(width=0, color=color), opacity=0.12, hoverinfo="skip",
+                        showlegend=False, legendgroup=label)
+            traces += [dict(edge, y=f"{i}.low", name=f"{label} (- std)"),
+                       dict(edge, y=f"{i}.high", name=f"{label} (+ std)", fill="tonexty", fillcolor=color)]
+        if weight <= 0:
+            traces.append(dict(x=f"{i}.x", y=f"{i}.y", mode=mode, name=label, legendgroup=label,
+                               line=dict(color=color, width=2), marker=dict(size=8)))
             continue
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode=mode, name=f"{label} (raw)", legendgroup=label,
-                                 showlegend=False, opacity=0.25, line=dict(color=color, width=1),
-                                 hovertemplate="%{y:.6g}<extra>" + label + " raw</extra>"))
-        fig.add_trace(go.Scatter(x=xs, y=rest[0], mode=mode, name=label, legendgroup=label,
-                                 line=dict(color=color, width=2.5), marker=dict(size=8),
-                                 hovertemplate="%{y:.6g}<extra>" + label + "</extra>"))
-    for at, text in marks:
-        fig.add_vline(x=at, line=dict(dash="dot", width=1, color="gray"), annotation_text=text,
-                      annotation_position="top left", annotation_font_size=10)
+        traces.append(dict(x=f"{i}.x", y=f"{i}.y", mode=mode, name=f"{label} (raw)", legendgroup=label,
+                           showlegend=False, opacity=0.25, line=dict(color=color, width=1),
+                           hovertemplate="%{y:.6g}<extra>" + label + " raw</extra>"))
+        traces.append(dict(x=f"{i}.x", y=f"{i}.smooth", mode=mode, name=label, legendgroup=label,
+                           line=dict(color=color, width=2.5), marker=dict(size=8),
+                           hovertemplate="%{y:.6g}<extra>" + label + "</extra>"))
     yaxis = dict(type="log" if log_y else "linear")
     if y_range is not None and any(v is not None for v in y_range):
         low, high = y_range
         if log_y:  # plotly takes a log axis's range in powers of ten
             low = np.log10(low) if low is not None and low > 0 else None
             high = np.log10(high) if high is not None and high > 0 else None
-        yaxis["range"] = [low, high]
+        yaxis["range"] = [None if low is None else _plain(low), None if high is None else _plain(high)]
         yaxis["autorange"] = False if low is not None and high is not None else (
             "min" if high is not None else "max")
-    xaxis = dict(title=axis_title(x))
-    if x != "elapsed_s":
-        xaxis.update(_integer_ticks(np.concatenate(all_x) if all_x else np.array([])))
-    fig.update_layout(
+    xaxis = dict(title=dict(text=axis_title(x)))
+    if x != "elapsed_s" and extent:
+        xaxis.update(_integer_ticks(min(extent), max(extent)))
+    layout = dict(
         title=dict(text=chart_title(metric), x=0, xanchor="left"), height=height, hovermode="x unified",
         margin=dict(l=10, r=10, t=40, b=10),
         # Under the plot: at the top right it would sit beneath Plotly's toolbar.
         legend=dict(orientation="h", yanchor="top", y=-0.22, xanchor="left", x=0),
         xaxis=xaxis, yaxis=yaxis)
-    return fig
+    if marks:
+        layout["shapes"] = [dict(type="line", xref="x", yref="paper", x0=_plain(at), x1=_plain(at), y0=0, y1=1,
+                                 line=dict(dash="dot", width=1, color="gray")) for at, _ in marks]
+        layout["annotations"] = [dict(x=_plain(at), xref="x", y=1, yref="paper", text=str(text), showarrow=False,
+                                      xanchor="right", yanchor="top", font=dict(size=10)) for at, text in marks]
+    drawn_only = frozenset(key for key in arrays if key.endswith((".smooth", ".low", ".high")))
+    return Chart(layout, traces, arrays, stable, drawn_only)
+
+
+def _json_ready(value):
+    """`value` with numpy scalars and arrays as plain numbers and lists (what JSON takes)."""
+    if isinstance(value, dict):
+        return {k: _json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [_json_ready(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def chart_of(fig, max_points=MAX_POINTS):
+    """A plotly Figure of line traces (such as `mmcore.runs.rlview.panel_figure`'s) as a `Chart`, each
+    trace held to `max_points` points (`thin_index` on its y; its x and customdata follow)."""
+    layout = {k: v for k, v in fig.layout.to_plotly_json().items() if k != "template"}
+    traces, arrays, stable = [], {}, {}
+    for i, trace in enumerate(fig.data):
+        spec = trace.to_plotly_json()
+        index, steady = thin_index(np.asarray(spec.get("y", ()), dtype=np.float64), max_points)
+        style = {}
+        for field, value in spec.items():
+            if field in ARRAY_FIELDS:
+                arrays[f"{i}.{field}"] = np.asarray(value, dtype=np.float64)[index]
+                stable[f"{i}.{field}"] = steady
+                style[field] = f"{i}.{field}"
+            elif field != "type":
+                style[field] = value
+        traces.append(style)
+    return Chart(_json_ready(layout), _json_ready(traces), arrays, stable)
+
+
+def metric_figure(metric, runs, **options):
+    """`metric_chart(metric, runs, **options)` as a plotly Figure."""
+    return metric_chart(metric, runs, **options).figure()
 
 
 def combined_table(runs):

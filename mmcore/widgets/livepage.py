@@ -9,8 +9,11 @@ and a change reruns the ticker's fragment, which asks the watch and reruns the a
 `live.should_rerun` says so. The ticker also shows "Updated N s ago". A page's own fragment can hold
 a `fragment_ticker`, which reruns just that fragment when the logs or files it follows grow. Where no
 marker can be published (static serving off, a read-only folder), the ticker runs its fragment at
-every tick instead.
+every tick instead. `log_tail` is a log tail that, while shown, gets only its new lines.
 """
+import hashlib
+import os
+import shutil
 import sqlite3
 import time
 from pathlib import Path
@@ -24,14 +27,40 @@ from mmcore.base.i18n import t
 from mmcore.base.paths import DB_NAME, default_home
 from mmcore.jobs import change_watch
 from mmcore.jobs.jobstore import JobStore
+from mmcore.logs import tailview
+from mmcore.widgets import livechart_wire
 
 TICK_S = 2.0  # how often a visible tab looks at the marker (or, without one, asks the shared watch)
 SEEN_KEY = "live.seen"  # session state: live.Seen of what this tab last drew
 PATHS_KEY = "live.paths"  # session state: the files this tab's page shows
 SYNC_KEY = "live.sync"  # session state: the ticker is drawn before the page says what it follows
-_tick = st.components.v2.component("minimind_live_ticker",
-                                   js=(Path(__file__).with_name("components") / "ticker.js").read_text(encoding="utf-8"),
-                                   css=".live-line { font-size: 0.875rem; color: var(--st-text-color); opacity: 0.6; }")
+TAILS_KEY = "live.tails"  # session state: tail key -> livechart_wire.SentTail, what this tab shows
+COMPONENTS = Path(__file__).with_name("components")
+# A component whose code is a file of the static folder (`data.module`, see `published`), imported once
+# per page: a page run then sends the component its data, not its code.
+LOADER_JS = """
+export default function (component) {
+  const url = new URL(component.data.module, document.baseURI).href;
+  const modules = (window.__minimindModules ??= {});
+  if (modules[url]) return modules[url].default(component);
+  let cleanup = null, gone = false;
+  (modules[url + "#loading"] ??= import(url).then((m) => (modules[url] = m)))
+    .then((m) => { if (!gone) cleanup = m.default(component); });
+  return () => { gone = true; if (cleanup) cleanup(); };
+}
+"""
+
+
+def _script(name):
+    """A component's script without its comment lines and indentation: every page run sends it."""
+    text = (COMPONENTS / name).read_text(encoding="utf-8")
+    return "\n".join(line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("//"))
+
+
+_TICK_CSS = ".live-line { font-size: 0.875rem; color: var(--st-text-color); opacity: 0.6; }"
+_tick_inline = st.components.v2.component("minimind_live_ticker", js=_script("ticker.js"), css=_TICK_CSS)
+_tick_loaded = st.components.v2.component("minimind_live_ticker_loaded", js=LOADER_JS, css=_TICK_CSS)
+_tail = st.components.v2.component("minimind_live_tail", js=_script("livetail.js"), isolate_styles=False)
 
 
 def _serving():
@@ -39,13 +68,60 @@ def _serving():
     return Runtime.exists() and type(Runtime.instance()) is Runtime
 
 
-def _static_folder():
+def static_folder():
     """Where this server serves static files from (`server.enableStaticServing`), or None."""
     ctx = get_script_run_ctx()
     if ctx is None or not _serving() or not st.get_option("server.enableStaticServing"):
         return None
     folder = Path(file_util.get_app_static_dir(ctx.main_script_path))
     return folder if folder.is_dir() else None
+
+
+def _publish(source, folder, name):
+    target = Path(folder) / name
+    if not target.is_file() or target.stat().st_size != Path(source).stat().st_size:
+        part = target.with_name(f".{name}.{os.getpid()}.tmp")
+        shutil.copy2(source, part)
+        os.replace(part, target)  # a tab never loads half a file
+
+
+@st.cache_resource(show_spinner=False)
+def _published(folder, files):
+    try:
+        for _key, source, name in files:
+            _publish(source, folder, name)
+    except OSError:
+        return None
+    return {key: f"app/static/{name}" for key, _source, name in files}
+
+
+def published(files):
+    """Copy `files` ({key: (source path, file name)}) into this server's static folder, once per server
+    -> {key: its address relative to the page (so a `server.baseUrlPath` is kept)}, or None where this
+    server serves no static files (or they cannot be written there). The names are ignored by git
+    (static/.gitignore) and should change with their content (`module_name`)."""
+    folder = static_folder()
+    if folder is None:
+        return None
+    return _published(str(folder), tuple(sorted((key, str(source), name) for key, (source, name) in files.items())))
+
+
+def module_name(path):
+    """A script's name in the static folder: its stem and a digest of its content (a new version, a
+    new name, which no browser has cached)."""
+    path = Path(path)
+    return f"{path.stem}-{hashlib.sha256(path.read_bytes()).hexdigest()[:12]}{path.suffix}"
+
+
+_TICKER_FILE = {"module": (COMPONENTS / "ticker.js", module_name(COMPONENTS / "ticker.js"))}
+
+
+def _tick(data, key):
+    """The ticker component, its code loaded from the static folder where there is one."""
+    urls = published(_TICKER_FILE)
+    if urls is None:
+        return _tick_inline(data=data, key=key, on_tick_change=_ticked)
+    return _tick_loaded(data={**data, "module": urls["module"]}, key=key, on_tick_change=_ticked)
 
 
 @st.cache_resource(show_spinner=False)
@@ -63,7 +139,7 @@ def _watch(db_path, static_folder):
 def _shared():
     try:
         # The store's path without opening it (this runs at every script run): `_watch` opens it once.
-        return _watch(str((default_home() / DB_NAME).resolve()), _static_folder())
+        return _watch(str((default_home() / DB_NAME).resolve()), static_folder())
     except (sqlite3.Error, RuntimeError, OSError):
         return None, None
 
@@ -129,7 +205,17 @@ def fragment_ticker(key, logs=False, paths=(), progress_s=5.0):
     snap = w.poll()
     w.paths_marker(paths)  # watched from now on
     drawn = change_watch.Seen(snap.store_version, snap.logs_version, time.time(), follow_logs=logs, progress_s=progress_s)
-    _tick(data=_tick_data("fragment", marker, w, snap, drawn, paths), key=key, on_tick_change=_ticked)
+    _tick(_tick_data("fragment", marker, w, snap, drawn, paths), key)
+
+
+def log_tail(lines, key):
+    """The log tail `lines` (`tailview.tail_html`'s box) as a small component that, while shown, gets
+    only the lines that changed: a page following a growing log sends a few lines per update, not the
+    whole tail."""
+    sent = st.session_state.setdefault(TAILS_KEY, {})
+    lost = isinstance(st.session_state.get(key), dict) and st.session_state[key].get("lost")
+    data, sent[key] = livechart_wire.tail_message(lines, tailview.tail_html(lines), None if lost else sent.get(key))
+    _tail(key=key, data=data, on_lost_change=_ticked)
 
 
 @st.fragment
@@ -140,7 +226,7 @@ def ticker():
     seen = state.get(SEEN_KEY)
     w, marker = _shared()
     if w is None:  # the store cannot be opened: the page and the sidebar say so; look again each tick
-        _tick(data={"scope": "page", "url": None, "interval_s": TICK_S}, key="live.tick", on_tick_change=_ticked)
+        _tick({"scope": "page", "url": None, "interval_s": TICK_S}, "live.tick")
         return
     snap = w.poll()
     own = state.get(PATHS_KEY, ())
@@ -150,7 +236,6 @@ def ticker():
     drawn = seen or change_watch.Seen(snap.store_version, snap.logs_version, time.time())
     texts = {"updated": t("live.updated", ago="{ago}"), "help": t("live.updated.help", changed="{changed}"),
              "seconds": t("live.seconds", n="{n}"), "minutes": t("live.minutes", n="{n}")}
-    _tick(data={**_tick_data("page", marker, w, snap, drawn, own), "sync": sync, "texts": texts},
-          key="live.tick", on_tick_change=_ticked)
+    _tick({**_tick_data("page", marker, w, snap, drawn, own), "sync": sync, "texts": texts}, "live.tick")
     if snap.error:
         st.caption(t("live.error", error=snap.error))

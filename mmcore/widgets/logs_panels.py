@@ -1,8 +1,11 @@
-"""The Logs page's panels, drawn with Streamlit: the source selectors, the charts with their controls,
-the run records (RL charts and health checks), the Rollouts view and the log tails.
+"""The Logs page's panels, drawn with Streamlit: the source selectors, the chart controls, the live
+view (each run's summary, its charts, the log tails, the run records: RL charts and health checks)
+and the Rollouts view.
 
 Which runs there are and what each reads as is `mmcore.jobs.run_selection`'s; the charts are
-`mmcore.logs.charts`' and the RL panels `mmcore.runs.rlview`'s. Text from a log is shown as plain text.
+`mmcore.logs.charts`' and the RL panels `mmcore.runs.rlview`'s. Runs are read and charts computed
+once per change for every session (`shared`), and drawn as live charts (`mmcore.widgets.livechart`).
+Text from a log is shown as plain text.
 """
 import urllib.parse
 
@@ -13,16 +16,16 @@ from mmcore.base import i18n
 from mmcore.base.i18n import t
 from mmcore.base.safetext import md, md_lines
 from mmcore.jobs import jobtable, run_selection
-from mmcore.logs import charts, logfiles, tailview, urlstate
+from mmcore.logs import charts, logfiles, urlstate
 from mmcore.runs import health, metric_stream, rlview
-from mmcore.widgets import rollouts_panel
+from mmcore.widgets import livechart, livechart_cache, livepage, rollouts_panel
 
 JOBS_KEY = "logs.jobs"
 FILES_KEY = "logs.files"
 FOLDERS_KEY = "logs.folders"
 UPLOADS_KEY = "logs.kept_uploads"
 METRICS_KEY = "logs.metrics"
-PARSERS_KEY = "logs.parsers"  # log path -> LogParser: each rerun reads only what was appended
+PARSERS_KEY = "logs.parsers"  # an upload's path -> its LogParser: each rerun reads only what was appended
 SMOOTH_KEY = "logs.smoothing"
 X_KEY = "logs.x_axis"
 LOG_KEY = "logs.log_metrics"
@@ -81,13 +84,28 @@ def kept_uploads(store, uploads, user=None):
 
 # -- charts ------------------------------------------------------------------------------------------
 
-def read_runs(runs):
-    """Each run read (incrementally) with its problem, note, last error and summary line shown ->
-    the readings that have a table."""
+@st.cache_resource(show_spinner=False)
+def shared():
+    """The server's one `livechart_cache.Shared`: runs read and charts computed once per change of their
+    files, for every session."""
+    return livechart_cache.Shared()
+
+
+def readings_of(runs):
+    """[(reading, its version)] of each run, read incrementally: shared by every session, except this
+    session's uploads (nobody else sees them; their memory goes with the session)."""
+    uploads = set(st.session_state.get(UPLOADS_KEY, {}).values())
     parsers = st.session_state.setdefault(PARSERS_KEY, {})
-    readings = []
-    for run in runs:
-        reading = run_selection.read_run(run, parsers)
+    return [(run_selection.read_run(run, parsers), livechart_cache.version_of(livechart_cache.run_files(run)))
+            if run.path in uploads else shared().read(run, i18n.current()) for run in runs]
+
+
+def show_readings(readings):
+    """Each run's problem, note, last error and summary line -> the (reading, version) pairs that have a
+    table."""
+    charted = []
+    for reading, version in readings:
+        run = reading.run
         if reading.problem:
             st.error(reading.problem)
             continue
@@ -100,23 +118,47 @@ def read_runs(runs):
         if reading.progress is not None:
             st.markdown(run_selection.summary_line(run.label, reading.progress))
         if reading.table is not None:
-            readings.append(reading)
-    return readings
+            charted.append((reading, version))
+    return charted
 
 
-def show_charts(runs, url_defaults):
-    """Summaries, the chart controls, one chart per metric, and the CSV download. Sets the default
-    metrics in `url_defaults` (a default is left out of the URL)."""
-    state = st.session_state
-    readings = read_runs(runs)
-    if not readings:
-        return
-    tables = {r.run.label: r.table for r in readings}
-    types = {r.train_type for r in readings}
-    resume_marks = [mark for r in readings for mark in r.marks]
+def _chart_names(readings):
+    """(metric names in chart order, the train type they were ordered for, x axes) of the charted runs."""
+    tables = {r.run.label: r.table for r, _ in readings if r.table is not None}
+    types = {r.train_type for r, _ in readings if r.table is not None}
     train_type = types.pop() if len(types) == 1 else None
     names = charts.order_metrics(charts.chartable([m for df in tables.values() for m in charts.metric_columns(df)]),
                                  train_type)
+    return names, train_type, charts.x_choices(tables)
+
+
+def metric_chart(metric, tables, versions, key, **options):
+    """The live chart of `metric` over `tables` ({label: table}, whose files are at `versions`): computed
+    once per change for every session, the zoomed range (if any) at full resolution."""
+    # What the user's zoom belongs to: another axis, scale or range starts afresh; new points, another
+    # smoothing or a resume mark keep it.
+    revision = "|".join(str(options.get(name)) for name in ("x", "log_y", "x_range", "y_range"))
+    view = livechart.requested_view(key, revision)
+    slot = ("metric", metric, tuple(tables), tuple(sorted(options.items())), view, i18n.current())
+    chart = shared().charts.get(slot, versions, lambda: charts.metric_chart(metric, tables, view=view, **options))
+    livechart.show(chart, key, revision)
+
+
+def show_charts(runs, url_defaults):
+    """The chart controls (see `chart_controls`) -> ((metric names, x axes) they were drawn with, the
+    chosen view or None when no run has a table yet), for `live_view`. Sets the default metrics in
+    `url_defaults` (a default is left out of the URL)."""
+    readings = readings_of(runs)
+    tables = {r.run.label: r.table for r, _ in readings if r.table is not None}
+    names, train_type, x_options = _chart_names(readings)
+    view = chart_controls(tables, names, train_type, x_options, url_defaults) if tables else None
+    return (names, x_options), view
+
+
+def chart_controls(tables, names, train_type, x_options, url_defaults):
+    """The metrics to chart, smoothing, x axis, log scales, x range, each chart's y range and the view's
+    link -> the view: {"metrics", "smoothing", "x", "log", "x_range", "y_ranges": {metric: (low, high)}}."""
+    state = st.session_state
     url_defaults[METRICS_KEY] = charts.default_metrics(names, train_type)  # left out of the URL
     if METRICS_KEY not in state:
         state[METRICS_KEY] = url_defaults[METRICS_KEY]
@@ -131,14 +173,13 @@ def show_charts(runs, url_defaults):
                 + " · ".join(t("logs.lacking", metric=md(m), runs=md(", ".join(lacking[m]))) for m in chosen if m in lacking),
                 icon=":material/compare_arrows:")
 
-    x_options = charts.x_choices(tables)
     i18n.relabel(state, X_KEY)
     if state.get(X_KEY) not in x_options:
         state[X_KEY] = "step"
     if state.get(SMOOTH_KEY) not in SMOOTHING_CHOICES:
         state[SMOOTH_KEY] = "auto"
     state[LOG_KEY] = [m for m in state.get(LOG_KEY, []) if m in chosen]
-    controls = st.columns([2.4, 1.3, 2, 1, 1, 1])
+    controls = st.columns([2.2, 1.2, 1.8, 0.9, 0.9, 1.3, 1.3])
     smoothing = controls[0].select_slider(
         t("logs.smoothing"), SMOOTHING_CHOICES, key=SMOOTH_KEY,
         format_func=lambda v: t("logs.auto") if v == "auto" else f"{v:.2f}", help=t("logs.smoothing.help"))
@@ -151,23 +192,51 @@ def show_charts(runs, url_defaults):
                                       help=t("logs.from.help"))
     x_to = controls[4].number_input(t("logs.to"), min_value=0, value=None, key=TO_KEY, placeholder=t("logs.to.placeholder"),
                                     help=t("logs.to.help"))
-    with controls[5], st.popover(t("logs.copy_link"), icon=":material/link:", help=t("logs.copy_link.help")):
+    with controls[5], st.popover(t("logs.y_range"), icon=":material/height:"):
+        for metric in chosen:  # with the other controls: under each chart they would be sent at each update
+            st.caption(charts.chart_title(metric))
+            low, high = st.columns(2)
+            low.number_input(t("logs.y_from"), value=None, key=f"logs.ylo.{metric}", format="%g", placeholder=t("logs.auto"))
+            high.number_input(t("logs.y_to"), value=None, key=f"logs.yhi.{metric}", format="%g", placeholder=t("logs.auto"))
+    with controls[6], st.popover(t("logs.copy_link"), icon=":material/link:", help=t("logs.copy_link.help")):
         st.caption(t("logs.copy_link.caption"))
         st.code(view_link(url_defaults), language=None, wrap_lines=True)
     if not chosen:
         st.info(t("logs.no_metric"))
-    grid = st.columns(2)
-    for i, metric in enumerate(chosen):
-        with grid[i % 2]:
-            low, high = state.get(f"logs.ylo.{metric}"), state.get(f"logs.yhi.{metric}")
-            st.plotly_chart(charts.metric_figure(metric, tables, smoothing=smoothing, log_y=metric in log_metrics,
-                                                 x=charts.X_CHOICES[x], x_range=(x_from, x_to), y_range=(low, high),
-                                                 marks=resume_marks if x == "step" else ()),
-                            key=f"logs.chart.{metric}", config={"displaylogo": False})
-            with st.popover(t("logs.y_range"), icon=":material/height:"):
-                st.number_input(t("logs.y_from"), value=None, key=f"logs.ylo.{metric}", format="%g", placeholder=t("logs.auto"))
-                st.number_input(t("logs.y_to"), value=None, key=f"logs.yhi.{metric}", format="%g", placeholder=t("logs.auto"))
+    return {"metrics": tuple(chosen), "smoothing": smoothing, "x": x, "log": tuple(log_metrics),
+            "x_range": (x_from, x_to),
+            "y_ranges": {m: (state.get(f"logs.ylo.{m}"), state.get(f"logs.yhi.{m}")) for m in chosen}}
 
+
+def live_view(runs, names, view, settings, follow_s):
+    """What the runs' files show, in one fragment that follows them and reruns alone when they grow
+    (one rerun per change, each chart and tail sent only what changed): each run's problem, note and
+    summary line, its charts (`view`, from `chart_controls`; None when no run had a table), the CSV
+    download, the log tails and the run records with health checks under `settings` (see
+    `health_settings`). When the runs now have other metrics or axes than `names` ((metrics, x axes)
+    the controls were drawn with), the page is drawn again."""
+    livepage.fragment_ticker("logs.live", paths=run_selection.followed_paths(runs), progress_s=follow_s)
+    readings = show_readings(readings_of(runs))
+    current = _chart_names(readings)
+    if (current[0], current[2]) != tuple(names):
+        st.rerun(scope="app")  # new controls first
+    if view is not None and readings:
+        show_metric_charts(readings, view)
+    show_tails(runs)
+    show_records(runs, settings)
+
+
+def show_metric_charts(readings, view):
+    """One live chart per chosen metric, two abreast, and the CSV download of every point."""
+    tables = {r.run.label: r.table for r, _ in readings}
+    marks = tuple(mark for r, _ in readings for mark in r.marks) if view["x"] == "step" else ()
+    versions = tuple(version for _, version in readings)
+    grid = st.columns(2)
+    for i, metric in enumerate(view["metrics"]):
+        with grid[i % 2]:
+            metric_chart(metric, tables, versions, f"logs.chart.{metric}", smoothing=view["smoothing"],
+                         log_y=metric in view["log"], x=charts.X_CHOICES[view["x"]], x_range=view["x_range"],
+                         y_range=view["y_ranges"][metric], marks=marks)
     # The CSV is built only when clicked: for a long log it costs more than the whole page.
     st.download_button(t("logs.csv"), lambda: charts.to_csv(tables), file_name=charts.csv_file_name(tables),
                        mime="text/csv", icon=":material/download:", key="logs.csv", on_click="ignore",
@@ -184,42 +253,60 @@ def view_link(url_defaults):
 
 # -- run records -------------------------------------------------------------------------------------
 
-def show_records(runs, home):
-    """What each run's records lack, then RL charts and health checks from their metrics streams ->
-    the health settings in force, or None when no run has a metrics stream."""
+def _record_panels(frames):
+    panels = {}
+    for _, df in frames:
+        for panel, _cols in rlview.panels_for(df):
+            panels.setdefault(panel.key, panel)
+    return panels
+
+
+def health_settings(runs, home):
+    """The health checks' thresholds in force, or None when no run has a metrics stream."""
+    return health.load_settings(home) if run_selection.recorded(runs) else None
+
+
+def show_records(runs, settings):
+    """What each run's records lack, then health checks (under `settings`, None: no run has records)
+    and RL charts from their metrics streams (read incrementally, shared by every session; each chart
+    sent only its new points). A click on a point opens its step in the Rollouts view."""
     state = st.session_state
     for run in runs:
         lacks = rlview.missing_records(run.run_dir, run.train_type)
         if lacks:  # an old or uploaded log: charted from its lines, and it says what it lacks
             st.caption(f"{md(run.label)}: " + "; ".join(lacks) + ".")
     recorded = run_selection.recorded(runs)
-    if not recorded:
-        return None
-    settings = health.load_settings(home)
-    frames = [(run.label, metric_stream.read(run.run_dir)) for run in recorded]
-    for (label, df) in frames:
-        for finding in health.evaluate(df, settings):
-            st.warning(t("logs.finding", run=md(label), title=finding.title, step=finding.since_step, message=finding.message,
-                         advice=finding.advice), icon=":material/health_and_safety:")
-    panels = {}
-    for _, df in frames:
-        for panel, _cols in rlview.panels_for(df):
-            panels.setdefault(panel.key, panel)
-    if panels:
-        st.subheader(t("logs.records"))
-        i18n.relabel(state, "logs.rl.x")
-        x = st.radio(t("logs.x_axis"), list(metric_stream.X_AXES), format_func=rlview.x_label, horizontal=True,
-                     key="logs.rl.x", help=t("logs.records.x.help"))
-        grid = st.columns(2)
-        for i, panel in enumerate(panels.values()):
-            with grid[i % 2]:
-                event = st.plotly_chart(rlview.panel_figure(panel, frames, x=x), key=f"logs.rl.{panel.key}",
-                                        on_select="rerun", selection_mode="points", config={"displaylogo": False})
-                step = rlview.clicked_step(event)
-                if step is not None and state.get(f"logs.rl.clicked.{panel.key}") != step:
-                    state[f"logs.rl.clicked.{panel.key}"] = step
-                    state[rollouts_panel.WANTED_KEY] = step  # open that step in the Rollouts view
-    return settings
+    if not recorded or settings is None:
+        return
+    frames, versions = [], []
+    for run in recorded:
+        df, version = shared().metrics(run.run_dir)
+        frames.append((run.label, df))
+        versions.append(version)
+        findings = shared().readings.get(("health", str(run.run_dir), settings), version,
+                                         lambda df=df: health.evaluate(df, settings))
+        for finding in findings:
+            st.warning(t("logs.finding", run=md(run.label), title=finding.title, step=finding.since_step,
+                         message=finding.message, advice=finding.advice), icon=":material/health_and_safety:")
+    panels = _record_panels(frames)
+    if not panels:
+        return
+    st.subheader(t("logs.records"))
+    i18n.relabel(state, "logs.rl.x")
+    x = st.radio(t("logs.x_axis"), list(metric_stream.X_AXES), format_func=rlview.x_label, horizontal=True,
+                 key="logs.rl.x", help=t("logs.records.x.help"))
+    grid = st.columns(2)
+    labels = tuple(label for label, _ in frames)
+    for i, panel in enumerate(panels.values()):
+        with grid[i % 2]:
+            chart = shared().charts.get(("panel", panel.key, labels, x, i18n.current()), tuple(versions),
+                                        lambda panel=panel: charts.chart_of(rlview.panel_figure(panel, frames, x=x)))
+            event = livechart.show(chart, f"logs.rl.{panel.key}", f"{panel.key}|{x}", on_select="rerun")
+            step = rlview.clicked_step(event)
+            if step is not None and state.get(f"logs.rl.clicked.{panel.key}") != step:
+                state[f"logs.rl.clicked.{panel.key}"] = step
+                state[rollouts_panel.WANTED_KEY] = step
+                st.rerun(scope="app")  # the Rollouts view (outside this fragment) opens that step
 
 
 def show_rollouts(runs):
@@ -233,20 +320,21 @@ def show_rollouts(runs):
 # -- log tails ---------------------------------------------------------------------------------------
 
 def show_tails(runs):
-    """The end of each run's log (as many lines as chosen), opened when there is one run."""
+    """The end of each run's log (as many lines as chosen), opened when there is one run; each tail sent
+    only its new lines while it is shown."""
     state = st.session_state
     st.subheader(t("logs.tail"))
     state.setdefault(TAIL_KEY, 200)
-    st.selectbox(t("logs.tail_lines"), TAIL_CHOICES, key=TAIL_KEY, help=t("logs.tail_lines.help"))
+    lines = st.selectbox(t("logs.tail_lines"), TAIL_CHOICES, key=TAIL_KEY, help=t("logs.tail_lines.help"))
     for run in runs:
         if run.path is None:
             continue
         with st.expander(t("logs.tail_of", run=md(run.label)), expanded=len(runs) == 1):
             try:
-                lines = logfiles.tail(run.path, state.get(TAIL_KEY, 200))
+                tail = logfiles.tail(run.path, lines)
             except FileNotFoundError:
                 st.caption(t("logs.no_log_file", path=md(run.path)))
             except OSError as exc:
                 st.error(t("logs.cannot_read", path=md(run.path), error=md(exc)))
             else:
-                st.html(tailview.tail_html(lines))
+                livepage.log_tail(tail, f"logs.tail.{run.path}")

@@ -1,0 +1,90 @@
+"""Live charts in the page: a small component (`components/livechart.js`) that draws a
+`mmcore.logs.charts.Chart` with Plotly.js and, while the same chart is shown, gets only the points
+that changed (`livechart_wire`), so a page that follows a growing log redraws no chart from scratch
+and keeps the user's zoom, pan and legend choices.
+
+Plotly.js is the copy the `plotly` package ships, put in the server's static folder once per server
+(`plotly-<version>.min.js`, ignored by git) with the chart's code (`livechart-<digest>.js`) and loaded
+by the page from there: nothing is fetched from elsewhere, and a page run sends a chart its data only.
+Where the server has no static folder (`server.enableStaticServing` off, a read-only checkout; also
+Streamlit's AppTest) the chart is Streamlit's own `st.plotly_chart`, drawn whole at each run.
+
+A chart zoomed or panned by the user reports its x range (`requested_view`), so the page can send
+that range at full resolution.
+"""
+import dataclasses
+import math
+import re
+from pathlib import Path
+
+import plotly
+import streamlit as st
+
+from mmcore.widgets import livechart_wire, livepage
+
+PLOTLY_JS = Path(plotly.__file__).with_name("package_data") / "plotly.min.js"
+CHART_JS = Path(__file__).with_name("components") / "livechart.js"
+CONFIG = {"displaylogo": False}
+SENT_KEY = "livechart.sent"  # session state: chart key -> livechart_wire.Sent, what this tab holds
+_component = st.components.v2.component("minimind_live_chart", js=livepage.LOADER_JS,
+                                        css=".minimind-livechart { width: 100%; }",
+                                        isolate_styles=False)  # Plotly styles the page's document
+
+
+def _plotly_name():
+    with open(PLOTLY_JS, "rb") as f:
+        found = re.search(rb"plotly\.js v([\w.-]+)", f.read(200))
+    return f"plotly-{found.group(1).decode() if found else 'bundled'}.min.js"
+
+
+_FILES = {"plotly": (PLOTLY_JS, _plotly_name()), "module": (CHART_JS, livepage.module_name(CHART_JS))}
+
+
+def published_urls():
+    """{"plotly", "module"}: the addresses of Plotly.js and the chart's code in the static folder
+    (`livepage.published`), or None where this server serves no static files."""
+    return livepage.published(_FILES)
+
+
+def _state(key):
+    value = st.session_state.get(key)
+    return value if isinstance(value, dict) else {}
+
+
+def requested_view(key, revision):
+    """The x range (low, high) the user zoomed the chart `key` to, while it shows `revision`; None
+    when it shows all of it."""
+    view = _state(key).get("view")
+    try:
+        if view and view.get("rev") == revision:
+            low, high = (float(v) for v in view["x"])
+            if math.isfinite(low) and math.isfinite(high) and low < high:
+                return low, high
+    except (AttributeError, KeyError, TypeError, ValueError):
+        pass
+    return None
+
+
+def _noop():
+    pass  # the component's state and triggers are read, not acted on
+
+
+def show(chart, key, revision, on_select=None):
+    """Draw `chart` (a `charts.Chart`) as the live chart `key`. `revision` names what the user's zoom
+    belongs to: the same revision keeps it, a new one (another axis, another range) starts afresh.
+
+    Returns, in the shape of Streamlit's chart selection event ({"selection": {"points": [...]}}), the
+    point clicked in this run, or None. `on_select` is what Streamlit's own chart does on a click."""
+    urls = published_urls()
+    chart = dataclasses.replace(chart, layout={**chart.layout, "uirevision": revision})
+    if urls is None:
+        if on_select is None:
+            st.plotly_chart(chart.figure(), key=key, config=CONFIG)
+            return None
+        return st.plotly_chart(chart.figure(), key=key, config=CONFIG, on_select=on_select, selection_mode="points")
+    sent = st.session_state.setdefault(SENT_KEY, {})
+    data, sent[key] = livechart_wire.chart_message(chart, None if _state(key).get("lost") else sent.get(key))
+    data.update(urls or {}, height=chart.layout.get("height"))
+    result = _component(key=key, data=data, default={"view": None}, on_view_change=_noop, on_lost_change=_noop,
+                        on_clicked_change=_noop)
+    return {"selection": {"points": [result.clicked]}} if result.clicked else None

@@ -1,0 +1,193 @@
+"""The Logs page's live charts in headless Chromium (mmcore.widgets.livechart): a chart of a growing
+log gains points without being drawn anew and keeps the user's zoom; zooming into a long run shows
+every point of the zoomed range; a hidden tab sends nothing and draws nothing until it is shown."""
+import threading
+import time
+
+import _browser_helpers as browser
+import pytest
+
+from mmcore.jobs.jobstore import JobStore
+from mmcore.logs import charts
+
+pytestmark = pytest.mark.browser
+
+MISSING = browser.browser_missing_reason()
+LOSS = charts.chart_title("loss")
+LONG_STEPS = 50_000
+GROWN_WITHIN_S = 30.0  # a 2 s tick, a 1 s check, a fragment run and a draw, on two busy cores
+
+
+def log_line(step, total):
+    loss = 5 - step / total + (step % 7) / 100
+    return f"Epoch:[1/1]({step}/{total}) loss:{loss:.6f} lr:0.000500000000 epoch_Time:1.0min:\n"
+
+
+def job_with_log(store, name, steps, total):
+    job_id = store.create("pretrain", name, {"epochs": "1"}, ["python", "x.py"], "/tmp", {})
+    store.update(job_id, status="succeeded", started_at=time.time() - 60, ended_at=time.time(), exit_code=0)
+    with open(store.get(job_id).log_path, "w", encoding="utf-8") as f:
+        f.write("".join(log_line(s, total) for s in range(1, steps + 1)))
+    return job_id
+
+
+class Writer:
+    """Appends a progress line to a log every `every_s` seconds while it is on (a job that trains)."""
+
+    def __init__(self, path, step, total, every_s=0.3):
+        self.path, self.step, self.total, self.every_s = path, step, total, every_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.wait(self.every_s):
+            self.step += 1
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.write(log_line(self.step, self.total))
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    if MISSING:
+        pytest.skip(f"browser test needs Chromium and Playwright: {MISSING}")
+    tmp = tmp_path_factory.mktemp("charts")
+    app_dir = browser.copy_app(tmp / "app")
+    (tmp / "home").mkdir()
+    store = JobStore(tmp / "home")
+    jobs = {"long": job_with_log(store, "long", LONG_STEPS, LONG_STEPS),
+            "growing": job_with_log(store, "growing", 300, 100_000)}
+    with browser.StreamlitServer(app_dir, home=tmp / "home", log_path=tmp / "streamlit.log") as srv:
+        srv.jobs, srv.store = jobs, store
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def chromium():
+    with browser.chromium() as b:
+        yield b
+
+
+# The loss chart's element, found by its title.
+_PLOT = """(title) => [...document.querySelectorAll('.minimind-livechart.js-plotly-plot')]
+                       .find(p => String(p.layout?.title?.text ?? '').includes(title))"""
+
+
+def chart_state(page, title=LOSS):
+    """What the live chart titled `title` holds and shows: its message number, draws, the x values of
+    its first trace, its x axis range and whether the user zoomed it, and a mark set on its element."""
+    return page.evaluate(f"""(title) => {{
+        const plot = ({_PLOT})(title);
+        if (!plot) return null;
+        const chart = plot.__minimindChart, trace = plot.data[0];
+        return {{seq: chart.seq, draws: chart.draws, x: Array.from(trace.x), range: plot.layout.xaxis.range,
+                 autorange: plot.layout.xaxis.autorange, mark: plot.__testMark ?? null}};
+    }}""", title)
+
+
+def wait_for_plot(page, condition, timeout_s=30.0, title=LOSS):
+    """Wait until `condition` (JavaScript over `plot`, the chart's element) holds."""
+    page.wait_for_function(f"(title) => {{ const plot = ({_PLOT})(title); return !!plot && ({condition}); }}",
+                           arg=title, timeout=timeout_s * 1000, polling=200)
+
+
+def open_logs(page, server, job_id):
+    browser.open_app(page, f"{server.url}/logs?job={job_id}")
+    browser.plotly_charts(page, LOSS, timeout=60)
+
+
+def zoom(page, low, high, title=LOSS):
+    """Zoom the chart's x axis as a drag on it does (Plotly's relayout, which the chart reports)."""
+    page.evaluate(f"""([title, low, high]) => {{
+        const plot = ({_PLOT})(title);
+        plot.__testMark = 'zoomed here';
+        return window.Plotly.relayout(plot, {{'xaxis.range': [low, high]}});
+    }}""", [title, low, high])
+
+
+def test_a_growing_chart_gains_points_and_keeps_the_zoom(server, chromium):
+    page = browser.new_page(chromium)
+    store = server.store
+    with browser.screenshot_on_failure(page, "charts-growing"):
+        open_logs(page, server, server.jobs['growing'])
+        zoom(page, 100, 200)
+        browser.wait_for_rerun(page)  # the zoom reported (every point of this run shows anyway)
+        before = chart_state(page)
+        assert before["range"] == [100, 200] and before["mark"] == "zoomed here"
+        with Writer(store.get(server.jobs['growing']).log_path, 300, 100_000) as writer:
+            wait_for_plot(page, "plot.data[0].x[plot.data[0].x.length - 1] >= 310", GROWN_WITHIN_S)
+            grown_to = writer.step
+        after = chart_state(page)
+        assert after["x"][-1] > before["x"][-1] and after["x"][-1] <= grown_to
+        assert after["seq"] > before["seq"] and after["draws"] > before["draws"]  # new messages, drawn
+        assert after["mark"] == "zoomed here"  # the same element, not a new chart
+        assert after["range"] == [100, 200] and not after["autorange"]  # the user's zoom is kept
+        assert after["x"] == sorted(after["x"]) and len(set(after["x"])) == len(after["x"])
+        assert not browser.exceptions(page)
+
+
+def test_zooming_a_long_run_shows_every_point_of_the_range(server, chromium):
+    page = browser.new_page(chromium)
+    with browser.screenshot_on_failure(page, "charts-zoom"):
+        open_logs(page, server, server.jobs['long'])
+        whole = chart_state(page)
+        assert len(whole["x"]) <= charts.MAX_POINTS and whole["x"][0] == 1 and whole["x"][-1] == LONG_STEPS
+        window = [x for x in whole["x"] if 20_000 <= x <= 21_000]
+        assert len(window) < 200  # thinned: a point in tens of the window's
+        zoom(page, 20_000, 21_000)
+        wait_for_plot(page, "plot.data[0].x.filter(x => x >= 20000 && x <= 21000).length === 1001")
+        zoomed = chart_state(page)
+        assert len(zoomed["x"]) <= charts.MAX_POINTS
+        assert zoomed["range"] == [20_000, 21_000]
+        assert zoomed["x"][0] == 1 and zoomed["x"][-1] == LONG_STEPS  # the rest of the run, coarsely
+        # Zoomed out again (a double click): the whole run, thinned.
+        page.evaluate(f"(title) => window.Plotly.relayout(({_PLOT})(title), {{'xaxis.autorange': true}})", LOSS)
+        wait_for_plot(page, "plot.data[0].x.filter(x => x >= 20000 && x <= 21000).length < 200")
+        assert not browser.exceptions(page)
+
+
+HIDE = """() => {
+    Object.defineProperty(document, 'visibilityState', {configurable: true, get: () => 'hidden'});
+    Object.defineProperty(document, 'hidden', {configurable: true, get: () => true});
+    document.dispatchEvent(new Event('visibilitychange'));
+}"""
+SHOW = """() => {
+    delete document.visibilityState;
+    delete document.hidden;
+    document.dispatchEvent(new Event('visibilitychange'));
+}"""
+
+
+def test_a_hidden_tab_sends_nothing_and_draws_nothing(server, chromium):
+    """While hidden (another tab in front), a Logs tab on a growing log sends no message and fetches
+    nothing; shown again, its chart catches up."""
+    page = browser.new_page(chromium)
+    store = server.store
+    sent, fetched = [], []
+    page.on("websocket", lambda ws: ws.on("framesent", lambda payload: sent.append(len(payload))))
+    page.on("request", lambda request: fetched.append(request.url))
+    with browser.screenshot_on_failure(page, "charts-hidden"):
+        open_logs(page, server, server.jobs['growing'])
+        with Writer(store.get(server.jobs['growing']).log_path, chart_state(page)["x"][-1], 100_000) as writer:
+            page.wait_for_timeout(3000)
+            assert fetched, "the visible tab fetched nothing: the hidden window would prove nothing"
+            page.evaluate(HIDE)
+            page.wait_for_timeout(500)  # a fetch begun before hiding may still end
+            sent.clear()
+            fetched.clear()
+            hidden = chart_state(page)
+            page.wait_for_timeout(8000)
+            assert sent == [] and fetched == [], (sent, fetched)
+            assert chart_state(page)["draws"] == hidden["draws"]
+            grown_to = writer.step
+            page.evaluate(SHOW)
+            wait_for_plot(page, f"plot.data[0].x[plot.data[0].x.length - 1] >= {grown_to}", GROWN_WITHIN_S)
+        assert sent, "shown again, the tab asked for what changed"
+        assert not browser.exceptions(page)
