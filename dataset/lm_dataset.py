@@ -302,6 +302,22 @@ def _layout(items):
     return order, torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(sizes, 0)])
 
 
+class _WholeUnits(Dataset):
+    """Items of whole units (conversations, pairs) laid out by `pack_whole` from the units' `widths`."""
+
+    def __init__(self, widths, max_length):
+        super().__init__()
+        self.order, self.bounds = _layout(pack_whole(widths, max_length))
+        self.max_length = max_length
+
+    def __len__(self):
+        return len(self.bounds) - 1
+
+    def units(self, index):
+        """The indices of the units (in the unpacked dataset's numbering) in item `index`, in document order."""
+        return self.order[self.bounds[index]:self.bounds[index + 1]].tolist()
+
+
 def _packed_row(sequences, prefix=""):
     """One row of whole sequences, each an (input_ids, labels) pair: concatenated, `document_ids`
     numbering them from 0, and each sequence's first token no target of the token before it."""
@@ -313,7 +329,7 @@ def _packed_row(sequences, prefix=""):
     return {f"{prefix}input_ids": ids, f"{prefix}labels": labels, f"{prefix}document_ids": document_ids}
 
 
-class PackedSFTDataset(Dataset):
+class PackedSFTDataset(_WholeUnits):
     """Conversations packed whole into rows of at most `max_length` tokens (`--pack 1` for SFT, LoRA
     and both distillations).
 
@@ -330,25 +346,16 @@ class PackedSFTDataset(Dataset):
     """
 
     def __init__(self, path, tokenizer, max_length):
-        super().__init__()
         self.conversations = SFTDataset(path, tokenizer, max_length)
-        widths = [(len(self.conversations[i]["input_ids"]),) for i in range(len(self.conversations))]
-        self.order, self.bounds = _layout(pack_whole(widths, max_length))
-        self.max_length = max_length
-
-    def __len__(self):
-        return len(self.bounds) - 1
-
-    def units(self, index):
-        """The indices (lines, in SFTDataset's numbering) of the conversations in row `index`."""
-        return self.order[self.bounds[index]:self.bounds[index + 1]].tolist()
+        super().__init__([(len(self.conversations[i]["input_ids"]),) for i in range(len(self.conversations))],
+                         max_length)
 
     def __getitem__(self, index):
         items = [self.conversations[u] for u in self.units(index)]
         return _packed_row([(x["input_ids"], x["labels"]) for x in items])
 
 
-class PackedDPODataset(Dataset):
+class PackedDPODataset(_WholeUnits):
     """Preference pairs packed whole (`--pack 1` for DPO): an item is two rows of at most `max_length`
     tokens, chosen and rejected, where document k of the rejected row is the rejected side of the pair
     whose chosen side is document k of the chosen row.
@@ -361,21 +368,12 @@ class PackedDPODataset(Dataset):
     """
 
     def __init__(self, path, tokenizer, max_length):
-        super().__init__()
         self.pairs = DPODataset(path, tokenizer, max_length)
         widths = []
         for i in range(len(self.pairs)):
             pair = self.pairs[i]
             widths.append((len(pair["chosen_input_ids"]), len(pair["rejected_input_ids"])))
-        self.order, self.bounds = _layout(pack_whole(widths, max_length))
-        self.max_length = max_length
-
-    def __len__(self):
-        return len(self.bounds) - 1
-
-    def units(self, index):
-        """The indices of the pairs in item `index`, in document order."""
-        return self.order[self.bounds[index]:self.bounds[index + 1]].tolist()
+        super().__init__(widths, max_length)
 
     def __getitem__(self, index):
         pairs = [self.pairs[u] for u in self.units(index)]
