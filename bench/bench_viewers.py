@@ -1,5 +1,15 @@
-"""What viewers cost: a real dashboard server, 200 finished jobs and one running demo job, watched by
-1, 5, 10 and 20 headless Chromium tabs on Jobs and then on Logs.
+"""What viewers cost: a real dashboard server, `--jobs` finished jobs (200 by default; each with its log,
+its records and the final progress its runner stores) and one running demo job, watched by 1, 5, 10 and
+20 headless Chromium tabs on Jobs and then on Logs.
+
+First, before the demo job starts and with no tab open (a quiet machine), a fresh Jobs page's load time
+(`--loads` first visits and returning ones; target 2 s with 2,000 jobs). Then the demo job's steps per
+minute with no tab open, over `--window` seconds.
+
+`--pages mix` opens N Logs tabs and N Jobs tabs together (N from `--viewers`) and prints the steps per
+minute the running job kept against no tab (target 85% with 5 + 5): the trainer's own pace drifts and
+other work shares the cores, so `--cycles` windows with the tabs open and as many with none take turns
+and their medians are compared.
 
 For each page and number of tabs, over a window of `--window` seconds with the tabs open:
 
@@ -28,7 +38,8 @@ cores.
 A single page load varies a lot on a busy machine: `--loads N` times N first visits and N returning
 ones per group and prints their median (with the range).
 
-    python3 -m bench.bench_viewers [--viewers 1,5,10,20] [--window 30] [--settle 10] [--pages jobs,logs] [--loads 1]
+    python3 -m bench.bench_viewers [--jobs 200] [--viewers 1,5,10,20] [--window 30] [--settle 10] [--pages jobs,logs,mix]
+                                   [--loads 1] [--cycles 3]
 
 `--scale` runs the large case instead: 20 finished runs of 200,000 steps each (`--scale-runs`,
 `--scale-steps`), with their logs and records, overlaid on one Logs page, while one of them grows by a
@@ -65,23 +76,37 @@ STEP = re.compile(rb"Epoch:\[(\d+)/\d+\]\((\d+)/(\d+)\)")
 
 SETUP = textwrap.dedent("""
     import json, sys, time
+    from mmcore.jobs import progress
+    from mmcore.runs import metric_stream
+    from mmcore.jobs.jobstore import JobStore
+    store = JobStore()
+    log, count = sys.argv[1], int(sys.argv[2])
+    records = "".join(json.dumps({"global_step": s, "epoch": 1, "step": s, "loss": 5 - s / 100, "lr": 5e-4}) + "\\n"
+                      for s in range(10, 201, 10))
+    now = time.time()
+    for i in range(count):
+        job_id = store.create("pretrain", f"finished-{i:04d}", {"epochs": "1"}, ["python", "train_pretrain.py"],
+                              "/tmp", {})
+        job = store.get(job_id)
+        with open(job.log_path, "w") as f:
+            f.write(log)
+        folder = metric_stream.job_dir(store.home, job_id)  # its records: the table's sparkline and health
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / metric_stream.METRICS_FILE).write_text(records)
+        # As its runner leaves a finished job: its final progress in its row.
+        store.update(job_id, status="succeeded", started_at=now - 3600 + i, ended_at=now - 3000 + i, exit_code=0,
+                     final_progress=progress.final_progress(job).as_dict())
+""")
+
+LAUNCH = textwrap.dedent("""
     from mmcore.queue import launch
     from mmcore.widgets import train_form as forms
     from mmcore.jobs.jobstore import JobStore
-    store = JobStore()
-    log = sys.argv[1]
-    now = time.time()
-    for i in range(200):
-        job_id = store.create("pretrain", f"finished-{i:03d}", {"epochs": "1"}, ["python", "train_pretrain.py"],
-                              "/tmp", {})
-        store.update(job_id, status="succeeded", started_at=now - 3600 + i, ended_at=now - 3000 + i, exit_code=0)
-        with open(store.get(job_id).log_path, "w") as f:
-            f.write(log)
     form = forms.preset_form("pretrain")
     form["epochs"] = "200"  # runs through the whole bench
     form["log_interval"] = "1"
     values = forms.command_values("pretrain", form)
-    print(launch.launch(store, "pretrain", "running-demo", values, 0))
+    print(launch.launch(JobStore(), "pretrain", "running-demo", values, 0))
 """)
 
 
@@ -364,7 +389,10 @@ def main():
     parser.add_argument("--viewers", default="1,5,10,20")
     parser.add_argument("--window", type=float, default=30.0)
     parser.add_argument("--settle", type=float, default=10.0)
-    parser.add_argument("--pages", default="jobs,logs")
+    parser.add_argument("--pages", default="jobs,logs", help="jobs, logs, mix (N Logs and N Jobs tabs together)")
+    parser.add_argument("--jobs", type=int, default=200, help="finished jobs in the store")
+    parser.add_argument("--cycles", type=int, default=3,
+                        help="mix: windows with the tabs and without them, taking turns, this many of each")
     parser.add_argument("--loads", type=int, default=1, help="fresh loads of each kind per group (median printed)")
     parser.add_argument("--scale", action="store_true", help="the large case (see above) instead")
     parser.add_argument("--scale-runs", type=int, default=20)
@@ -385,14 +413,14 @@ def main():
         app = browser.copy_app(tmp / "app")
         home = tmp / "home"
         env = {**os.environ, "MINIMIND_DASHBOARD_HOME": str(home), "PYTHONPATH": str(app)}
-        job_id = int(subprocess.run([sys.executable, "-c", SETUP, FINISHED_LOG], cwd=app, env=env, check=True,
-                                    capture_output=True, text=True).stdout.split()[-1])
+        started = time.monotonic()
+        subprocess.run([sys.executable, "-c", SETUP, FINISHED_LOG, str(args.jobs)], cwd=app, env=env, check=True)
+        print(f"store: {args.jobs} finished jobs with logs and records ({time.monotonic() - started:.0f} s to write)")
+        print("Figures are noisy: the machine is shared (browsers, the trainer and other work on the same cores).")
         from mmcore.jobs.jobstore import JobStore
         store = JobStore(home)
-        running_log = store.get(job_id).log_path
-        print(f"store: 200 finished jobs, job {job_id} training (demo pretrain on the CPU)")
-        print("Figures are noisy: the machine is shared (browsers, the trainer and other work on the same cores).")
-        urls = {"jobs": "/jobs", "logs": f"/logs?job={job_id}"}
+        job_id = None
+        urls = {"jobs": "/jobs", "logs": "/logs?job={job}"}
         ready = {"jobs": JOBS_READY, "logs": LOGS_READY}
         try:
             with browser.StreamlitServer(app, home=home, log_path=tmp / "server.log") as server, \
@@ -400,27 +428,43 @@ def main():
                 chromium = browser.launch_browser(playwright)
                 sampler = Sampler(server.proc.pid)
                 warm = browser.new_page(chromium)  # the server's first request settles its navigation
-                browser.open_app(warm, server.url)
+                browser.open_app(warm, server.url + urls["jobs"])  # and the server reads the jobs once
                 warm.context.close()
                 time.sleep(3)
-                step0, t0 = last_step(running_log), time.monotonic()
-                cpu0, cpu0_max, rss0 = sampler.window(min(10.0, args.window))
-                steps0 = (last_step(running_log) - step0) * 60 / (time.monotonic() - t0)
+                # A quiet machine: no job trains yet, no other tab is open.
+                firsts, returnings = fresh_loads(chromium, server.url + urls["jobs"], JOBS_READY, args.loads)
+                print(f"fresh Jobs page, {args.jobs} jobs in the store, quiet machine: first visit {load_text(firsts)}, "
+                      f"returning {load_text(returnings)} (target 2 s)", flush=True)
+
+                job_id = int(subprocess.run([sys.executable, "-c", LAUNCH], cwd=app, env=env, check=True,
+                                            capture_output=True, text=True).stdout.split()[-1])
+                running_log = store.get(job_id).log_path
+                urls["logs"] = urls["logs"].format(job=job_id)
+                while last_step(running_log) < 5:  # the trainer has started and logs its steps
+                    time.sleep(1.0)
+                time.sleep(15)  # its first steps are slower (caches, allocator): not a fair reference
+                print(f"job {job_id} training (demo pretrain on the CPU)")
+
+                def no_tab_steps():
+                    step0, t0 = last_step(running_log), time.monotonic()
+                    figures = sampler.window(args.window)
+                    return (last_step(running_log) - step0) * 60 / (time.monotonic() - t0), figures
+
+                steps0, (cpu0, cpu0_max, rss0) = no_tab_steps()
                 print(f"0 viewers: server CPU {cpu0:.1f}% mean / {cpu0_max:.0f}% max of one core, "
                       f"RSS {rss0 / 2**20:.0f} MiB, {steps0:.0f} steps/min")
-                header = (f"{'page':5} {'tabs':>4} {'CPU mean':>9} {'CPU max':>8} {'RSS MiB':>8} "
-                          f"{'fresh load (first visit / returning)':>37} {'steps/min':>9} {'RSS after close':>16} {'browsers CPU':>12} "
-                          f"{'per tab: main thread, per update':>33}")
+                header = (f"{'page':5} {'tabs':>5} {'CPU mean':>9} {'CPU max':>8} {'RSS MiB':>8} "
+                          f"{'fresh load (first visit / returning)':>37} {'steps/min':>9} {'kept':>5} "
+                          f"{'RSS after close':>16} {'browsers CPU':>12} {'per tab: main thread, per update':>33}")
                 print(header)
                 for name in args.pages.split(","):
                     one_viewer_rss = None
                     for n in counts:
-                        tabs = []
-                        for _ in range(n):  # one after the other: a page's first load is the heavy part
-                            tab = browser.new_page(chromium)
-                            tab.goto(server.url + urls[name], wait_until="domcontentloaded", timeout=180_000)
-                            tab.wait_for_function(ready[name], timeout=180_000, polling=250)
-                            tabs.append(tab)
+                        # "mix": n Logs tabs and n Jobs tabs open together; its fresh loads are of Jobs.
+                        opened = ["logs", "jobs"] if name == "mix" else [name]
+                        fresh = "jobs" if name == "mix" else name
+                        tabs = open_tabs(chromium, [server.url + urls[p] for p in opened] * n,
+                                         [ready[p] for p in opened] * n)
                         probes = [TabProbe(tab) for tab in tabs]
                         step0, t0, browser0 = last_step(running_log), time.monotonic(), browser_cpu_s()
                         cpu, cpu_max, rss = sampler.window(args.window, lambda s: tabs[0].wait_for_timeout(s * 1000))
@@ -428,26 +472,69 @@ def main():
                         elapsed = time.monotonic() - t0
                         steps_per_min = (last_step(running_log) - step0) * 60 / elapsed
                         browser_cpu = 100 * (browser_cpu_s() - browser0) / elapsed
-                        firsts, returnings = [], []
-                        for _ in range(args.loads):
-                            first_visit = browser.new_page(chromium).context
-                            firsts.append(fresh_load_s(first_visit, server.url + urls[name], ready[name]))
-                            returnings.append(fresh_load_s(first_visit, server.url + urls[name], ready[name]))
-                            first_visit.close()
+                        firsts, returnings = fresh_loads(chromium, server.url + urls[fresh], ready[fresh], args.loads)
                         for tab in tabs:
                             tab.context.close()
                         time.sleep(args.settle)
                         after = sampler.rss()
                         if one_viewer_rss is None:
                             one_viewer_rss = rss
-                        print(f"{name:5} {n:>4} {cpu:>8.1f}% {cpu_max:>7.0f}% {rss / 2**20:>8.0f} "
+                        tabs_text = f"{n}+{n}" if name == "mix" else str(n)
+                        print(f"{name:5} {tabs_text:>5} {cpu:>8.1f}% {cpu_max:>7.0f}% {rss / 2**20:>8.0f} "
                               f"{load_text(firsts):>27} / {load_text(returnings):>7} {steps_per_min:>9.0f} "
+                              f"{100 * steps_per_min / max(steps0, 1e-9):>4.0f}% "
                               f"{after / 2**20:>10.0f} ({100 * (after / one_viewer_rss - 1):+.0f}%) "
                               f"{browser_cpu:>11.0f}% {per_tab:>33}", flush=True)
+                        if name == "mix":
+                            # The trainer's own pace drifts (and other work shares the cores): windows with
+                            # the tabs and without them take turns, and their medians are compared.
+                            with_tabs, without = [steps_per_min], [steps0, no_tab_steps()[0]]
+                            for _ in range(args.cycles - 1):
+                                tabs = open_tabs(chromium, [server.url + urls[p] for p in opened] * n,
+                                                 [ready[p] for p in opened] * n)
+                                time.sleep(3)  # the tabs' first runs are over
+                                step0, t0 = last_step(running_log), time.monotonic()
+                                tabs[0].wait_for_timeout(args.window * 1000)
+                                with_tabs.append((last_step(running_log) - step0) * 60 / (time.monotonic() - t0))
+                                for tab in tabs:
+                                    tab.context.close()
+                                without.append(no_tab_steps()[0])
+                            kept = statistics.median(with_tabs) / max(statistics.median(without), 1e-9)
+                            print(f"      steps/min with {n} Logs + {n} Jobs tabs: {figures_text(with_tabs)}; with no tab: "
+                                  f"{figures_text(without)}; kept {100 * kept:.0f}% (medians; target 85%)", flush=True)
                 chromium.close()
         finally:
-            from mmcore.jobs import runner
-            runner.stop(store, job_id, grace=5, wait=True)
+            if job_id is not None:
+                from mmcore.jobs import runner
+                runner.stop(store, job_id, grace=5, wait=True)
+
+
+def open_tabs(chromium, urls, ready_js):
+    """A tab for each of `urls`, one after the other (a page's first load is the heavy part), each
+    waited for until its `ready_js` holds."""
+    tabs = []
+    for url, ready in zip(urls, ready_js):
+        tab = browser.new_page(chromium)
+        tab.goto(url, wait_until="domcontentloaded", timeout=180_000)
+        tab.wait_for_function(ready, timeout=180_000, polling=250)
+        tabs.append(tab)
+    return tabs
+
+
+def figures_text(values):
+    """ "412 (380, 455, 401)": the median, then each figure in turn."""
+    return f"{statistics.median(values):.0f} ({', '.join(f'{v:.0f}' for v in values)})"
+
+
+def fresh_loads(chromium, url, ready_js, loads):
+    """`loads` first visits and as many returning ones of `url` -> (first visit seconds, returning seconds)."""
+    firsts, returnings = [], []
+    for _ in range(loads):
+        first_visit = browser.new_page(chromium).context
+        firsts.append(fresh_load_s(first_visit, url, ready_js))
+        returnings.append(fresh_load_s(first_visit, url, ready_js))
+        first_visit.close()
+    return firsts, returnings
 
 
 if __name__ == "__main__":

@@ -357,6 +357,7 @@ def test_shared_work_is_done_once_per_version_and_forgotten_when_unused(tmp_path
 
 
 def test_a_metrics_stream_is_read_once_per_version_and_incrementally_once_it_grows(tmp_path):
+    from mmcore.jobs import run_selection
     from mmcore.runs import metric_stream
     from mmcore.widgets import livechart_cache
 
@@ -366,19 +367,25 @@ def test_a_metrics_stream_is_read_once_per_version_and_incrementally_once_it_gro
 
     def append(*steps):
         with open(stream, "a") as f:
-            f.write("".join(json.dumps({"global_step": s, "loss": 1.0 / s}) + "\n" for s in steps))
+            f.write("".join(json.dumps({"global_step": s, "samples": 8 * s, "loss": 1.0 / s}) + "\n" for s in steps))
     append(1, 2, 3)
     shared = livechart_cache.Shared()
     frame, version = shared.metrics(folder)
     assert frame["global_step"].tolist() == [1, 2, 3] and shared.metrics(folder)[0] is frame
-    assert shared._streams[str(folder)][0] is None  # a finished run's stream: its frame only
+    reader = shared._streams[str(stream)]
     append(4)
     grown, new_version = shared.metrics(folder)
     assert new_version != version and grown["global_step"].tolist() == [1, 2, 3, 4]
-    reader = shared._streams[str(folder)][0]
+    assert frame["global_step"].tolist() == [1, 2, 3]  # what was handed out stays as it was
     append(5)
     assert shared.metrics(folder)[0]["global_step"].tolist() == [1, 2, 3, 4, 5]
-    assert shared._streams[str(folder)][0] is reader and reader.offset == stream.stat().st_size  # read on
+    assert shared._streams[str(stream)] is reader and reader.offset == stream.stat().st_size  # read on
+    # A run's reading (its log joined with the samples of its records) reads on with the same reader.
+    log = tmp_path / "run.log"
+    log.write_text("".join(f"Epoch:[1/1]({s}/100) loss:{5 - s / 10} lr:0.001\n" for s in range(1, 7)))
+    reading, _ = shared.read(run_selection.Run("run", str(log), run_dir=folder))
+    assert shared._streams[str(stream)] is reader and len(reader) == 5
+    assert reading.table["samples"].tolist()[:5] == [8, 16, 24, 32, 40] and np.isnan(reading.table["samples"].iloc[5])
 
 
 def test_a_slow_value_holds_up_only_those_who_want_it():
@@ -404,3 +411,82 @@ def test_a_slow_value_holds_up_only_those_who_want_it():
     first.join(10)
     second.join(10)
     assert got == ["slow", "slow"] and memo.made == 2  # the second asker waited for the first's value
+
+
+def same_chart(a, b):
+    assert a.layout == b.layout and a.traces == b.traces and a.stable == b.stable and a.drawn_only == b.drawn_only
+    assert a.arrays.keys() == b.arrays.keys()
+    for key in a.arrays:
+        assert np.array_equal(a.arrays[key], b.arrays[key], equal_nan=True), key
+
+
+def test_when_one_of_many_runs_grows_only_its_part_of_a_chart_is_computed_again(monkeypatch):
+    from mmcore.runs import rlview
+    from mmcore.widgets import livechart_cache
+
+    rng = np.random.default_rng(5)
+    tables = {f"run {i}": run_table(rng.normal(size=3000) + i, reward=rng.random(3000), samples=np.arange(3000) * 8,
+                                    **{"time/step_s": rng.random(3000)}) for i in range(6)}
+    versions = [(i, 1) for i in range(6)]
+    computed = []
+    run_traces = charts.run_traces
+    monkeypatch.setattr(charts, "run_traces", lambda i, name, *a, **k: (computed.append(name), run_traces(i, name, *a, **k))[1])
+    shared = livechart_cache.Shared()
+    options = dict(smoothing="auto", log_y=False, x="global_step", x_range=(None, None), y_range=(None, None), marks=())
+    chart = shared.metric_chart("loss", tables, versions, "en", **options)
+    same_chart(chart, charts.metric_chart("loss", tables, **options))
+    assert sorted(computed) == sorted(tables) and shared.metric_chart("loss", tables, versions, "en", **options) is chart
+    computed.clear()
+    tables["run 3"] = run_table(np.concatenate([tables["run 3"]["loss"], [1.0, 2.0]]))  # run 3 grew
+    versions[3] = (3, 2)
+    grown = shared.metric_chart("loss", tables, versions, "en", **options)
+    assert computed == ["run 3"]  # the other runs' thinned and smoothed traces were kept
+    same_chart(grown, charts.metric_chart("loss", tables, **options))
+
+    # The RL panels, the same way: one run's figure when it changes.
+    frames = [(label, df) for label, df in tables.items()]
+    figures = []
+    panel_figure = rlview.panel_figure
+    monkeypatch.setattr(rlview, "panel_figure", lambda panel, runs, **k: (figures.append(
+        [label for label, df in runs if len(df)]), panel_figure(panel, runs, **k))[1])
+    timing = next(panel for panel in rlview.PANELS if panel.key == "timing")
+    chart = shared.panel_chart(timing, frames, tuple(versions), "global_step", "en")
+    figures.clear()
+    whole = charts.chart_of(rlview.panel_figure(timing, frames, x="global_step"))
+    same_chart(chart, whole)
+    frames[1] = ("run 1", tables["run 1"].iloc[:2500])
+    versions[1] = (1, 2)
+    figures.clear()
+    shrunk = shared.panel_chart(timing, frames, tuple(versions), "global_step", "en")
+    assert figures == [["run 1"]]
+    same_chart(shrunk, charts.chart_of(panel_figure(timing, frames, x="global_step")))
+
+
+def test_auto_smoothing_of_a_growing_run_keeps_its_weight_and_its_drawn_line():
+    """"auto" chooses a run's weight from its first `settled_length` points: as the run grows by a few
+    points the weight and the smoothed line drawn so far stay, and a live chart sends only the new tail."""
+    from mmcore.widgets import livechart_wire as wire
+
+    assert [charts.settled_length(n) for n in (7, 64, 100, 4_095, 4_096, 4_200, 200_001)] == [
+        7, 64, 100, 4_032, 4_096, 4_096, 196_608]
+    rng = np.random.default_rng(2)
+    y = np.linspace(1, 0, 6_000) + rng.normal(0, 0.3, 6_000)
+    sent, held = None, None
+    for n in (5_000, 5_001, 5_010, 5_050):
+        chart = charts.metric_chart("reward", {"r": frame(np.arange(1, n + 1), reward=y[:n])}, smoothing="auto")
+        data, sent = wire.chart_message(chart, sent)
+        held = wire.apply(held, data)
+        if n > 5_000:
+            assert data["op"] == "extend" and data["arrays"]["0.smooth"]["keep"] > 900  # the line drawn so far stays
+    long_noisy = np.linspace(0.1, 0.4, 100_000) + rng.normal(0, 0.3, 100_000)
+    long_clean = 5 * np.exp(-np.arange(100_000) / 25_000) + rng.normal(0, 0.002, 100_000)
+    assert charts.auto_smoothing(long_noisy) >= 0.9 and charts.auto_smoothing(long_clean) < 0.3
+
+
+def test_a_long_trace_of_a_figure_is_drawn_without_markers():
+    import plotly.graph_objects as go
+
+    fig = go.Figure([go.Scatter(x=np.arange(5_000), y=np.sin(np.arange(5_000) / 50), mode="lines+markers"),
+                     go.Scatter(x=np.arange(50), y=np.arange(50.0), mode="lines+markers")])
+    chart = charts.chart_of(fig)
+    assert chart.traces[0]["mode"] == "lines" and chart.traces[1]["mode"] == "lines+markers"

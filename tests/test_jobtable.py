@@ -177,3 +177,67 @@ def test_table_parts_redraw_only_the_rows_that_change():
 def test_parts_height_fits_a_short_table_and_caps_a_long_one():
     assert jobtable.parts_height(2) < jobtable.parts_height(5) < jobtable.TABLE_HEIGHT_PX
     assert jobtable.parts_height(500) == jobtable.TABLE_HEIGHT_PX
+
+
+def live_rows(step, trend, names=("queued", "running", "done")):
+    rows = {"queued": {"id": 4, "name": "queued", "step": "", "progress": 0.0, "trend": []},
+            "running": {"id": 3, "name": "running <b>", "step": f"{step}/900", "progress": step / 9, "trend": trend},
+            "done": {"id": 2, "name": "done", "step": "900/900", "progress": 100.0, "trend": [3.0, 2.0, 1.0]}}
+    return [dict(rows[name]) for name in names]
+
+
+LIVE_COLUMNS = ("id", "name", "progress", "step", "trend")
+
+
+def test_live_table_is_drawn_once_then_sent_only_its_changed_cells():
+    """The first message draws the whole table (escaped text, a header that stays in view, sparklines as
+    inline SVG); the same rows again send nothing new; a running job's step, progress and sparkline
+    send those three cells only, and a browser that applies the messages holds what a fresh draw shows."""
+    headers = {"id": "ID", "name": "名称"}
+    draw, sent = jobtable.table_message(live_rows(5, [3.0, 2.5]), LIVE_COLUMNS, headers, theme="dark")
+    assert draw["op"] == "draw" and draw["seq"] == 1
+    body = draw["html"]
+    assert "<b>" not in body and "running &lt;b&gt;" in body and "position:sticky" in body and "#1b1e26" in body
+    assert body.count("<svg") == 2 and "base64" not in body and 'data-row="3"' in body
+    held = jobtable.apply_message(None, draw)
+    assert [len(row) for row in held["rows"]] == [5, 5, 5]
+
+    same, sent_again = jobtable.table_message(live_rows(5, [3.0, 2.5]), LIVE_COLUMNS, headers, theme="dark", sent=sent)
+    assert same == {"op": "same", "epoch": draw["epoch"], "seq": 1} and sent_again == sent
+    assert jobtable.apply_message(held, same) is held
+
+    patch, sent = jobtable.table_message(live_rows(6, [3.0, 2.5, 2.0]), LIVE_COLUMNS, headers, theme="dark",
+                                         sent=sent)
+    assert patch["op"] == "patch" and patch["epoch"] == draw["epoch"] and (patch["after"], patch["seq"]) == (1, 2)
+    assert sorted((i, j) for i, j, _ in patch["cells"]) == [(1, 2), (1, 3), (1, 4)]  # progress, step, trend
+    assert len(str(patch)) < len(body) / 3
+    held = jobtable.apply_message(held, patch)
+    fresh = jobtable.apply_message(None, jobtable.table_message(live_rows(6, [3.0, 2.5, 2.0]), LIVE_COLUMNS, headers,
+                                                                theme="dark")[0])
+    assert held["rows"] == fresh["rows"] and held["seq"] == 2
+    polyline = re.search(r'points="([^"]+)"', held["rows"][1][4]).group(1)
+    assert len(polyline.split()) == 3  # the sparkline gained its point
+
+    # A browser that missed a message cannot follow the next one: it asks for a draw.
+    later, _ = jobtable.table_message(live_rows(7, [3.0, 2.5, 2.0, 1.5]), LIVE_COLUMNS, headers, theme="dark", sent=sent)
+    assert jobtable.apply_message(jobtable.apply_message(None, draw), later) is None
+    assert jobtable.apply_message(held, later)["seq"] == 3
+
+
+@pytest.mark.parametrize("change", ["new row", "order", "header", "theme", "columns"])
+def test_live_table_is_drawn_again_when_its_rows_or_look_change(change):
+    rows, headers, theme, columns = live_rows(5, [1.0]), {"name": "Name"}, "light", LIVE_COLUMNS
+    _, sent = jobtable.table_message(rows, columns, headers, theme=theme)
+    if change == "new row":
+        rows = [{"id": 5, "name": "new"}] + rows
+    elif change == "order":
+        rows = rows[::-1]
+    elif change == "header":
+        headers = {"name": "名称"}
+    elif change == "theme":
+        theme = "dark"
+    else:
+        columns = columns[:-1]
+    data, again = jobtable.table_message(rows, columns, headers, theme=theme, sent=sent)
+    assert data["op"] == "draw" and data["epoch"] != sent.epoch and again.seq == 1
+    assert len(jobtable.apply_message(None, data)["rows"]) == len(rows)

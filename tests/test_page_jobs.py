@@ -57,7 +57,10 @@ def button(at, label):
 
 def log_tail(at):
     """The text of the selected job's log tail (an HTML box that opens at its end)."""
-    boxes = [h.proto.body for h in at.get("html") if "minimind-log-tail" in h.proto.body]
+    import json
+    # A live tail component (mmcore.widgets.livepage.log_tail): its first message draws the box.
+    boxes = [json.loads(e.proto.json)["html"] for e in at.get("bidi_component")
+             if e.proto.component_name == "minimind_live_tail"]
     assert len(boxes) == 1, boxes
     return boxes[0]
 
@@ -282,3 +285,35 @@ def test_history_and_audit_trail_tables_are_built_when_opened(store):
     assert not at.exception, at.exception
     assert "History (2)" in [e.label for e in at.expander] and len(at.dataframe) == 2
     assert list(at.dataframe[0].value["who"]) == ["carol", "alice"]
+
+
+def live_table(at):
+    """The live table component's data (mmcore/widgets/livetable.py) of this run."""
+    import json
+    found = [e for e in at.get("bidi_component") if e.proto.component_name == "minimind_live_table"]
+    assert len(found) == 1, [e.proto.component_name for e in at.get("bidi_component")]
+    return json.loads(found[0].proto.json)
+
+
+def test_the_table_is_a_live_table_sent_whole_at_each_full_run(store, tmp_path, monkeypatch):
+    """Where the server publishes static files (AppTest has none: they are made up here), the table is
+    the live component, not HTML blocks. A full page run sends it whole (the page may have been opened
+    again: a new element); the fragment's own runs, which AppTest cannot make, send its changed cells
+    (tests/test_browser_jobs_live.py)."""
+    from mmcore.jobs import jobtable
+    from mmcore.widgets import livepage
+    monkeypatch.setattr(livepage, "published",
+                        lambda files: {key: f"app/static/{name}" for key, (_, name) in files.items()})
+    finished_job(store, "sft", {}, name="done <i>", log="Epoch:[1/1](1/1) loss:2.0 lr:0.0001 epoch_Time:0.0min:\n")
+    running = sleeping_job(store, tmp_path)
+    at = open_page("pages/jobs.py")
+    assert not at.exception, at.exception
+    blocks = [h for h in at.get("html") if 'class="minimind-table minimind-table-rows"' in h.proto.body]
+    assert not blocks  # not drawn as HTML blocks
+    draw = live_table(at)
+    assert draw["op"] == "draw" and draw["module"].startswith("app/static/livetable-")
+    assert f'data-row="{running}"' in draw["html"] and "done &lt;i&gt;" in draw["html"]
+    assert [len(row) for row in jobtable.apply_message(None, draw)["rows"]] == [len(jobtable.COLUMNS) + 2] * 2
+    at.run()
+    again = live_table(at)
+    assert again["op"] == "draw" and again["epoch"] != draw["epoch"]

@@ -281,3 +281,18 @@ def test_live_charts_send_their_points_once_then_only_the_new_ones(monkeypatch):
     assert tail[0]["op"] == "extend" and tail[0]["add"] == ["Epoch:[2/2](200/44160) loss:3.000000 lr:0.0001 "
                                                             "epoch_Time:99.0min:"]
     assert not at.exception
+
+
+def test_a_closed_log_tail_is_neither_read_nor_sent_until_opened():
+    """With many runs each tail's box starts closed, and a closed box sends nothing (20 runs' tails would
+    be most of each update); opening one shows its tail."""
+    store = JobStore()
+    a = finished_job(store, "pretrain", "upstream_pretrain.log", name="a")
+    b = finished_job(store, "pretrain", "upstream_pretrain.log", name="b")
+    at = open_logs({"job": f"{a},{b}"})
+    assert not at.exception and [e.label for e in at.expander if e.label.startswith("Log tail")] == [
+        "Log tail: 1 — a", "Log tail: 2 — b"]
+    assert log_tails(at) == []
+    at.session_state[f"logs.tail_open.{store.get(b).log_path}"] = True  # the user opens b's box
+    at.run()
+    assert len(log_tails(at)) == 1 and "Epoch:[1/" in log_tails(at)[0]

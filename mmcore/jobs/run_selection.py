@@ -8,7 +8,8 @@ folder that is no job's, a records folder of a command-line run, or an uploaded 
 - `with_chosen_jobs`, `loose_logs`, `loose_folders`, `still_there`: what can be chosen;
 - `chosen_runs`, `distinct_labels`, `followed_paths`: the runs of a choice, each with its own legend
   name, and the files a live page follows for them;
-- `updated_parser`: a session's log parsers, each brought up to date (only appended bytes are read);
+- `updated_parser`, `updated_stream`: log parsers and metrics readers kept across reads, each brought
+  up to date (only appended bytes are read);
 - `read_run` -> `Reading`: a run's table (with its samples, tokens and wall time where it has
   records), the note on its log, its last error, where it was resumed, and its progress;
 - `summary_line`: the run's one-line summary (progress, latest loss and reward, ETA).
@@ -18,6 +19,8 @@ this wing and the records of `mmcore.runs` (the logs wing may import neither).
 """
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from mmcore.base.i18n import t
 from mmcore.base.safetext import md
@@ -145,16 +148,39 @@ def updated_parser(parsers, path):
     return parser
 
 
-def with_positions(df, run):
-    """A log's table with one name per metric and, where the run has records, the samples, tokens
-    and wall time of each step (so it can be charted against them too)."""
+def updated_stream(streams, run_dir):
+    """The metrics reader of the records folder `run_dir` in `streams` ({folder: MetricsReader}, kept
+    like `updated_parser`'s parsers), made when missing, and brought up to date: only the lines
+    appended since its last update are read."""
+    reader = streams.get(str(run_dir))
+    if reader is None:
+        reader = streams[str(run_dir)] = metric_stream.MetricsReader(run_dir)
+    reader.update()
+    return reader
+
+
+def with_positions(df, positions=None):
+    """A log's table with one name per metric and, where the run has records (`positions`: its metrics
+    frame), the samples, tokens and wall time of each step (so it can be charted against them too)."""
     df = charts.unify(df)
-    if run.run_dir is not None and metric_stream.has_metrics(run.run_dir):
-        positions = metric_stream.read(run.run_dir)
-        extra = [c for c in POSITIONS if c in positions.columns and c not in df.columns]
-        if extra and len(positions):
-            df = df.merge(positions[["global_step", *extra]], on="global_step", how="left")
-    return df
+    if positions is None or not len(positions):
+        return df
+    extra = [c for c in POSITIONS if c in positions.columns and c not in df.columns]
+    if not extra:
+        return df
+    steps, known = df["global_step"].to_numpy(), positions["global_step"].to_numpy()
+    if steps.dtype != np.int64 or known.dtype != np.int64:
+        return df.merge(positions[["global_step", *extra]], on="global_step", how="left")
+    # The metrics frame holds each step once, in order: a lookup by binary search is the left join.
+    at = np.minimum(np.searchsorted(known, steps), len(known) - 1)
+    found = known[at] == steps
+    added = {}
+    for column in extra:
+        values = positions[column].to_numpy()[at]
+        if not found.all():
+            values = np.where(found, values, np.nan)
+        added[column] = values
+    return df.assign(**added)
 
 
 @dataclass
@@ -172,12 +198,14 @@ class Reading:
     progress: object = None
 
 
-def read_run(run, parsers, now=None):
-    """`run` read through `parsers` (see `updated_parser`): a records folder alone is charted from its
-    metrics stream; a log (a job's joined with its resumes') from its progress lines."""
+def read_run(run, parsers, now=None, streams=None):
+    """`run` read through `parsers` (see `updated_parser`) and `streams` (see `updated_stream`; None:
+    its records are read whole): a records folder alone is charted from its metrics stream; a log (a
+    job's joined with its resumes') from its progress lines, with the positions of its records."""
     reading = Reading(run)
+    streams = {} if streams is None else streams
     if run.path is None:
-        df = metric_stream.read(run.run_dir)
+        df = updated_stream(streams, run.run_dir).frame()
         if len(df):
             reading.table, reading.train_type = charts.unify(df), run.train_type
         return reading
@@ -189,12 +217,15 @@ def read_run(run, parsers, now=None):
     parser = logs[-1][1]
     reading.note = logfiles.explain(parser, run.label)
     reading.last_error = parser.last_error
-    joined, marks = resumes.join([(job_id, p.frame()) for job_id, p in logs if len(p)])
+    # The parsers' own arrays (shared, never changed): a log read on is not copied whole at each change.
+    parts = [(job_id, p.frame(copy=False)) for job_id, p in logs if len(p)]
+    joined, marks = (parts[0][1], []) if len(parts) == 1 else resumes.join(parts)
     if len(joined):
-        reading.table = with_positions(joined, run)
+        recorded = run.run_dir is not None and metric_stream.has_metrics(run.run_dir)
+        reading.table = with_positions(joined, updated_stream(streams, run.run_dir).frame() if recorded else None)
         reading.marks = [(step, t("logs.resumed_as", id=job_id)) for step, job_id in marks]
         reading.train_type = (run.job.train_type if run.job else None) or parser.header.get("type")
-        first = int(parser.frame()["global_step"].iloc[0]) if len(parser) else None
+        first = parser.first_step
         start = resumes.start_step(run.job, first) if run.job is not None else 0
         reading.progress = run_progress(run, joined, parser, start, now=now)
     return reading

@@ -21,6 +21,7 @@ from trainer.rules.specs import RL_TYPES
 
 PALETTE = plotly.colors.qualitative.Plotly  # run i keeps colour i in every chart
 MAX_POINTS = 2000  # per trace (the lowest and highest point of up to 1,000 buckets): a full line at chart widths
+MARKER_POINTS = 300  # a trace of more points is drawn without markers (about 2 px apart at chart widths)
 UNSMOOTHED_KINDS = ("lr", "time")  # schedules and estimates, not noisy signals: an EMA would only make them lag
 
 # One name per measured quantity, whatever the training type printed (its log line's label) or
@@ -155,14 +156,19 @@ def x_choices(tables):
             if any(column in df.columns and df[column].notna().any() for _, df in _runs(tables))]
 
 
+TREND_POINTS = 8192  # a long series' trend is taken from about this many of its points
+
+
 def auto_smoothing(values, target=0.1, max_weight=0.99):
     """A smoothing weight for `values` chosen from their noise: the weight whose EMA leaves the noise
     at about `target` of the trend's range.
 
     White noise of std s through an EMA of weight w keeps std s * sqrt((1 - w) / (1 + w)); s is
     estimated from successive differences (robust: their median absolute deviation), the trend's
-    range from a moving median over a tenth of the series. A clean curve gets little or no smoothing;
-    a noisy RL reward gets a lot. Fewer than 8 points are not smoothed.
+    range from a moving median over a tenth of the series (of every k-th point of a series longer
+    than `TREND_POINTS`: a median of thousands of points needs no more, and a moving median is the
+    costly part). A clean curve gets little or no smoothing; a noisy RL reward gets a lot. Fewer
+    than 8 points are not smoothed.
     """
     y = np.asarray(values, dtype=np.float64)
     y = y[np.isfinite(y)]
@@ -170,7 +176,8 @@ def auto_smoothing(values, target=0.1, max_weight=0.99):
         return 0.0
     diffs = np.diff(y)
     noise = 1.4826 * np.median(np.abs(diffs - np.median(diffs))) / np.sqrt(2)
-    trend = pd.Series(y).rolling(max(3, len(y) // 10), center=True, min_periods=1).median()
+    sample = y[::max(1, len(y) // TREND_POINTS)]
+    trend = pd.Series(sample).rolling(max(3, len(sample) // 10), center=True, min_periods=1).median()
     spread = float(trend.max() - trend.min())
     if noise <= 0:
         return 0.0
@@ -300,8 +307,82 @@ class Chart:
         return [len(self.arrays[trace["y"]]) for trace in self.traces]
 
 
+@dataclass
+class RunTraces:
+    """One run's part of a metric chart (`run_traces`): its traces and arrays as `Chart` holds them
+    (arrays named `<i>.<column>`, `i` the run's place in the chart) and the x range it covers."""
+    traces: list
+    arrays: dict
+    stable: dict
+    extent: tuple
+
+
+def settled_length(n, bits=6):
+    """`n` with all but its `bits` leading binary digits cleared: a length that stays put while a
+    series grows by up to 1/32 of it (what "auto" smoothing looks at; see `run_traces`)."""
+    drop = max(0, int(n).bit_length() - bits)
+    return (int(n) >> drop) << drop
+
+
+def run_traces(i, name, df, metric, smoothing=0.6, log_y=False, max_points=MAX_POINTS, x="global_step",
+               x_range=None, view=None):
+    """Run `i`'s part (`RunTraces`) of `metric_chart`, None when it has nothing to draw there. It
+    depends on this run alone, so a chart of many runs can keep the parts of runs that did not change.
+    "auto" smoothing chooses its weight from the run's first `settled_length` points: a growing run
+    keeps its weight, and the smoothed line drawn so far, until it has grown by about 1/32."""
+    if metric not in df.columns or x not in df.columns:
+        return None
+    xv = df[x].to_numpy(dtype=np.float64)
+    y = df[metric].to_numpy(dtype=np.float64)
+    keep = np.isfinite(y) & np.isfinite(xv)
+    if log_y:
+        keep &= y > 0
+    if x_range is not None:
+        low, high = x_range
+        keep &= (xv >= (-np.inf if low is None else low)) & (xv <= (np.inf if high is None else high))
+    if not keep.any():
+        return None
+    xs, ys = xv[keep], y[keep]
+    weight = smoothing
+    if metric_kind(metric) in UNSMOOTHED_KINDS:
+        weight = 0.0
+    elif weight == "auto":
+        weight = auto_smoothing(ys[:settled_length(len(ys))])
+    color = PALETTE[i % len(PALETTE)]
+    label = str(name)
+    columns = {"x": xs, "y": ys}
+    band = BANDS.get(metric)
+    if band in df.columns:
+        spread = df[band].to_numpy(dtype=np.float64)[keep]
+        if np.isfinite(spread).any():
+            columns["low"], columns["high"] = ys - spread, ys + spread
+    if weight > 0:
+        columns["smooth"] = ema(ys, weight)
+    index, steady = view_index(xs, ys, view, max_points)
+    arrays = {f"{i}.{column}": values[index] for column, values in columns.items()}
+    stable = dict.fromkeys(arrays, steady)
+    mode = "lines+markers" if len(index) == 1 else "lines"  # a single point would draw nothing as a line
+    traces = []
+    if "low" in columns:
+        edge = dict(x=f"{i}.x", mode="lines", line=dict(width=0, color=color), opacity=0.12, hoverinfo="skip",
+                    showlegend=False, legendgroup=label)
+        traces += [dict(edge, y=f"{i}.low", name=f"{label} (- std)"),
+                   dict(edge, y=f"{i}.high", name=f"{label} (+ std)", fill="tonexty", fillcolor=color)]
+    if weight <= 0:
+        traces.append(dict(x=f"{i}.x", y=f"{i}.y", mode=mode, name=label, legendgroup=label,
+                           line=dict(color=color, width=2), marker=dict(size=8)))
+    else:
+        traces.append(dict(x=f"{i}.x", y=f"{i}.y", mode=mode, name=f"{label} (raw)", legendgroup=label,
+                           showlegend=False, opacity=0.25, line=dict(color=color, width=1),
+                           hovertemplate="%{y:.6g}<extra>" + label + " raw</extra>"))
+        traces.append(dict(x=f"{i}.x", y=f"{i}.smooth", mode=mode, name=label, legendgroup=label,
+                           line=dict(color=color, width=2.5), marker=dict(size=8),
+                           hovertemplate="%{y:.6g}<extra>" + label + "</extra>"))
+    return RunTraces(traces, arrays, stable, (float(xs.min()), float(xs.max())))
+
+
 def metric_chart(metric, runs, smoothing=0.6, log_y=False, max_points=MAX_POINTS, height=340, x="global_step",
-                 y_range=None, x_range=None, marks=(), view=None):
+                 y_range=None, x_range=None, marks=(), view=None, parts=run_traces):
     """A `Chart` of one metric for one or more runs.
 
     `runs` is a dict or a list of (name, DataFrame). Each run gets one colour: its raw values drawn
@@ -314,58 +395,19 @@ def metric_chart(metric, runs, smoothing=0.6, log_y=False, max_points=MAX_POINTS
     only points in it; `marks` are (x, text) lines drawn across the plot (resume points). Each trace
     holds at most `max_points` points (`view_index`): of the whole run, or, for a chart zoomed to the
     x range `view`, mostly of that range (every point of a window of up to 80% of `max_points`).
+
+    Each run's part comes from `parts`, called as `run_traces` is (a cache of parts may stand in).
     """
     traces, arrays, stable, extent = [], {}, {}, []
     for i, (name, df) in enumerate(_runs(runs)):
-        if metric not in df.columns or x not in df.columns:
+        part = parts(i, name, df, metric, smoothing=smoothing, log_y=log_y, max_points=max_points, x=x,
+                     x_range=x_range, view=view)
+        if part is None:
             continue
-        xv = df[x].to_numpy(dtype=np.float64)
-        y = df[metric].to_numpy(dtype=np.float64)
-        keep = np.isfinite(y) & np.isfinite(xv)
-        if log_y:
-            keep &= y > 0
-        if x_range is not None:
-            low, high = x_range
-            keep &= (xv >= (-np.inf if low is None else low)) & (xv <= (np.inf if high is None else high))
-        if not keep.any():
-            continue
-        weight = smoothing
-        if metric_kind(metric) in UNSMOOTHED_KINDS:
-            weight = 0.0
-        elif weight == "auto":
-            weight = auto_smoothing(y[keep])
-        color = PALETTE[i % len(PALETTE)]
-        label = str(name)
-        xs, ys = xv[keep], y[keep]
-        extent += [xs.min(), xs.max()]
-        columns = {"x": xs, "y": ys}
-        band = BANDS.get(metric)
-        if band in df.columns:
-            spread = df[band].to_numpy(dtype=np.float64)[keep]
-            if np.isfinite(spread).any():
-                columns["low"], columns["high"] = ys - spread, ys + spread
-        if weight > 0:
-            columns["smooth"] = ema(ys, weight)
-        index, steady = view_index(xs, ys, view, max_points)
-        for column, values in columns.items():
-            arrays[f"{i}.{column}"] = values[index]
-            stable[f"{i}.{column}"] = steady
-        mode = "lines+markers" if len(index) == 1 else "lines"  # a single point would draw nothing as a line
-        if "low" in columns:
-            edge = dict(x=f"{i}.x", mode="lines", line=dict(width=0, color=color), opacity=0.12, hoverinfo="skip",
-                        showlegend=False, legendgroup=label)
-            traces += [dict(edge, y=f"{i}.low", name=f"{label} (- std)"),
-                       dict(edge, y=f"{i}.high", name=f"{label} (+ std)", fill="tonexty", fillcolor=color)]
-        if weight <= 0:
-            traces.append(dict(x=f"{i}.x", y=f"{i}.y", mode=mode, name=label, legendgroup=label,
-                               line=dict(color=color, width=2), marker=dict(size=8)))
-            continue
-        traces.append(dict(x=f"{i}.x", y=f"{i}.y", mode=mode, name=f"{label} (raw)", legendgroup=label,
-                           showlegend=False, opacity=0.25, line=dict(color=color, width=1),
-                           hovertemplate="%{y:.6g}<extra>" + label + " raw</extra>"))
-        traces.append(dict(x=f"{i}.x", y=f"{i}.smooth", mode=mode, name=label, legendgroup=label,
-                           line=dict(color=color, width=2.5), marker=dict(size=8),
-                           hovertemplate="%{y:.6g}<extra>" + label + "</extra>"))
+        traces += part.traces
+        arrays.update(part.arrays)
+        stable.update(part.stable)
+        extent += part.extent
     yaxis = dict(type="log" if log_y else "linear")
     if y_range is not None and any(v is not None for v in y_range):
         low, high = y_range
@@ -404,9 +446,11 @@ def _json_ready(value):
     return value
 
 
-def chart_of(fig, max_points=MAX_POINTS):
+def chart_of(fig, max_points=MAX_POINTS, marker_points=MARKER_POINTS):
     """A plotly Figure of line traces (such as `mmcore.runs.rlview.panel_figure`'s) as a `Chart`, each
-    trace held to `max_points` points (`thin_index` on its y; its x and customdata follow)."""
+    trace held to `max_points` points (`thin_index` on its y; its x and customdata follow). A trace of
+    more than `marker_points` points is drawn as a line alone: markers that close together only thicken
+    the line, and each one costs the browser an element to draw (a click still picks the nearest point)."""
     layout = {k: v for k, v in fig.layout.to_plotly_json().items() if k != "template"}
     traces, arrays, stable = [], {}, {}
     for i, trace in enumerate(fig.data):
@@ -420,8 +464,25 @@ def chart_of(fig, max_points=MAX_POINTS):
                 style[field] = f"{i}.{field}"
             elif field != "type":
                 style[field] = value
+        if len(index) > marker_points and "markers" in str(style.get("mode", "")):
+            style["mode"] = "lines"
         traces.append(style)
     return Chart(_json_ready(layout), _json_ready(traces), arrays, stable)
+
+
+def joined(parts):
+    """One `Chart` of the traces of `parts` (`chart_of` charts of one layout, say one per run), in
+    order: the first one's layout, and the arrays named as one `chart_of` of all their traces would."""
+    layout, traces, arrays, stable = parts[0].layout if parts else {}, [], {}, {}
+    for part in parts:
+        offset = len(traces)
+        names = {key: f"{offset + int(key.split('.', 1)[0])}.{key.split('.', 1)[1]}" for key in part.arrays}
+        for trace in part.traces:
+            traces.append({k: names[v] if k in ARRAY_FIELDS and isinstance(v, str) and v in names else v
+                           for k, v in trace.items()})
+        for key, new in names.items():
+            arrays[new], stable[new] = part.arrays[key], part.stable[key]
+    return Chart(layout, traces, arrays, stable)
 
 
 def metric_figure(metric, runs, **options):

@@ -130,8 +130,14 @@ class LogParser:
         return "unknown"
 
     def frame(self, copy=True):
-        """The records as a DataFrame: `INDEX_COLUMNS`, then one float column per metric."""
+        """The records as a DataFrame: `INDEX_COLUMNS`, then one float column per metric. `copy=False`
+        shares the parser's arrays (records read later do not change it): read it, never change it."""
         return self._columns.frame(copy=copy)
+
+    @property
+    def first_step(self):
+        """The global step of the first record, or None."""
+        return self._columns.first_step()
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -166,6 +172,8 @@ class LogParser:
                 self._signature = f.read(SIGNATURE_BYTES)
             f.seek(self.position)
             self._read_from(f)
+        if len(self._columns) - before > 1024:
+            self._columns.fit()  # a long read leaves no more than a little room to grow
         return len(self._columns) - before
 
     def _read_from(self, f):

@@ -9,9 +9,7 @@ templates where shapes mix), and pandas' C CSV reader converts them. Noise lines
 literal scan. Records are kept as one array per column, never as a list of lines or dicts.
 """
 import io
-import math
 import re
-from array import array
 
 import numpy as np
 import pandas as pd
@@ -47,8 +45,6 @@ _METRIC_RE = re.compile(
     rb"(?<![\w.])([A-Za-z_][\w/]*(?: [A-Za-z_][\w/]*)*)" + _SP + rb"[:=]" + _SP + rb"(" + _NUMBER + rb")")
 _LITERAL_NUMBER_RE = re.compile(rb"(?<![\w.])[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?![\w.])")
 
-_NAN8 = array("d", [math.nan]).tobytes()
-
 
 def _literal_pattern(text):
     """A regex for template text: exact, except that free-standing numbers (a `/4.56 GB` after a
@@ -64,41 +60,88 @@ def _literal_pattern(text):
 
 
 class Columns:
-    """Progress records as one array per column: about 8 bytes per value, no per-record objects.
+    """Progress records as one numpy array per column: 8 bytes per value, no per-record objects.
 
-    A metric absent from a record is NaN in its column; columns are padded lazily (on their next
-    value, or when read), so adding a value costs O(1).
+    Each array has room to grow: appending a block writes after the rows held, so a frame taken
+    earlier without copying (`frame(copy=False)`) still shows what it showed. A metric absent from
+    a record is NaN in its column; columns are padded lazily (on their next value, or when read), so
+    adding a value costs O(1).
     """
 
     def __init__(self):
-        self.epoch = array("q")
-        self.total_epochs = array("q")  # 0: the line did not say (`Epoch: 1, Step: ...`)
-        self.step = array("q")
-        self.total_steps = array("q")
-        self.metrics = {}  # printed name -> array("d")
+        self._rows = 0
+        # epoch, total epochs (0: the line did not say, `Epoch: 1, Step: ...`), step, total steps and
+        # the global step they make
+        self._index = {name: np.empty(0, np.int64) for name in (*INDEX_COLUMNS[:4], "global_step")}
+        self.metrics = {}  # printed name -> float64 array; its first `_filled[name]` values are set
+        self._filled = {}
 
     def __len__(self):
-        return len(self.step)
+        return self._rows
+
+    def add_metric(self, name):
+        """A column for metric `name`, if it has none yet."""
+        if name not in self.metrics:
+            self.metrics[name] = np.empty(0)
+            self._filled[name] = 0
+
+    @staticmethod
+    def _room(column, used, size):
+        """`column` (its first `used` values) in an array of at least `size` values."""
+        if len(column) >= size:
+            return column
+        grown = np.empty(max(size, len(column) + len(column) // 2, 1024), column.dtype)
+        grown[:used] = column[:used]
+        return grown
+
+    def _pad(self, name, rows):
+        filled = self._filled[name]
+        if filled < rows:
+            column = self.metrics[name] = self._room(self.metrics[name], filled, rows)
+            column[filled:rows] = np.nan
+            self._filled[name] = rows
 
     def padded(self, name):
-        """The metric's column, NaN-padded to the current number of records."""
-        col = self.metrics[name]
-        gap = len(self.step) - len(col)
-        if gap:
-            col.frombytes(_NAN8 * gap)
-        return col
+        """The metric's column (a view of its values, NaN-padded to the number of records)."""
+        self._pad(name, self._rows)
+        return self.metrics[name][:self._rows]
+
+    def append(self, epoch, total_epochs, step, total_steps, metrics):
+        """Add a block of records: int64 arrays of their heads and {name: float64 array} of metrics."""
+        n, m = self._rows, len(step)
+        values = {"epoch": epoch, "total_epochs": total_epochs, "step": step, "total_steps": total_steps,
+                  "global_step": (epoch - 1) * total_steps + step}
+        for name, block in values.items():
+            column = self._index[name] = self._room(self._index[name], n, n + m)
+            column[n:n + m] = block
+        for name, block in metrics.items():
+            self._pad(name, n)
+            column = self.metrics[name] = self._room(self.metrics[name], n, n + m)
+            column[n:n + m] = block
+            self._filled[name] = n + m
+        self._rows = n + m
+
+    def fit(self):
+        """Leaves each column room for a little more than 1/16 of its rows (after a long read)."""
+        room = self._rows + self._rows // 16 + 1024
+        for name in self.metrics:
+            self._pad(name, self._rows)
+        for columns in (self._index, self.metrics):
+            for name, column in columns.items():
+                if len(column) != room:
+                    fitted = columns[name] = np.empty(room, column.dtype)
+                    fitted[:self._rows] = column[:self._rows]
 
     def rows(self, start=0, stop=None):
         """Records `start:stop` as dicts (metrics that are NaN are left out)."""
-        stop = len(self) if stop is None else stop
+        stop = len(self) if stop is None else min(stop, len(self))
         names = list(self.metrics)
-        cols = [self.padded(name) for name in names]
+        cols = [self.padded(name)[start:stop].tolist() for name in names]
+        heads = zip(*(self._index[name][start:stop].tolist() for name in (*INDEX_COLUMNS[:4], "global_step")))
         out = []
-        for i in range(start, stop):
-            epoch, total_epochs, step, total_steps = (
-                self.epoch[i], self.total_epochs[i], self.step[i], self.total_steps[i])
+        for i, (epoch, total_epochs, step, total_steps, global_step) in enumerate(heads):
             record = {"epoch": epoch, "total_epochs": total_epochs or None, "step": step,
-                      "total_steps": total_steps, "global_step": (epoch - 1) * total_steps + step}
+                      "total_steps": total_steps, "global_step": global_step}
             for name, col in zip(names, cols):
                 value = col[i]
                 if value == value:  # not NaN
@@ -106,26 +149,24 @@ class Columns:
             out.append(record)
         return out
 
+    def first_step(self):
+        """The global step of the first record (None when there is none)."""
+        return int(self._index["global_step"][0]) if self._rows else None
+
     def frame(self, copy=True):
-        """The records as a DataFrame. `copy=False` shares the arrays' memory: only for a table that
-        will not grow again (a shared array cannot be resized)."""
-        def view(arr, dtype):
-            values = np.frombuffer(arr, dtype=dtype) if len(arr) else np.empty(0, dtype)
+        """The records as a DataFrame. `copy=False` shares the arrays' memory (later records do not
+        change it): read it, never change it."""
+        n = self._rows
+
+        def view(values):
+            values = values[:n]
             return values.copy() if copy else values
 
-        epoch = view(self.epoch, np.int64)
-        total_steps = view(self.total_steps, np.int64)
-        step = view(self.step, np.int64)
-        total_epochs = view(self.total_epochs, np.int64)
-        data = {
-            "epoch": epoch,
-            "total_epochs": pd.arrays.IntegerArray(total_epochs, total_epochs == 0),
-            "step": step,
-            "total_steps": total_steps,
-            "global_step": (epoch - 1) * total_steps + step,
-        }
+        total_epochs = view(self._index["total_epochs"])
+        data = {name: view(self._index[name]) for name in INDEX_COLUMNS}
+        data["total_epochs"] = pd.arrays.IntegerArray(total_epochs, total_epochs == 0)
         for name in self.metrics:
-            data[name] = view(self.padded(name), np.float64)
+            data[name] = view(self.padded(name))
         return pd.DataFrame(data, copy=False)
 
 
@@ -146,8 +187,7 @@ class ProgressLines:
             if column in INDEX_COLUMNS:  # a printed `step:` must not clash with the index columns
                 column += " (printed)"
             self._names[name] = column
-        if column not in self.columns.metrics:
-            self.columns.metrics[column] = array("d")
+        self.columns.add_metric(column)
         return column
 
     def _learn(self, kind, rest):
@@ -358,19 +398,9 @@ class ProgressLines:
                     if name not in block_metrics:
                         block_metrics[name] = np.full(n, np.nan)
                     block_metrics[name][matched] = values
-        first_row = len(cols)
-        for name, values in block_metrics.items():
-            col = cols.metrics[name]
-            gap = first_row - len(col)
-            if gap:
-                col.frombytes(_NAN8 * gap)
-            col.frombytes(np.ascontiguousarray(values, np.float64).tobytes())
         if hits != sorted(hits, reverse=True):
             # The regex tries templates in order: put the shapes this block used most first.
             rank = {id(t): -h for t, h in zip(used, hits)}
             self._templates.sort(key=lambda t: rank.get(id(t), 0))
             self._matchers = {}
-        cols.epoch.frombytes(block_epoch.tobytes())
-        cols.total_epochs.frombytes(block_total_epochs.tobytes())
-        cols.step.frombytes(block_step.tobytes())
-        cols.total_steps.frombytes(block_total_steps.tobytes())
+        cols.append(block_epoch, block_total_epochs, block_step, block_total_steps, block_metrics)

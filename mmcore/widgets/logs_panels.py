@@ -30,6 +30,7 @@ SMOOTH_KEY = "logs.smoothing"
 X_KEY = "logs.x_axis"
 LOG_KEY = "logs.log_metrics"
 TAIL_KEY = "logs.tail_lines"
+TAIL_OPEN_KEY = "logs.tail_open."  # + log path: whether that log's tail box is open
 FROM_KEY = "logs.x_from"
 TO_KEY = "logs.x_to"
 SMOOTHING_CHOICES = urlstate.LOGS["smooth"].choices
@@ -139,9 +140,7 @@ def metric_chart(metric, tables, versions, key, **options):
     # smoothing or a resume mark keep it.
     revision = "|".join(str(options.get(name)) for name in ("x", "log_y", "x_range", "y_range"))
     view = livechart.requested_view(key, revision)
-    slot = ("metric", metric, tuple(tables), tuple(sorted(options.items())), view, i18n.current())
-    chart = shared().charts.get(slot, versions, lambda: charts.metric_chart(metric, tables, view=view, **options))
-    livechart.show(chart, key, revision)
+    livechart.show(shared().metric_chart(metric, tables, versions, i18n.current(), view=view, **options), key, revision)
 
 
 def show_charts(runs, url_defaults):
@@ -253,10 +252,13 @@ def view_link(url_defaults):
 
 # -- run records -------------------------------------------------------------------------------------
 
-def _record_panels(frames):
+def _record_panels(runs, frames, versions):
+    """{key: Panel} of the RL panels any of the runs' metrics frames has data for (each run's once per
+    change of its records)."""
     panels = {}
-    for _, df in frames:
-        for panel, _cols in rlview.panels_for(df):
+    for run, (_, df), version in zip(runs, frames, versions):
+        for panel, _cols in shared().readings.get(("panels", str(run.run_dir)), version,
+                                                  lambda df=df: rlview.panels_for(df)):
             panels.setdefault(panel.key, panel)
     return panels
 
@@ -288,7 +290,7 @@ def show_records(runs, settings):
         for finding in findings:
             st.warning(t("logs.finding", run=md(run.label), title=finding.title, step=finding.since_step,
                          message=finding.message, advice=finding.advice), icon=":material/health_and_safety:")
-    panels = _record_panels(frames)
+    panels = _record_panels(recorded, frames, versions)
     if not panels:
         return
     st.subheader(t("logs.records"))
@@ -296,11 +298,9 @@ def show_records(runs, settings):
     x = st.radio(t("logs.x_axis"), list(metric_stream.X_AXES), format_func=rlview.x_label, horizontal=True,
                  key="logs.rl.x", help=t("logs.records.x.help"))
     grid = st.columns(2)
-    labels = tuple(label for label, _ in frames)
     for i, panel in enumerate(panels.values()):
         with grid[i % 2]:
-            chart = shared().charts.get(("panel", panel.key, labels, x, i18n.current()), tuple(versions),
-                                        lambda panel=panel: charts.chart_of(rlview.panel_figure(panel, frames, x=x)))
+            chart = shared().panel_chart(panel, frames, tuple(versions), x, i18n.current())
             event = livechart.show(chart, f"logs.rl.{panel.key}", f"{panel.key}|{x}", on_select="rerun")
             step = rlview.clicked_step(event)
             if step is not None and state.get(f"logs.rl.clicked.{panel.key}") != step:
@@ -320,8 +320,8 @@ def show_rollouts(runs):
 # -- log tails ---------------------------------------------------------------------------------------
 
 def show_tails(runs):
-    """The end of each run's log (as many lines as chosen), opened when there is one run; each tail sent
-    only its new lines while it is shown."""
+    """The end of each run's log (as many lines as chosen), opened when there is one run; each tail read
+    and sent only while its box is open (many runs' closed boxes cost nothing), then only its new lines."""
     state = st.session_state
     st.subheader(t("logs.tail"))
     state.setdefault(TAIL_KEY, 200)
@@ -329,9 +329,15 @@ def show_tails(runs):
     for run in runs:
         if run.path is None:
             continue
-        with st.expander(t("logs.tail_of", run=md(run.label)), expanded=len(runs) == 1):
-            try:
-                tail = logfiles.tail(run.path, lines)
+        box = st.expander(t("logs.tail_of", run=md(run.label)), expanded=len(runs) == 1, key=f"{TAIL_OPEN_KEY}{run.path}",
+                          on_change="rerun")
+        if not box.open:
+            state.get(livepage.TAILS_KEY, {}).pop(f"logs.tail.{run.path}", None)  # reopened: drawn afresh
+            continue
+        with box:
+            try:  # read again only when the log changed
+                tail = shared().readings.get(("tail", run.path, lines), livechart_cache.version_of([run.path]),
+                                             lambda path=run.path: logfiles.tail(path, lines))
             except FileNotFoundError:
                 st.caption(t("logs.no_log_file", path=md(run.path)))
             except OSError as exc:

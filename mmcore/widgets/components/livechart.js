@@ -84,10 +84,22 @@ function receive(chart, data) {
   return true;
 }
 
+// The theme's text colour and font, read at most once a second: reading a computed style makes the
+// browser settle every pending style change first, and charts drawn one after another would each pay it.
+let theme = { at: -Infinity };
+
+function themeOf(element) {
+  const now = performance.now();
+  if (now - theme.at > 1000) {
+    const style = getComputedStyle(element instanceof Element ? element : document.body);
+    theme = { at: now, text: style.getPropertyValue("--st-text-color").trim(),
+              font: style.getPropertyValue("--st-font").trim() };
+  }
+  return theme;
+}
+
 function themed(chart) {
-  const style = getComputedStyle(chart.host instanceof Element ? chart.host : document.body);
-  const text = style.getPropertyValue("--st-text-color").trim();
-  const font = style.getPropertyValue("--st-font").trim();
+  const { text, font } = themeOf(chart.host);
   const grid = "rgba(128, 128, 128, 0.2)";
   const layout = chart.layout;
   return {
@@ -223,6 +235,9 @@ export default function (component) {
   }
   const generation = chart.generation = (chart.generation || 0) + 1;
   chart.url = data.plotly;
+  // Plotly.js loads (and compiles, off the main thread) while the page is still arriving, not when the
+  // first chart is about to draw; a failure is reported by draw, which tries again.
+  loadPlotly(chart.url).catch(() => {});
   chart.setStateValue = setStateValue;
   chart.setTriggerValue = setTriggerValue;
   if (receive(chart, data)) {

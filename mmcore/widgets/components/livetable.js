@@ -1,0 +1,33 @@
+// A live HTML table (see mmcore/widgets/livetable.py and mmcore/jobs/jobtable.py, table_message). The
+// first message draws the table (HTML the server made, its text escaped); later ones ("patch") replace
+// the inner HTML of the cells that changed, so the table, its rows and its scroll position stay. A
+// "same" message changes nothing. A message that does not follow what this element holds (it was
+// remounted, or missed one) sends the trigger "lost", and the server answers with a draw.
+//
+// This module is a file the server publishes in its static folder (`data.module`), loaded once per
+// page. Streamlit calls the component again with each new `data` and keeps the element: the table
+// lives on the element, and each call hands it one message.
+export default function (component) {
+  const { data, parentElement, setTriggerValue } = component;
+  const held = (parentElement.__minimindTable ??= { epoch: null, seq: 0, lost: null });
+  if (data.epoch === held.epoch && data.seq === held.seq) return;  // held already
+  if (data.op === "draw") {
+    parentElement.innerHTML = data.html;
+    Object.assign(held, { epoch: data.epoch, seq: data.seq });
+    return;
+  }
+  const body = parentElement.querySelector("tbody");
+  if (data.op === "patch" && body && data.epoch === held.epoch && data.after === held.seq) {
+    const rows = body.rows;
+    const fits = data.cells.every(([row, column]) => rows[row] && rows[row].cells[column]);
+    if (fits) {
+      for (const [row, column, html] of data.cells) rows[row].cells[column].innerHTML = html;
+      held.seq = data.seq;
+      return;
+    }
+  }
+  if (held.lost !== data.epoch + ":" + data.seq) {
+    held.lost = data.epoch + ":" + data.seq;  // once per message: the answer is a draw
+    setTriggerValue("lost", held.lost);
+  }
+}

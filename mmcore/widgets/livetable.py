@@ -1,0 +1,66 @@
+"""The Jobs page's table as a live table: a small in-page component (`components/livetable.js`) that is
+sent the table whole once and then, while the same rows show, only the cells that changed
+(`jobtable.table_message`).
+
+Why a component of our own rather than Streamlit's HTML element: an `st.html` element is drawn again
+whole (sanitised, parsed, laid out) whenever its text changes, so a running job's progress and
+sparkline redrew its block of rows every few seconds. The component keeps the table in the page and
+replaces the few cells that changed (the running jobs' progress, step, metric, ETA, duration and
+sparkline); the table's look, its header that stays in view, its order and its CSV download are those
+of `jobtable.table_html`. Its HTML is set by the component, not sanitised by Streamlit, so sparklines
+are inline SVG rather than images, and a fresh page draws the table without Streamlit's sanitiser.
+A full cell is sent rather than the sparkline's new points: a trend is at most 40 points, a few hundred
+bytes, and one drawing of it (`jobtable.sparkline_svg`) serves every way the table is shown. A page's
+full run sends the table whole (`forget`); the runs of the fragment around it send its changes.
+
+The component's code is a file of the server's static folder (`livepage.published`), so a page run
+sends the table its data only. Where the server has no static folder (static serving off, a read-only
+checkout; also Streamlit's AppTest) the table is drawn as Streamlit HTML blocks instead
+(`jobtable.table_parts`: a block redraws only when its text changes).
+"""
+from pathlib import Path
+
+import streamlit as st
+
+from mmcore.jobs import jobtable
+from mmcore.widgets import livepage
+
+TABLE_JS = Path(__file__).with_name("components") / "livetable.js"
+SENT_KEY = "livetable.sent"  # session state: table key -> jobtable.SentTable, what this tab holds
+_FILES = {"module": (TABLE_JS, livepage.module_name(TABLE_JS))}
+_component = st.components.v2.component("minimind_live_table", js=livepage.LOADER_JS,
+                                        isolate_styles=False)  # the page's tests and benches read its cells
+
+
+def _noop():
+    pass  # the "lost" trigger reruns the fragment; the next run reads it
+
+
+def forget(key):
+    """Send the table `key` whole when it is next shown. For a page's full run: the page may have been
+    opened again, its table a new element that holds nothing (it would ask for a draw, one run later)."""
+    st.session_state.get(SENT_KEY, {}).pop(f"{key}.live", None)
+
+
+def show(rows, columns, headers, helps=None, key="table", changing=()):
+    """Draw `rows` (dicts) as the table `key`: `columns` in order, `headers` column -> header text,
+    `helps` column -> a header's tooltip; `changing[i]` says whether row i changes while the page is
+    open (used where the table is drawn as HTML blocks). The table is inside a container keyed `key`."""
+    theme = st.context.theme.type
+    urls = livepage.published(_FILES)
+    if urls is None:
+        head, blocks = jobtable.table_parts(rows, columns, headers, helps, theme=theme, changing=changing, key=key)
+        with st.container(height=jobtable.parts_height(len(rows)), gap=None, border=True, key=key):
+            with st.container(key=f"{key}_head"):
+                st.html(head)
+            for block in blocks:
+                st.html(block)
+        return
+    live_key = f"{key}.live"
+    sent = st.session_state.setdefault(SENT_KEY, {})
+    state = st.session_state.get(live_key)
+    lost = isinstance(state, dict) and state.get("lost")
+    data, sent[live_key] = jobtable.table_message(rows, columns, headers, helps, theme=theme,
+                                                  sent=None if lost else sent.get(live_key))
+    with st.container(key=key):
+        _component(key=live_key, data={**data, "module": urls["module"]}, on_lost_change=_noop)
