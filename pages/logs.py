@@ -19,7 +19,9 @@ navigation.ensure_app_navigation()
 
 state = st.session_state
 JOB_LIMIT = 200
-FOLLOW_S = 2.0  # charts and tails follow a growing log at most this often
+# Charts and tails follow a growing log at most this often: each update costs an open tab's browser
+# about 0.1 s of its main thread (Streamlit's own run of the page's fragment, then Plotly's drawing).
+FOLLOW_S = 5.0
 JOBS_KEY = logs_panels.JOBS_KEY
 
 
@@ -90,8 +92,8 @@ def health_settings_form(current):
 
 names, view = logs_panels.show_charts(runs, url_defaults)  # the chart controls
 settings = logs_panels.health_settings(runs, store.home)  # None when no run has records
-# What the runs' files show is one fragment that reruns alone when they grow.
-st.fragment(logs_panels.live_view)(runs, names, view, settings, FOLLOW_S)
+# What the runs' files show: drawn with the page, then kept current as they grow.
+logs_panels.live_view(runs, names, view, settings, FOLLOW_S)
 if settings is not None:
     with st.expander(t("logs.thresholds"), icon=":material/tune:"):
         health_settings_form(settings)

@@ -1,6 +1,7 @@
 """The Logs page's live charts in headless Chromium (mmcore.widgets.livechart): a chart of a growing
 log gains points without being drawn anew and keeps the user's zoom; zooming into a long run shows
 every point of the zoomed range; a hidden tab sends nothing and draws nothing until it is shown."""
+import re
 import threading
 import time
 
@@ -15,7 +16,7 @@ pytestmark = pytest.mark.browser
 MISSING = browser.browser_missing_reason()
 LOSS = charts.chart_title("loss")
 LONG_STEPS = 50_000
-GROWN_WITHIN_S = 30.0  # a 2 s tick, a 1 s check, a fragment run and a draw, on two busy cores
+GROWN_WITHIN_S = 30.0  # a 5 s follow, a 2 s tick, a fragment run and a draw, on two busy cores
 
 
 def log_line(step, total):
@@ -81,13 +82,14 @@ _PLOT = """(title) => [...document.querySelectorAll('.minimind-livechart.js-plot
 
 
 def chart_state(page, title=LOSS):
-    """What the live chart titled `title` holds and shows: its message number, draws, the x values of
-    its first trace, its x axis range and whether the user zoomed it, and a mark set on its element."""
+    """What the live chart titled `title` holds and shows: its message number, draws, calls of its
+    component (each page run is one), the x values of its first trace, its x axis range and whether the user zoomed it, and a mark set on its element."""
     return page.evaluate(f"""(title) => {{
         const plot = ({_PLOT})(title);
         if (!plot) return null;
         const chart = plot.__minimindChart, trace = plot.data[0];
-        return {{seq: chart.seq, draws: chart.draws, x: Array.from(trace.x), range: plot.layout.xaxis.range,
+        return {{seq: chart.seq, draws: chart.draws, calls: chart.generation, x: Array.from(trace.x),
+                 range: plot.layout.xaxis.range,
                  autorange: plot.layout.xaxis.autorange, mark: plot.__testMark ?? null}};
     }}""", title)
 
@@ -130,6 +132,11 @@ def test_a_growing_chart_gains_points_and_keeps_the_zoom(server, chromium):
         assert after["mark"] == "zoomed here"  # the same element, not a new chart
         assert after["range"] == [100, 200] and not after["autorange"]  # the user's zoom is kept
         assert after["x"] == sorted(after["x"]) and len(set(after["x"])) == len(after["x"])
+        # The points came through the page's feed: no run of the page drew the chart again.
+        assert after["calls"] == before["calls"]
+        summary = page.locator(".minimind-livetext").first.inner_text()  # the run's summary line follows too
+        shown = re.search(r"growing.* · step ([\d,]+) / 100,000", summary)
+        assert shown and int(shown.group(1).replace(",", "")) >= after["x"][-1], summary
         assert not browser.exceptions(page)
 
 
@@ -190,4 +197,29 @@ def test_a_hidden_tab_sends_nothing_and_draws_nothing(server, chromium):
             page.evaluate(SHOW)
             wait_for_plot(page, f"plot.data[0].x[plot.data[0].x.length - 1] >= {grown_to}", GROWN_WITHIN_S)
         assert sent, "shown again, the tab asked for what changed"
+        assert not browser.exceptions(page)
+
+
+def test_a_change_beyond_the_live_parts_draws_the_page_again(server, chromium):
+    """A followed log that grows is followed through the feed (the page is not drawn again); when it
+    gains an error, its box (not a live part of the section) appears without a click, the page drawn
+    again."""
+    store = server.store
+    job_id = job_with_log(store, "failing", 300, 100_000)
+    page = browser.new_page(chromium)
+    summary = "() => document.querySelector('.minimind-livetext')?.innerText ?? ''"
+    with browser.screenshot_on_failure(page, "charts-error"):
+        open_logs(page, server, job_id)
+        page.wait_for_timeout(3000)  # the server has seen the new job: no run of the page is due
+        before = chart_state(page)
+        with open(store.get(job_id).log_path, "a", encoding="utf-8") as f:
+            f.write(log_line(301, 100_000))
+        page.wait_for_function(f"() => ({summary})().includes('step 301 /')", timeout=GROWN_WITHIN_S * 1000,
+                               polling=200)
+        assert chart_state(page)["calls"] == before["calls"] and "last error" not in browser.main_text(page)
+        with open(store.get(job_id).log_path, "a", encoding="utf-8") as f:
+            f.write(log_line(302, 100_000) + 'Traceback (most recent call last):\n  File "x.py", line 1, in <module>\n'
+                    "RuntimeError: out of memory\n")
+        page.wait_for_function("() => document.body.innerText.includes('failing: last error')",
+                               timeout=GROWN_WITHIN_S * 1000, polling=200)
         assert not browser.exceptions(page)

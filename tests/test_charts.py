@@ -284,6 +284,9 @@ def test_a_live_chart_sends_its_points_once_then_only_what_changed():
     same, same_sent = wire.chart_message(grown_chart(4_010), sent)
     assert same == {"op": "same", "epoch": sent.epoch, "seq": sent.seq} and same_sent == sent
     assert wire.apply(held, same) is held
+    # An older message of the chain (the element's own data, after its feed brought newer ones) changes nothing.
+    first_draw = wire.chart_message(grown_chart(500))[0]
+    assert wire.apply(held, {**first_draw, "epoch": sent.epoch}) is held
     # Another look (smoothing adds a trace): drawn anew. A browser that missed a message cannot follow.
     redrawn, _ = wire.chart_message(grown_chart(4_010, smoothing=0.5), sent)
     assert redrawn["op"] == "draw" and redrawn["epoch"] != sent.epoch

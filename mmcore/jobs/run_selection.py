@@ -241,14 +241,19 @@ def run_progress(run, df, parser, start_step=0, now=None):
         or logheader.epochs_from_command(parser.header.get("command")))
 
 
-def summary_line(label, prog):
-    """One markdown line: the run's name, step, latest loss and reward and, while it runs, the ETA."""
-    parts = [f"**{md(label)}**", t("logs.step_of", step=f"{prog.step:,}", total=f"{prog.total:,}",
-                                   percent=f"{prog.percent:.0f}")]
+def summary_parts(prog):
+    """The parts of a run's summary after its name, as plain text: step, latest loss and reward and,
+    while it runs, the ETA."""
+    parts = [t("logs.step_of", step=f"{prog.step:,}", total=f"{prog.total:,}", percent=f"{prog.percent:.0f}")]
     if prog.loss is not None:
         parts.append(f"{prog.loss_name} {prog.loss:.4g}")
     if prog.reward is not None:
         parts.append(f"{prog.reward_name} {prog.reward:.4g}")
     if prog.eta_s is not None:
         parts.append(t("logs.eta", eta=jobtable.format_duration(prog.eta_s)))
-    return " · ".join(parts)
+    return parts
+
+
+def summary_line(label, prog):
+    """One markdown line: the run's name, then its `summary_parts`."""
+    return " · ".join([f"**{md(label)}**"] + summary_parts(prog))

@@ -69,6 +69,26 @@ def _noop():
     pass  # the component's state and triggers are read, not acted on
 
 
+def _message(chart, key, revision):
+    """What the component of chart `key` is sent for `chart` at `revision`, and this tab's record of it."""
+    chart = dataclasses.replace(chart, layout={**chart.layout, "uirevision": revision})
+    sent = st.session_state.setdefault(SENT_KEY, {})
+    data, sent[key] = livechart_wire.chart_message(chart, None if _state(key).get("lost") else sent.get(key))
+    return chart, data
+
+
+def feed_message(chart, key, revision):
+    """The message that brings the drawn live chart `key` to `chart` (see `mmcore.widgets.livefeed`), or
+    None when it holds that already."""
+    _chart, data = _message(chart, key, revision)
+    return None if data["op"] == "same" else data
+
+
+def forget(key):
+    """The browser lost chart `key`: its next message draws it whole."""
+    st.session_state.get(SENT_KEY, {}).pop(key, None)
+
+
 def show(chart, key, revision, on_select=None):
     """Draw `chart` (a `charts.Chart`) as the live chart `key`. `revision` names what the user's zoom
     belongs to: the same revision keeps it, a new one (another axis, another range) starts afresh.
@@ -76,15 +96,14 @@ def show(chart, key, revision, on_select=None):
     Returns, in the shape of Streamlit's chart selection event ({"selection": {"points": [...]}}), the
     point clicked in this run, or None. `on_select` is what Streamlit's own chart does on a click."""
     urls = published_urls()
-    chart = dataclasses.replace(chart, layout={**chart.layout, "uirevision": revision})
     if urls is None:
+        figure = dataclasses.replace(chart, layout={**chart.layout, "uirevision": revision}).figure()
         if on_select is None:
-            st.plotly_chart(chart.figure(), key=key, config=CONFIG)
+            st.plotly_chart(figure, key=key, config=CONFIG)
             return None
-        return st.plotly_chart(chart.figure(), key=key, config=CONFIG, on_select=on_select, selection_mode="points")
-    sent = st.session_state.setdefault(SENT_KEY, {})
-    data, sent[key] = livechart_wire.chart_message(chart, None if _state(key).get("lost") else sent.get(key))
-    data.update(urls or {}, height=chart.layout.get("height"))
+        return st.plotly_chart(figure, key=key, config=CONFIG, on_select=on_select, selection_mode="points")
+    chart, data = _message(chart, key, revision)
+    data.update(urls, key=key, height=chart.layout.get("height"))
     result = _component(key=key, data=data, default={"view": None}, on_view_change=_noop, on_lost_change=_noop,
                         on_clicked_change=_noop)
     return {"selection": {"points": [result.clicked]}} if result.clicked else None

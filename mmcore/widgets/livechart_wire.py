@@ -101,14 +101,12 @@ def apply(held, data):
     """What a browser holding `held` ({"epoch", "seq", "arrays": {key: float64 array}}, or None) holds
     after `data`, or None when it cannot follow (it must ask for a draw): the component's rules, for
     tests and benches."""
+    if held is not None and held["epoch"] == data["epoch"] and data["seq"] <= held["seq"]:
+        return held  # the same message again, or an older one (an element's data after its feed's messages)
     if data["op"] == "draw":
         return {"epoch": data["epoch"], "seq": data["seq"], "layout": data["layout"], "traces": data["traces"],
                 "arrays": {key: decode(encoded) for key, encoded in data["arrays"].items()}}
-    if held is None or held["epoch"] != data["epoch"]:
-        return None
-    if data["op"] == "same":
-        return held if held["seq"] == data["seq"] else None
-    if held["seq"] != data["after"]:
+    if held is None or held["epoch"] != data["epoch"] or data["op"] == "same" or held["seq"] != data["after"]:
         return None
     arrays = dict(held["arrays"])
     for key, change in data["arrays"].items():

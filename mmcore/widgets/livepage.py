@@ -51,16 +51,16 @@ export default function (component) {
 """
 
 
-def _script(name):
+def script(name):
     """A component's script without its comment lines and indentation: every page run sends it."""
     text = (COMPONENTS / name).read_text(encoding="utf-8")
     return "\n".join(line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("//"))
 
 
 _TICK_CSS = ".live-line { font-size: 0.875rem; color: var(--st-text-color); opacity: 0.6; }"
-_tick_inline = st.components.v2.component("minimind_live_ticker", js=_script("ticker.js"), css=_TICK_CSS)
+_tick_inline = st.components.v2.component("minimind_live_ticker", js=script("ticker.js"), css=_TICK_CSS)
 _tick_loaded = st.components.v2.component("minimind_live_ticker_loaded", js=LOADER_JS, css=_TICK_CSS)
-_tail = st.components.v2.component("minimind_live_tail", js=_script("livetail.js"), isolate_styles=False)
+_tail = st.components.v2.component("minimind_live_tail", js=script("livetail.js"), isolate_styles=False)
 
 
 def _serving():
@@ -120,8 +120,9 @@ def _tick(data, key):
     """The ticker component, its code loaded from the static folder where there is one."""
     urls = published(_TICKER_FILE)
     if urls is None:
-        return _tick_inline(data=data, key=key, on_tick_change=_ticked)
-    return _tick_loaded(data={**data, "module": urls["module"]}, key=key, on_tick_change=_ticked)
+        return _tick_inline(data=data, key=key, on_tick_change=_ticked, on_lost_change=_ticked)
+    return _tick_loaded(data={**data, "module": urls["module"]}, key=key, on_tick_change=_ticked,
+                        on_lost_change=_ticked)
 
 
 @st.cache_resource(show_spinner=False)
@@ -195,27 +196,49 @@ def _tick_data(scope, marker, w, snap, drawn, paths):
             "snapshot": change_watch.marker_body(snap)}
 
 
-def fragment_ticker(key, logs=False, paths=(), progress_s=5.0):
+def fragment_ticker(key, logs=False, paths=(), progress_s=5.0, feed=None):
     """Inside a page's `st.fragment`, before what it draws: rerun that fragment alone (not the page)
     when the active jobs' logs grow (`logs`) or one of `paths` changes, at most every `progress_s`.
-    Without a published marker it reruns every `progress_s`."""
+    Without a published marker it reruns every `progress_s`. `feed`, if given, is called once what is
+    followed has been noted -> the messages for the page's live elements (see `mmcore.widgets.livefeed`),
+    which the ticker hands out in the browser; the elements it could not give theirs are in this
+    component's trigger "lost"."""
     w, marker = _shared()
     if w is None:
         return
     snap = w.poll()
     w.paths_marker(paths)  # watched from now on
     drawn = change_watch.Seen(snap.store_version, snap.logs_version, time.time(), follow_logs=logs, progress_s=progress_s)
-    _tick(_tick_data("fragment", marker, w, snap, drawn, paths), key)
+    data = _tick_data("fragment", marker, w, snap, drawn, paths)
+    if feed is not None:
+        data["feed"] = feed()
+    _tick(data, key)
+
+
+def _tail_message(lines, key):
+    sent = st.session_state.setdefault(TAILS_KEY, {})
+    lost = isinstance(st.session_state.get(key), dict) and st.session_state[key].get("lost")
+    data, sent[key] = livechart_wire.tail_message(lines, tailview.tail_html(lines), None if lost else sent.get(key))
+    return data
 
 
 def log_tail(lines, key):
     """The log tail `lines` (`tailview.tail_html`'s box) as a small component that, while shown, gets
     only the lines that changed: a page following a growing log sends a few lines per update, not the
     whole tail."""
-    sent = st.session_state.setdefault(TAILS_KEY, {})
-    lost = isinstance(st.session_state.get(key), dict) and st.session_state[key].get("lost")
-    data, sent[key] = livechart_wire.tail_message(lines, tailview.tail_html(lines), None if lost else sent.get(key))
-    _tail(key=key, data=data, on_lost_change=_ticked)
+    _tail(key=key, data={**_tail_message(lines, key), "key": key}, on_lost_change=_ticked)
+
+
+def tail_feed_message(lines, key):
+    """The message that brings the drawn log tail `key` to `lines` (see `mmcore.widgets.livefeed`), or
+    None when it shows them already."""
+    data = _tail_message(lines, key)
+    return None if data["op"] == "same" else data
+
+
+def forget_tail(key):
+    """The browser lost log tail `key`: its next message draws it whole."""
+    st.session_state.get(TAILS_KEY, {}).pop(key, None)
 
 
 @st.fragment

@@ -7,6 +7,8 @@ Which runs there are and what each reads as is `mmcore.jobs.run_selection`'s; th
 once per change for every session (`shared`), and drawn as live charts (`mmcore.widgets.livechart`).
 Text from a log is shown as plain text.
 """
+import contextlib
+import html
 import urllib.parse
 
 import streamlit as st
@@ -18,7 +20,7 @@ from mmcore.base.safetext import md, md_lines
 from mmcore.jobs import jobtable, run_selection
 from mmcore.logs import charts, logfiles, urlstate
 from mmcore.runs import health, metric_stream, rlview
-from mmcore.widgets import livechart, livechart_cache, livepage, rollouts_panel
+from mmcore.widgets import livechart, livechart_cache, livefeed, livepage, rollouts_panel
 
 JOBS_KEY = "logs.jobs"
 FILES_KEY = "logs.files"
@@ -92,32 +94,51 @@ def shared():
     return livechart_cache.Shared()
 
 
-def readings_of(runs):
-    """[(reading, its version)] of each run, read incrementally: shared by every session, except this
-    session's uploads (nobody else sees them; their memory goes with the session)."""
+def _reader():
+    """A function that reads runs -> [(reading, its version)], incrementally: shared by every session,
+    except this session's uploads (nobody else sees them; their memory goes with the session). It
+    holds what it needs of this session, so it also works outside a script run (a CSV at its click)."""
     uploads = set(st.session_state.get(UPLOADS_KEY, {}).values())
     parsers = st.session_state.setdefault(PARSERS_KEY, {})
-    return [(run_selection.read_run(run, parsers), livechart_cache.version_of(livechart_cache.run_files(run)))
-            if run.path in uploads else shared().read(run, i18n.current()) for run in runs]
+    cache, language = shared(), i18n.current()
+
+    def read(runs):
+        return [(run_selection.read_run(run, parsers), livechart_cache.version_of(livechart_cache.run_files(run)))
+                if run.path in uploads else cache.read(run, language) for run in runs]
+    return read
 
 
-def show_readings(readings):
+def readings_of(runs):
+    """[(reading, its version)] of each run (see `_reader`)."""
+    return _reader()(runs)
+
+
+def _last_error(label, error, expanded):
+    with st.expander(t("logs.last_error", run=md(label)), expanded=expanded, icon=":material/error:"):
+        st.code(error, language=None)
+
+
+def summary_html(label, progress):
+    """A run's summary line (`run_selection.summary_parts`) as HTML, its name in bold."""
+    return f"<strong>{html.escape(label)}</strong> · " + html.escape(" · ".join(run_selection.summary_parts(progress)))
+
+
+def show_readings(live, readings):
     """Each run's problem, note, last error and summary line -> the (reading, version) pairs that have a
     table."""
     charted = []
     for reading, version in readings:
         run = reading.run
         if reading.problem:
-            st.error(reading.problem)
+            live.fixed(st.error, reading.problem)
             continue
         if reading.note is not None:
-            getattr(st, reading.note[0])(md_lines(reading.note[1]))
+            live.fixed(getattr(st, reading.note[0]), md_lines(reading.note[1]))
         if reading.last_error:
-            with st.expander(t("logs.last_error", run=md(run.label)), expanded=reading.note is not None,
-                             icon=":material/error:"):
-                st.code(reading.last_error, language=None)
+            live.fixed(_last_error, run.label, reading.last_error, reading.note is not None)
         if reading.progress is not None:
-            st.markdown(run_selection.summary_line(run.label, reading.progress))
+            live.text(run_selection.summary_line(run.label, reading.progress),
+                      summary_html(run.label, reading.progress), f"logs.summary.{run.label}")
         if reading.table is not None:
             charted.append((reading, version))
     return charted
@@ -133,14 +154,14 @@ def _chart_names(readings):
     return names, train_type, charts.x_choices(tables)
 
 
-def metric_chart(metric, tables, versions, key, **options):
+def metric_chart(live, metric, tables, versions, key, **options):
     """The live chart of `metric` over `tables` ({label: table}, whose files are at `versions`): computed
     once per change for every session, the zoomed range (if any) at full resolution."""
     # What the user's zoom belongs to: another axis, scale or range starts afresh; new points, another
     # smoothing or a resume mark keep it.
     revision = "|".join(str(options.get(name)) for name in ("x", "log_y", "x_range", "y_range"))
     view = livechart.requested_view(key, revision)
-    livechart.show(shared().metric_chart(metric, tables, versions, i18n.current(), view=view, **options), key, revision)
+    live.chart(shared().metric_chart(metric, tables, versions, i18n.current(), view=view, **options), key, revision)
 
 
 def show_charts(runs, url_defaults):
@@ -208,38 +229,51 @@ def chart_controls(tables, names, train_type, x_options, url_defaults):
 
 
 def live_view(runs, names, view, settings, follow_s):
-    """What the runs' files show, in one fragment that follows them and reruns alone when they grow
-    (one rerun per change, each chart and tail sent only what changed): each run's problem, note and
-    summary line, its charts (`view`, from `chart_controls`; None when no run had a table), the CSV
-    download, the log tails and the run records with health checks under `settings` (see
-    `health_settings`). When the runs now have other metrics or axes than `names` ((metrics, x axes)
-    the controls were drawn with), the page is drawn again."""
-    livepage.fragment_ticker("logs.live", paths=run_selection.followed_paths(runs), progress_s=follow_s)
-    readings = show_readings(readings_of(runs))
+    """What the runs' files show, drawn once and then kept current as they grow (`livefeed`: each chart,
+    tail and summary line sent only what changed): each run's problem, note and summary line, its
+    charts (`view`, from `chart_controls`; None when no run had a table), the CSV download, the log
+    tails and the run records with health checks under `settings` (see `health_settings`). When the
+    runs now have other metrics or axes than `names` ((metrics, x axes) the controls were drawn with),
+    the page is drawn again."""
+    livefeed.section("logs.live", _live_parts, (runs, names, view, settings), run_selection.followed_paths(runs),
+                     follow_s)
+
+
+def _live_parts(live, runs, names, view, settings):
+    readings = show_readings(live, readings_of(runs))
     current = _chart_names(readings)
     if (current[0], current[2]) != tuple(names):
         st.rerun(scope="app")  # new controls first
     if view is not None and readings:
-        show_metric_charts(readings, view)
-    show_tails(runs)
-    show_records(runs, settings)
+        show_metric_charts(live, runs, readings, view)
+    show_tails(live, runs)
+    show_records(live, runs, settings)
 
 
-def show_metric_charts(readings, view):
+def show_metric_charts(live, runs, readings, view):
     """One live chart per chosen metric, two abreast, and the CSV download of every point."""
     tables = {r.run.label: r.table for r, _ in readings}
     marks = tuple(mark for r, _ in readings for mark in r.marks) if view["x"] == "step" else ()
     versions = tuple(version for _, version in readings)
-    grid = st.columns(2)
+    grid = live.columns(2)
     for i, metric in enumerate(view["metrics"]):
         with grid[i % 2]:
-            metric_chart(metric, tables, versions, f"logs.chart.{metric}", smoothing=view["smoothing"],
+            metric_chart(live, metric, tables, versions, f"logs.chart.{metric}", smoothing=view["smoothing"],
                          log_y=metric in view["log"], x=charts.X_CHOICES[view["x"]], x_range=view["x_range"],
                          y_range=view["y_ranges"][metric], marks=marks)
-    # The CSV is built only when clicked: for a long log it costs more than the whole page.
-    st.download_button(t("logs.csv"), lambda: charts.to_csv(tables), file_name=charts.csv_file_name(tables),
-                       mime="text/csv", icon=":material/download:", key="logs.csv", on_click="ignore",
-                       help=t("logs.csv.help"))
+    live.fixed(csv_button, runs)
+
+
+def csv_button(runs):
+    """The CSV download of every point of `runs`' tables, read when clicked: for a long log it costs
+    more than the whole page, and the page may have been drawn many updates ago."""
+    read = _reader()
+
+    def csv():
+        return charts.to_csv({r.run.label: r.table for r, _ in read(runs) if r.table is not None})
+    tables = {r.run.label: r.table for r, _ in read(runs) if r.table is not None}
+    st.download_button(t("logs.csv"), csv, file_name=charts.csv_file_name(tables), mime="text/csv",
+                       icon=":material/download:", key="logs.csv", on_click="ignore", help=t("logs.csv.help"))
 
 
 def view_link(url_defaults):
@@ -268,7 +302,7 @@ def health_settings(runs, home):
     return health.load_settings(home) if run_selection.recorded(runs) else None
 
 
-def show_records(runs, settings):
+def show_records(live, runs, settings):
     """What each run's records lack, then health checks (under `settings`, None: no run has records)
     and RL charts from their metrics streams (read incrementally, shared by every session; each chart
     sent only its new points). A click on a point opens its step in the Rollouts view."""
@@ -276,7 +310,7 @@ def show_records(runs, settings):
     for run in runs:
         lacks = rlview.missing_records(run.run_dir, run.train_type)
         if lacks:  # an old or uploaded log: charted from its lines, and it says what it lacks
-            st.caption(f"{md(run.label)}: " + "; ".join(lacks) + ".")
+            live.fixed(st.caption, f"{md(run.label)}: " + "; ".join(lacks) + ".")
     recorded = run_selection.recorded(runs)
     if not recorded or settings is None:
         return
@@ -288,25 +322,26 @@ def show_records(runs, settings):
         findings = shared().readings.get(("health", str(run.run_dir), settings), version,
                                          lambda df=df: health.evaluate(df, settings))
         for finding in findings:
-            st.warning(t("logs.finding", run=md(run.label), title=finding.title, step=finding.since_step,
-                         message=finding.message, advice=finding.advice), icon=":material/health_and_safety:")
+            live.fixed(st.warning, t("logs.finding", run=md(run.label), title=finding.title, step=finding.since_step,
+                                     message=finding.message, advice=finding.advice),
+                       icon=":material/health_and_safety:")
     panels = _record_panels(recorded, frames, versions)
     if not panels:
         return
-    st.subheader(t("logs.records"))
+    live.fixed(st.subheader, t("logs.records"))
     i18n.relabel(state, "logs.rl.x")
-    x = st.radio(t("logs.x_axis"), list(metric_stream.X_AXES), format_func=rlview.x_label, horizontal=True,
-                 key="logs.rl.x", help=t("logs.records.x.help"))
-    grid = st.columns(2)
+    x = live.widget(st.radio, t("logs.x_axis"), list(metric_stream.X_AXES), format_func=rlview.x_label,
+                    horizontal=True, key="logs.rl.x", help=t("logs.records.x.help"))
+    grid = live.columns(2)
     for i, panel in enumerate(panels.values()):
         with grid[i % 2]:
             chart = shared().panel_chart(panel, frames, tuple(versions), x, i18n.current())
-            event = livechart.show(chart, f"logs.rl.{panel.key}", f"{panel.key}|{x}", on_select="rerun")
+            event = live.chart(chart, f"logs.rl.{panel.key}", f"{panel.key}|{x}", on_select="rerun")
             step = rlview.clicked_step(event)
             if step is not None and state.get(f"logs.rl.clicked.{panel.key}") != step:
                 state[f"logs.rl.clicked.{panel.key}"] = step
                 state[rollouts_panel.WANTED_KEY] = step
-                st.rerun(scope="app")  # the Rollouts view (outside this fragment) opens that step
+                st.rerun(scope="app")  # the Rollouts view opens that step
 
 
 def show_rollouts(runs):
@@ -319,19 +354,25 @@ def show_rollouts(runs):
 
 # -- log tails ---------------------------------------------------------------------------------------
 
-def show_tails(runs):
+def show_tails(live, runs):
     """The end of each run's log (as many lines as chosen), opened when there is one run; each tail read
     and sent only while its box is open (many runs' closed boxes cost nothing), then only its new lines."""
     state = st.session_state
-    st.subheader(t("logs.tail"))
+    live.fixed(st.subheader, t("logs.tail"))
     state.setdefault(TAIL_KEY, 200)
-    lines = st.selectbox(t("logs.tail_lines"), TAIL_CHOICES, key=TAIL_KEY, help=t("logs.tail_lines.help"))
+    lines = live.widget(st.selectbox, t("logs.tail_lines"), TAIL_CHOICES, key=TAIL_KEY, help=t("logs.tail_lines.help"))
     for run in runs:
         if run.path is None:
             continue
-        box = st.expander(t("logs.tail_of", run=md(run.label)), expanded=len(runs) == 1, key=f"{TAIL_OPEN_KEY}{run.path}",
-                          on_change="rerun")
-        if not box.open:
+        key = f"{TAIL_OPEN_KEY}{run.path}"
+        if live.feeding:
+            box, is_open = contextlib.nullcontext(), state.get(key, len(runs) == 1)
+        else:
+            box = st.expander(t("logs.tail_of", run=md(run.label)), expanded=len(runs) == 1, key=key,
+                              on_change="rerun")
+            is_open = box.open
+        live.note(key, is_open)
+        if not is_open:
             state.get(livepage.TAILS_KEY, {}).pop(f"logs.tail.{run.path}", None)  # reopened: drawn afresh
             continue
         with box:
@@ -339,8 +380,8 @@ def show_tails(runs):
                 tail = shared().readings.get(("tail", run.path, lines), livechart_cache.version_of([run.path]),
                                              lambda path=run.path: logfiles.tail(path, lines))
             except FileNotFoundError:
-                st.caption(t("logs.no_log_file", path=md(run.path)))
+                live.fixed(st.caption, t("logs.no_log_file", path=md(run.path)))
             except OSError as exc:
-                st.error(t("logs.cannot_read", path=md(run.path), error=md(exc)))
+                live.fixed(st.error, t("logs.cannot_read", path=md(run.path), error=md(exc)))
             else:
-                livepage.log_tail(tail, f"logs.tail.{run.path}")
+                live.tail(tail, f"logs.tail.{run.path}")

@@ -1,8 +1,11 @@
 // A live Plotly chart (see mmcore/widgets/livechart.py and livechart_wire.py). The first message of a
 // chart draws it; later ones ("extend") replace only the tails of its arrays, and Plotly.react redraws
 // it with the same `uirevision`, so the user's zoom, pan and legend choices stay. A "same" message
-// changes nothing. A message that does not follow what this element holds (it was remounted, or
-// missed one) sends the trigger "lost", and the server answers with a draw.
+// changes nothing. Messages come with the element's data or, on a page section kept current by a feed
+// (mmcore/widgets/livefeed.py), from the feed, which finds the chart by its key. A message that does
+// not follow what this element holds (it was remounted, or missed one) is "lost": the element's own
+// data sends the trigger "lost", a feed's message is reported by the feed, and the server answers
+// with a draw.
 //
 // Drawing waits for the chart to be on screen (scrolled near the view), for an animation frame, which a
 // hidden tab does not run, for a hover label the user is reading to go (it is not swept away under
@@ -58,18 +61,13 @@ function joined(kept, tail) {
 
 // Apply one message to the chart's arrays; false when it does not follow what the element holds.
 function receive(chart, data) {
+  // The same message again, or an older one of this chain (the element's data, after its feed's messages)
+  if (data.epoch === chart.epoch && data.seq <= chart.seq) return true;
   if (data.op === "draw") {
-    if (data.epoch === chart.epoch && data.seq === chart.seq) return true;  // the same message again
     chart.layout = data.layout;
     chart.traces = data.traces;
     chart.arrays = Object.fromEntries(Object.entries(data.arrays).map(([k, v]) => [k, decode(v)]));
-  } else if (data.epoch !== chart.epoch) {
-    return false;
-  } else if (data.op === "same") {
-    return data.seq === chart.seq;
-  } else if (data.seq === chart.seq) {
-    return true;  // an extend already applied
-  } else if (data.after !== chart.seq) {
+  } else if (data.epoch !== chart.epoch || data.op === "same" || data.after !== chart.seq) {
     return false;
   } else {
     for (const [key, change] of Object.entries(data.arrays)) {
@@ -165,6 +163,16 @@ async function draw(chart) {
   if (!chart.listening) listen(chart);
 }
 
+// A new x range (null: the whole x axis) for the server, which reruns the page for it: only when it
+// differs from the last one reported (Plotly also reports an autorange it applied by itself).
+function report(chart, view) {
+  const text = JSON.stringify(view);
+  if (text === (chart.reported ?? "null")) return;
+  chart.reported = text;
+  chart.userWaits = true;  // for the zoomed range's points: drawn as soon as they come
+  chart.setStateValue("view", view);
+}
+
 function listen(chart) {
   chart.listening = true;
   chart.div.on("plotly_relayout", (event) => {
@@ -172,11 +180,9 @@ function listen(chart) {
     let range = event["xaxis.range"];
     if (event["xaxis.range[0]"] !== undefined) range = [event["xaxis.range[0]"], event["xaxis.range[1]"]];
     if (Array.isArray(range) && range.length === 2) {
-      chart.userWaits = true;  // for the zoomed range's points: drawn as soon as they come
-      chart.setStateValue("view", { rev: chart.layout.uirevision, x: [Number(range[0]), Number(range[1])] });
+      report(chart, { rev: chart.layout.uirevision, x: [Number(range[0]), Number(range[1])] });
     } else if (event["xaxis.autorange"]) {
-      chart.userWaits = true;
-      chart.setStateValue("view", null);
+      report(chart, null);
     }
   });
   // While a hover label shows, a redraw would sweep it away: it waits (see schedule).
@@ -240,6 +246,9 @@ export default function (component) {
   loadPlotly(chart.url).catch(() => {});
   chart.setStateValue = setStateValue;
   chart.setTriggerValue = setTriggerValue;
+  const receivers = (window.__minimindReceivers ??= new Map());
+  const receiver = (message) => receive(chart, message) && (schedule(chart), true);
+  receivers.set(data.key, receiver);  // a feed's messages for this chart (mmcore/widgets/livefeed.py)
   if (receive(chart, data)) {
     schedule(chart);
   } else if (chart.lostSent !== data.epoch + ":" + data.seq) {
@@ -247,6 +256,7 @@ export default function (component) {
     setTriggerValue("lost", chart.lostSent);
   }
   return () => {
+    if (receivers.get(data.key) === receiver) receivers.delete(data.key);
     if (chart.generation === generation) stop(chart);
   };
 }

@@ -91,11 +91,29 @@ async function tick(live) {
 // store cannot be read (the fragment says why).
 function show(live, m) {
   const data = live.data;
-  live.line.hidden = data.scope !== "page" || !m || m.error;
-  if (live.line.hidden) return;
+  const hidden = data.scope !== "page" || !m || !!m.error;
+  if (live.line.hidden !== hidden) live.line.hidden = hidden;
+  if (hidden) return;
   const updated = due(data, m, Infinity, 0) ? data.drawn_at : Math.max(data.drawn_at, m.checked_at);
-  live.line.textContent = data.texts.updated.replace("{ago}", agoText(data.texts, m.checked_at - updated));
-  live.line.title = data.texts.help.replace("{changed}", agoText(data.texts, m.checked_at - m.changed_at));
+  // Set only when the words change: each change costs the page a style and layout pass.
+  const text = data.texts.updated.replace("{ago}", agoText(data.texts, m.checked_at - updated));
+  const title = data.texts.help.replace("{changed}", agoText(data.texts, m.checked_at - m.changed_at));
+  if (live.line.textContent !== text) live.line.textContent = text;
+  if (live.line.title !== title) live.line.title = title;
+}
+
+// The messages of a fed page section (mmcore/widgets/livefeed.py), by key: each goes to the element
+// registered under that key (window.__minimindReceivers). Keys whose element is missing or cannot
+// follow its message are reported once ("lost"): the server draws them afresh.
+function handOut(live, feed) {
+  if (feed.id === live.fedId) return;  // handed out already
+  live.fedId = feed.id;
+  const receivers = (window.__minimindReceivers ??= new Map());
+  const lost = Object.keys(feed.messages).filter((key) => {
+    const receiver = receivers.get(key);
+    return !receiver || !receiver(feed.messages[key]);
+  });
+  if (lost.length) live.setTriggerValue("lost", { id: feed.id, keys: lost });
 }
 
 function stop(live) {
@@ -122,6 +140,7 @@ export default function (component) {
   live.data = data;
   live.setTriggerValue = setTriggerValue;
   if (data.sync) live.syncPending = true;
+  if (data.feed) handOut(live, data.feed);
   show(live, data.snapshot);
   return () => {
     if (live.generation === generation) stop(live);
