@@ -261,19 +261,18 @@ def show_metric_charts(live, runs, readings, view):
             metric_chart(live, metric, tables, versions, f"logs.chart.{metric}", smoothing=view["smoothing"],
                          log_y=metric in view["log"], x=charts.X_CHOICES[view["x"]], x_range=view["x_range"],
                          y_range=view["y_ranges"][metric], marks=marks)
-    live.fixed(csv_button, runs)
+    live.fixed(csv_button, runs, charts.csv_file_name(tables))
 
 
-def csv_button(runs):
+def csv_button(runs, file_name):
     """The CSV download of every point of `runs`' tables, read when clicked: for a long log it costs
     more than the whole page, and the page may have been drawn many updates ago."""
     read = _reader()
 
     def csv():
         return charts.to_csv({r.run.label: r.table for r, _ in read(runs) if r.table is not None})
-    tables = {r.run.label: r.table for r, _ in read(runs) if r.table is not None}
-    st.download_button(t("logs.csv"), csv, file_name=charts.csv_file_name(tables), mime="text/csv",
-                       icon=":material/download:", key="logs.csv", on_click="ignore", help=t("logs.csv.help"))
+    st.download_button(t("logs.csv"), csv, file_name=file_name, mime="text/csv", icon=":material/download:",
+                       key="logs.csv", on_click="ignore", help=t("logs.csv.help"))
 
 
 def view_link(url_defaults):
@@ -373,7 +372,7 @@ def show_tails(live, runs):
             is_open = box.open
         live.note(key, is_open)
         if not is_open:
-            state.get(livepage.TAILS_KEY, {}).pop(f"logs.tail.{run.path}", None)  # reopened: drawn afresh
+            livepage.forget_tail(f"logs.tail.{run.path}")  # reopened: drawn afresh
             continue
         with box:
             try:  # read again only when the log changed
