@@ -15,7 +15,7 @@ from mmcore.logs import logfiles, tailview
 from mmcore.runs import health, metric_stream, resumes
 from mmcore.runs.trend_watch import RunWatch
 from mmcore.train import train_types
-from mmcore.widgets import audit_panel, confirm, livepage, livetable, navigation, queue_panel
+from mmcore.widgets import audit_panel, confirm, livefeed, livepage, livetable, navigation, queue_panel
 
 navigation.ensure_app_navigation()
 
@@ -96,73 +96,80 @@ def on_pick(pick_key):
     select(state.get(pick_key))
 
 
-def details(job):
-    """The selected job: actions, parameters, command and the end of its log."""
-    with st.container(border=True):
-        st.markdown(t("jobs.heading", id=job.id, type=md(jobtable.type_short(job.train_type)), name=md(job.name),
-                      status=t(f"status.{job.status}")))
-        if job.note:
-            st.caption(md(jobnote.note_text(job.note)))
-        queue_panel.queue_details(store, job, user)
+def job_heading(job):
+    """The selected job's heading, note, and where it runs (its place in the queue while it waits)."""
+    st.markdown(t("jobs.heading", id=job.id, type=md(jobtable.type_short(job.train_type)), name=md(job.name),
+                  status=t(f"status.{job.status}")))
+    if job.note:
+        st.caption(md(jobnote.note_text(job.note)))
+    queue_panel.queue_details(store, job, user)
+
+
+def job_parameters(job):
+    """The selected job's parameters, command, environment, owner and exit code."""
+    left, right = st.columns(2)
+    with left:
+        st.markdown(f"**{t('jobs.parameters')}**")
+        st.html(jobtable.table_html(jobtable.params_rows(job), ("parameter", "value"),
+                                    {"parameter": t("jobs.col.parameter"), "value": t("jobs.col.value")},
+                                    theme=st.context.theme.type, height=PARAMS_HEIGHT_PX))
+    with right:
+        st.markdown(f"**{t('jobs.command')}**")
+        st.html(tailview.command_html(job.command))
+        if job.env:
+            st.html(tailview.command_html(" ".join(f"{k}={v}" for k, v in job.env.items())))
+        # The time through `md` too: its escaped colons keep "17:53:11" from reading as an emoji
+        # code, which would make a fresh page load Streamlit's emoji tables (260 kB of script).
+        st.caption(t("jobs.submitted", owner=md(jobtable.submitted_by(job)),
+                     created=md(jobtable.format_time(job.created_at)))
+                   + (t("jobs.exit_code", code=job.exit_code) if job.exit_code is not None else ""))
+
+
+def details(live, job):
+    """The selected job: actions, parameters, command and the end of its log. Its health findings and
+    its log's end follow the log; the rest changes with the job's record (the page is drawn again)."""
+    with live.container(border=True):
+        live.fixed(job_heading, job)
         findings = run_watch().summary(metric_stream.job_run_dir(job, store.home), job.train_type,
                                        health.load_settings(store.home)).findings
         for finding in findings:
-            st.warning(t("jobs.finding", title=finding.title, step=finding.since_step, message=finding.message,
-                         advice=finding.advice), icon=":material/health_and_safety:")
-        confirm.buttons(store, job, user, select, cache)
-
-        left, right = st.columns(2)
-        with left:
-            st.markdown(f"**{t('jobs.parameters')}**")
-            st.html(jobtable.table_html(jobtable.params_rows(job), ("parameter", "value"),
-                                        {"parameter": t("jobs.col.parameter"), "value": t("jobs.col.value")},
-                                        theme=st.context.theme.type, height=PARAMS_HEIGHT_PX))
-        with right:
-            st.markdown(f"**{t('jobs.command')}**")
-            st.html(tailview.command_html(job.command))
-            if job.env:
-                st.html(tailview.command_html(" ".join(f"{k}={v}" for k, v in job.env.items())))
-            # The time through `md` too: its escaped colons keep "17:53:11" from reading as an emoji
-            # code, which would make a fresh page load Streamlit's emoji tables (260 kB of script).
-            st.caption(t("jobs.submitted", owner=md(jobtable.submitted_by(job)),
-                         created=md(jobtable.format_time(job.created_at)))
-                       + (t("jobs.exit_code", code=job.exit_code) if job.exit_code is not None else ""))
-
-        audit_panel.job_history(store, job)
-
-        st.markdown(t("jobs.log_heading"))
+            live.fixed(st.warning, t("jobs.finding", title=finding.title, step=finding.since_step,
+                                     message=finding.message, advice=finding.advice),
+                       icon=":material/health_and_safety:")
+        live.fixed(confirm.buttons, store, job, user, select, cache)
+        live.fixed(job_parameters, job)
+        live.fixed(audit_panel.job_history, store, job)
+        live.fixed(st.markdown, t("jobs.log_heading"))
         try:
             lines = logfiles.tail(job.log_path, 200)
         except FileNotFoundError:
-            st.info(t("jobs.no_log_yet") if job.active else t("jobs.log_missing", path=md(job.log_path)))
+            live.fixed(st.info, t("jobs.no_log_yet") if job.active else t("jobs.log_missing", path=md(job.log_path)))
         except OSError as exc:
-            st.error(t("jobs.log_unreadable", path=md(job.log_path), error=md(exc)))
+            live.fixed(st.error, t("jobs.log_unreadable", path=md(job.log_path), error=md(exc)))
         else:
             # Sent whole once, then only its new lines: a running job's log grows at every update.
-            livepage.log_tail(lines, f"jobs.tail.{job.id}")
+            live.tail(lines, f"jobs.tail.{job.id}")
 
 
-@st.fragment
-def jobs_view():
-    """The table and the selected job. A fragment: a running job's progress (its log grew) redraws
-    this part alone, at most every PROGRESS_S; a new or ended job reruns the whole page."""
-    livepage.fragment_ticker("jobs.progress", logs=True, progress_s=PROGRESS_S)
-    confirm.show_flash()
+def jobs_parts(live):
+    """The pipelines, the table and the selected job, as a fed section (`livefeed`): a running job's
+    progress (its log grew) sends the table's changed cells and the log's new lines, at most every
+    PROGRESS_S; a new or ended job, or anything else the section shows changing, draws the page again."""
+    live.fixed(confirm.show_flash)
     try:
-        jobs_and_selection()
+        jobs_and_selection(live)
     except sqlite3.Error as exc:
-        store_failed(exc)
+        live.fixed(store_failed, exc)
 
 
-def jobs_and_selection():
-    """The pipelines, the jobs table and the selected job."""
-    queue_panel.pipelines_section(store, user)
-    jobs = store.list(status=status_filter or None, train_type=type_filter or None, limit=limit)
-    total = store.count(status=status_filter or None, train_type=type_filter or None)
-    if not jobs:
-        st.info(t("jobs.none_yet") if total == 0 and not (status_filter or type_filter) else t("jobs.none_match"))
-        st.page_link("pages/train.py", label=t("jobs.go_train"), icon=":material/model_training:")
-        return
+def listed():
+    """The jobs the filters and the limit select, and how many match in all."""
+    return (store.list(status=status_filter or None, train_type=type_filter or None, limit=limit),
+            store.count(status=status_filter or None, train_type=type_filter or None))
+
+
+def table(jobs):
+    """The jobs table of `jobs`: (rows, columns, headers, header tooltips)."""
     jobs, parents = resumes.table_order(jobs, store.home)  # a job's resumes sit under it: one run
     rows = jobtable.mark_resumes(jobtable.job_rows(jobs, cache), parents)
     settings = health.load_settings(store.home)
@@ -175,14 +182,36 @@ def jobs_and_selection():
     order[order.index("metric") + 1:order.index("metric") + 1] = ["trend", "health"]
     headers = {column: t(f"jobs.col.{column}") for column in order if column != "id"} | {"id": "ID"}
     helps = {column: t(f"jobs.col.{column}.help") for column in ("trend", "health", "started")}
+    return rows, order, headers, helps, jobs
+
+
+def csv_button():
+    """The table's CSV, made when the button is clicked (a table of 2,000 rows is 200 kB, and the page
+    may have been drawn many updates ago)."""
+    language = i18n.current()
+
+    def csv():
+        with i18n.language(language):
+            rows, order, headers, _helps, _jobs = table(listed()[0])
+            return jobtable.rows_csv(rows, order, headers)
+    st.download_button(t("jobs.download"), csv, mime="text/csv", file_name=time.strftime("minimind-jobs-%Y%m%d-%H%M.csv"),
+                       icon=":material/download:", on_click="ignore", key="jobs.download")
+
+
+def jobs_and_selection(live):
+    """The pipelines, the jobs table and the selected job."""
+    live.fixed(queue_panel.pipelines_section, store, user)
+    jobs, total = listed()
+    if not jobs:
+        live.fixed(st.info, t("jobs.none_yet") if total == 0 and not (status_filter or type_filter) else t("jobs.none_match"))
+        live.fixed(st.page_link, "pages/train.py", label=t("jobs.go_train"), icon=":material/model_training:")
+        return
+    rows, order, headers, helps, jobs = table(jobs)
     # Drawn once; then only the cells that changed (a running job's progress and sparkline).
-    livetable.show(rows, order, headers, helps, key=TABLE_KEY, changing=[job.active for job in jobs])
-    # The CSV is made when the button is clicked, not at every run (a table of 2,000 rows is 200 kB).
-    st.download_button(t("jobs.download"), lambda: jobtable.rows_csv(rows, order, headers), mime="text/csv",
-                       file_name=time.strftime("minimind-jobs-%Y%m%d-%H%M.csv"), icon=":material/download:",
-                       on_click="ignore", key="jobs.download")
+    live.table(rows, order, headers, helps, key=TABLE_KEY, changing=[job.active for job in jobs])
+    live.fixed(csv_button)
     if total > len(jobs):
-        st.caption(t("jobs.showing", n=len(jobs), total=total))
+        live.fixed(st.caption, t("jobs.showing", n=len(jobs), total=total))
 
     by_id = {job.id: job for job in jobs}
     selected = state.get(SELECT_KEY)
@@ -199,20 +228,20 @@ def jobs_and_selection():
     # A key made of the options and the selection: when either changes (a job deleted, a resume
     # selected), the browser gets a new selector instead of keeping a stale choice it would send back.
     pick_key = jobtable.selector_key("jobs.pick", ids, job_id)
-    st.selectbox(t("jobs.job"), ids, index=ids.index(job_id), format_func=lambda i: jobtable.job_label(by_id[i]),
-                 key=pick_key, on_change=on_pick, args=(pick_key,))
-    details(by_id[job_id])
+    live.widget(st.selectbox, t("jobs.job"), ids, index=ids.index(job_id), format_func=lambda i: jobtable.job_label(by_id[i]),
+                key=pick_key, on_change=on_pick, args=(pick_key,))
+    details(live, by_id[job_id])
 
 
-livepage.follow()  # the page reruns for new and ended jobs; jobs_view follows the logs itself
+livepage.follow()  # the page reruns for new and ended jobs; its live section follows the logs itself
 st.button(t("jobs.refresh"), key="jobs.refresh", icon=":material/refresh:")
 try:
     queue_panel.settings_section(store, user)
 except sqlite3.Error as exc:
     store_failed(exc)
     st.stop()
-livetable.forget(TABLE_KEY)  # a full run: the table is sent whole; the fragment's own runs send its changes
-jobs_view()
+livetable.forget(TABLE_KEY)  # a full run: the table is sent whole; the feed's runs send its changes
+livefeed.section("jobs.live", jobs_parts, (), paths=(), follow_s=PROGRESS_S, logs=True)
 
 if auth.session_role(state) == "admin":
     audit_panel.admin_trail(store)

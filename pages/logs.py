@@ -19,9 +19,11 @@ navigation.ensure_app_navigation()
 
 state = st.session_state
 JOB_LIMIT = 200
-# Charts and tails follow a growing log at most this often: each update costs an open tab's browser
-# about 0.1 s of its main thread (Streamlit's own run of the page's fragment, then Plotly's drawing).
-FOLLOW_S = 5.0
+# Charts and tails follow a growing log at most this often, as the Jobs table does: each update costs an
+# open tab's browser about 0.1 s of its main thread (Streamlit's own run of the page's fragment, which
+# renders every element of the page again, then Plotly's drawing), and on the machine that trains,
+# that time is the trainer's.
+FOLLOW_S = 10.0
 JOBS_KEY = logs_panels.JOBS_KEY
 
 

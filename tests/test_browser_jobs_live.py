@@ -1,6 +1,8 @@
 """The Jobs table in headless Chromium as a live table (mmcore/widgets/livetable.py): a running job's
 sparkline gains points, and its progress moves on, while the table, its rows and the finished jobs'
-cells stay the same elements (marks set on them from the page survive): only changed cells are sent."""
+cells stay the same elements (marks set on them from the page survive): only changed cells are sent.
+The page is a fed section (mmcore/widgets/livefeed.py): the selected job's log tail gains its new lines
+in the same element too, and the page is not drawn again."""
 import csv
 import io
 import json
@@ -48,7 +50,12 @@ STATE_JS = """(jobId) => {
             marks: [table.dataset.mark, row.dataset.mark, row.cells[at.indexOf('name')].dataset.mark,
                     table.querySelector('tr[data-row="1"]').cells[at.indexOf('trend')].dataset.mark]};
 }"""
+TAIL_JS = """() => {
+    const tail = document.querySelector('.minimind-log-tail');
+    return tail && {text: tail.innerText, mark: tail.dataset.mark || null};
+}"""
 MARK_JS = """(jobId) => {
+    document.querySelector('.minimind-log-tail').dataset.mark = 'tail';
     const table = document.querySelector('.st-key-jobs_table table');
     const at = [...table.querySelectorAll('th')].map(th => th.dataset.column);
     const row = table.querySelector(`tr[data-row="${jobId}"]`);
@@ -103,6 +110,9 @@ def test_a_running_jobs_sparkline_grows_in_place(server, chromium_browser):
         assert state["step"] == "8/100"
         # The same table, row and cells: the update replaced the changed cells only.
         assert state["marks"] == ["table", "row", "name", "finished"], state
+        # The selected (running) job's log tail has its new lines, in the same element.
+        page.wait_for_function(f"() => ({TAIL_JS})()?.text.includes('(8/100)')", timeout=10_000, polling=200)
+        assert page.evaluate(TAIL_JS)["mark"] == "tail"
 
         # The CSV (made when asked for) has every row, the running job's trend with its 8 values.
         with page.expect_download() as download:

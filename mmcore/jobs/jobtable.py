@@ -21,6 +21,7 @@ import unicodedata
 import zlib
 from dataclasses import dataclass
 
+from mmcore.base import message_chain
 from mmcore.jobs.jobrow import ACTIVE_STATUSES
 from mmcore.train import train_types
 
@@ -372,20 +373,21 @@ def apply_message(held, data):
     """What a browser holding `held` ({"epoch", "seq", "rows": [[cell inner HTML, ...], ...]}, or None)
     holds after `data`, or None when it cannot follow it (it must ask for a draw): the component's rules
     (`components/livetable.js`), for tests."""
-    if data["op"] == "draw":
-        rows_html = re.findall(r"<tr data-row=[^>]*>(.*?)</tr>", data["html"])
-        rows = [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in rows_html]
-        return {"epoch": data["epoch"], "seq": data["seq"], "rows": rows}
-    if held is None or held["epoch"] != data["epoch"]:
-        return None
-    if data["op"] == "same":
-        return held if held["seq"] == data["seq"] else None
-    if held["seq"] != data["after"]:
-        return None
+    return message_chain.follow(held, data, _drawn_rows, _patched_rows)
+
+
+def _drawn_rows(data):
+    rows_html = re.findall(r"<tr data-row=[^>]*>(.*?)</tr>", data["html"])
+    return {"rows": [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in rows_html]}
+
+
+def _patched_rows(held, data):
     rows = [list(row) for row in held["rows"]]
+    if not all(i < len(rows) and j < len(rows[i]) for i, j, _ in data["cells"]):
+        return None
     for i, j, body in data["cells"]:
         rows[i][j] = body
-    return {**held, "seq": data["seq"], "rows": rows}
+    return {"rows": rows}
 
 
 def rows_csv(rows, columns, headers):

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mmcore.base import message_chain
+
 _INT32 = 2 ** 31 - 1
 
 
@@ -101,17 +103,19 @@ def apply(held, data):
     """What a browser holding `held` ({"epoch", "seq", "arrays": {key: float64 array}}, or None) holds
     after `data`, or None when it cannot follow (it must ask for a draw): the component's rules, for
     tests and benches."""
-    if held is not None and held["epoch"] == data["epoch"] and data["seq"] <= held["seq"]:
-        return held  # the same message again, or an older one (an element's data after its feed's messages)
-    if data["op"] == "draw":
-        return {"epoch": data["epoch"], "seq": data["seq"], "layout": data["layout"], "traces": data["traces"],
-                "arrays": {key: decode(encoded) for key, encoded in data["arrays"].items()}}
-    if held is None or held["epoch"] != data["epoch"] or data["op"] == "same" or held["seq"] != data["after"]:
-        return None
+    return message_chain.follow(held, data, _drawn, _extended)
+
+
+def _drawn(data):
+    return {"layout": data["layout"], "traces": data["traces"],
+            "arrays": {key: decode(encoded) for key, encoded in data["arrays"].items()}}
+
+
+def _extended(held, data):
     arrays = dict(held["arrays"])
     for key, change in data["arrays"].items():
         arrays[key] = np.concatenate([arrays[key][:change["keep"]], decode(change["tail"])])
-    return {**held, "seq": data["seq"], "arrays": arrays}
+    return {"arrays": arrays}
 
 
 # -- log tails ---------------------------------------------------------------------------------------

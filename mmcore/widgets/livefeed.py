@@ -3,7 +3,8 @@ live elements' messages (its feed).
 
 A section that follows growing logs is a function `parts(live, *args)` that puts its fixed elements
 (errors, notes, headings, widgets) through `live.fixed` / `live.widget` and its live ones (charts,
-log tails, lines of text) through `live.chart`, `live.tail` and `live.text`. `section` runs it in the
+log tails, lines of text, the Jobs table) through `live.chart`, `live.tail`, `live.text` and
+`live.table`. `section` runs it in the
 page's run, where everything is drawn, and then a small fragment holding only the section's ticker
 (`livepage.fragment_ticker`). When the followed files change, the ticker reruns that fragment alone,
 which runs `parts` again in feeding mode: fixed elements only say what they show, and live ones give
@@ -26,7 +27,7 @@ import itertools
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from mmcore.widgets import livechart, livepage
+from mmcore.widgets import livechart, livepage, livetable
 
 TEXTS_KEY = "livefeed.texts"  # session state: text key -> the HTML this tab shows
 _text = st.components.v2.component(
@@ -67,6 +68,11 @@ class Section:
         self.shape.append(("columns", count))
         return [contextlib.nullcontext()] * count if self.feeding else st.columns(count)
 
+    def container(self, **kwargs):
+        """`st.container(**kwargs)`; in the feed's run, a place that draws nothing."""
+        self.shape.append(("container", sorted(kwargs.items())))
+        return contextlib.nullcontext() if self.feeding else st.container(**kwargs)
+
     def chart(self, chart, key, revision, on_select=None):
         """The live chart `key` (see `livechart.show`) -> the point clicked in this run, or None."""
         if not self.feeding:
@@ -79,6 +85,12 @@ class Section:
         if not self.feeding:
             return livepage.log_tail(lines, key)
         self._add(key, livepage.tail_feed_message(lines, key))
+
+    def table(self, rows, columns, headers, helps, key, changing=()):
+        """The live table `key` (see `livetable.show`)."""
+        if not self.feeding:
+            return livetable.show(rows, columns, headers, helps, key=key, changing=changing)
+        self._add(key, livetable.feed_message(rows, columns, headers, helps, key))
 
     def text(self, markdown, html, key):
         """A line of text `key`: `html` (made by the server, its text escaped) in a fed section, the same
@@ -102,6 +114,7 @@ class Section:
 def _forget(key):
     livechart.forget(key)
     livepage.forget_tail(key)
+    livetable.forget(key)
     st.session_state.get(TEXTS_KEY, {}).pop(key, None)
 
 
@@ -127,23 +140,23 @@ def _messages(key, parts, args):
     return {"id": next(_numbers), "messages": live.messages}
 
 
-def _feed_fragment(key, parts, args, paths, follow_s):
-    livepage.fragment_ticker(f"{key}.tick", paths=paths, progress_s=follow_s,
-                             feed=lambda: _messages(key, parts, args))
+def _feed_fragment(key, parts, args, follows):
+    livepage.fragment_ticker(f"{key}.tick", **follows, feed=lambda: _messages(key, parts, args))
 
 
-def _whole_fragment(key, parts, args, paths, follow_s):
-    livepage.fragment_ticker(f"{key}.tick", paths=paths, progress_s=follow_s)
+def _whole_fragment(key, parts, args, follows):
+    livepage.fragment_ticker(f"{key}.tick", **follows)
     parts(Section(feeding=False, fed=False), *args)
 
 
-def section(key, parts, args, paths, follow_s):
-    """Draw the section `parts(live, *args)` (see above), kept current as `paths` change, at most every
-    `follow_s` seconds."""
+def section(key, parts, args, paths=(), follow_s=5.0, logs=False):
+    """Draw the section `parts(live, *args)` (see above), kept current as `paths` change or, with `logs`,
+    as the active jobs' logs grow, at most every `follow_s` seconds."""
+    follows = {"logs": logs, "paths": paths, "progress_s": follow_s}
     if livechart.published_urls() is None:
-        st.fragment(_whole_fragment)(key, parts, args, paths, follow_s)
+        st.fragment(_whole_fragment)(key, parts, args, follows)
         return
     live = Section(feeding=False)
     parts(live, *args)
     st.session_state[f"{key}.shape"] = live.shape
-    st.fragment(_feed_fragment)(key, parts, args, paths, follow_s)
+    st.fragment(_feed_fragment)(key, parts, args, follows)

@@ -17,6 +17,10 @@ The component's code is a file of the server's static folder (`livepage.publishe
 sends the table its data only. Where the server has no static folder (static serving off, a read-only
 checkout; also Streamlit's AppTest) the table is drawn as Streamlit HTML blocks instead
 (`jobtable.table_parts`: a block redraws only when its text changes).
+
+In a fed section (`mmcore.widgets.livefeed`) the page's run draws the table and its feed's runs bring it
+up to date (`feed_message`): the message goes through the section's ticker to the element registered
+under the table's key.
 """
 from pathlib import Path
 
@@ -33,7 +37,7 @@ _component = st.components.v2.component("minimind_live_table", js=livepage.LOADE
 
 
 def _noop():
-    pass  # the "lost" trigger reruns the fragment; the next run reads it
+    pass  # the "lost" trigger reruns what holds the table (the page, or a fragment); that run reads it
 
 
 def forget(key):
@@ -46,21 +50,32 @@ def show(rows, columns, headers, helps=None, key="table", changing=()):
     """Draw `rows` (dicts) as the table `key`: `columns` in order, `headers` column -> header text,
     `helps` column -> a header's tooltip; `changing[i]` says whether row i changes while the page is
     open (used where the table is drawn as HTML blocks). The table is inside a container keyed `key`."""
-    theme = st.context.theme.type
     urls = livepage.published(_FILES)
     if urls is None:
-        head, blocks = jobtable.table_parts(rows, columns, headers, helps, theme=theme, changing=changing, key=key)
+        head, blocks = jobtable.table_parts(rows, columns, headers, helps, theme=st.context.theme.type,
+                                            changing=changing, key=key)
         with st.container(height=jobtable.parts_height(len(rows)), gap=None, border=True, key=key):
             with st.container(key=f"{key}_head"):
                 st.html(head)
             for block in blocks:
                 st.html(block)
         return
+    with st.container(key=key):
+        _component(key=f"{key}.live", data={**_message(rows, columns, headers, helps, key), "key": key,
+                                             "module": urls["module"]}, on_lost_change=_noop)
+
+
+def _message(rows, columns, headers, helps, key):
     live_key = f"{key}.live"
     sent = st.session_state.setdefault(SENT_KEY, {})
     state = st.session_state.get(live_key)
     lost = isinstance(state, dict) and state.get("lost")
-    data, sent[live_key] = jobtable.table_message(rows, columns, headers, helps, theme=theme,
+    data, sent[live_key] = jobtable.table_message(rows, columns, headers, helps, theme=st.context.theme.type,
                                                   sent=None if lost else sent.get(live_key))
-    with st.container(key=key):
-        _component(key=live_key, data={**data, "module": urls["module"]}, on_lost_change=_noop)
+    return data
+
+
+def feed_message(rows, columns, headers, helps, key):
+    """The message that brings the drawn table `key` to `rows` (see `show`), or None when it shows them."""
+    data = _message(rows, columns, headers, helps, key)
+    return None if data["op"] == "same" else data

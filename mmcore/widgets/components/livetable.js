@@ -6,28 +6,36 @@
 //
 // This module is a file the server publishes in its static folder (`data.module`), loaded once per
 // page. Streamlit calls the component again with each new `data` and keeps the element: the table
-// lives on the element, and each call hands it one message.
+// lives on the element, and each call hands it one message. In a fed page section
+// (mmcore/widgets/livefeed.py) the section's ticker hands it the later messages, by the table's key.
+// Follow `data` -> whether it could (a message that does not follow what the element holds cannot).
+function receive(element, held, data) {
+  if (data.epoch === held.epoch && data.seq <= held.seq) return true;  // held already (or newer)
+  if (data.op === "draw") {
+    element.innerHTML = data.html;
+    Object.assign(held, { epoch: data.epoch, seq: data.seq });
+    return true;
+  }
+  const body = element.querySelector("tbody");
+  if (data.op !== "patch" || !body || data.epoch !== held.epoch || data.after !== held.seq) return false;
+  const rows = body.rows;
+  if (!data.cells.every(([row, column]) => rows[row] && rows[row].cells[column])) return false;
+  for (const [row, column, html] of data.cells) rows[row].cells[column].innerHTML = html;
+  held.seq = data.seq;
+  return true;
+}
+
 export default function (component) {
   const { data, parentElement, setTriggerValue } = component;
   const held = (parentElement.__minimindTable ??= { epoch: null, seq: 0, lost: null });
-  if (data.epoch === held.epoch && data.seq === held.seq) return;  // held already
-  if (data.op === "draw") {
-    parentElement.innerHTML = data.html;
-    Object.assign(held, { epoch: data.epoch, seq: data.seq });
-    return;
-  }
-  const body = parentElement.querySelector("tbody");
-  if (data.op === "patch" && body && data.epoch === held.epoch && data.after === held.seq) {
-    const rows = body.rows;
-    const fits = data.cells.every(([row, column]) => rows[row] && rows[row].cells[column]);
-    if (fits) {
-      for (const [row, column, html] of data.cells) rows[row].cells[column].innerHTML = html;
-      held.seq = data.seq;
-      return;
-    }
-  }
-  if (held.lost !== data.epoch + ":" + data.seq) {
+  const receivers = (window.__minimindReceivers ??= new Map());
+  const receiver = (message) => receive(parentElement, held, message);
+  receivers.set(data.key, receiver);
+  if (!receive(parentElement, held, data) && held.lost !== data.epoch + ":" + data.seq) {
     held.lost = data.epoch + ":" + data.seq;  // once per message: the answer is a draw
     setTriggerValue("lost", held.lost);
   }
+  return () => {
+    if (receivers.get(data.key) === receiver) receivers.delete(data.key);
+  };
 }
