@@ -125,13 +125,13 @@ def job_parameters(job):
                    + (t("jobs.exit_code", code=job.exit_code) if job.exit_code is not None else ""))
 
 
-def details(live, job):
-    """The selected job: actions, parameters, command and the end of its log. Its health findings and
-    its log's end follow the log; the rest changes with the job's record (the page is drawn again)."""
+def details(live, job, settings):
+    """The selected job: actions, parameters, command and the end of its log. Its health findings (under
+    the health `settings`) and its log's end follow the log; the rest changes with the job's record (the
+    page is drawn again)."""
     with live.container(border=True):
         live.fixed(job_heading, job)
-        findings = run_watch().summary(metric_stream.job_run_dir(job, store.home), job.train_type,
-                                       health.load_settings(store.home)).findings
+        findings = run_watch().summary(metric_stream.job_run_dir(job, store.home), job.train_type, settings).findings
         for finding in findings:
             live.fixed(st.warning, t("jobs.finding", title=finding.title, step=finding.since_step,
                                      message=finding.message, advice=finding.advice),
@@ -168,11 +168,11 @@ def listed():
             store.count(status=status_filter or None, train_type=type_filter or None))
 
 
-def table(jobs):
-    """The jobs table of `jobs`: (rows, columns, headers, header tooltips)."""
+def table(jobs, settings):
+    """The jobs table of `jobs`, health badges under `settings`: (rows, columns, headers, header
+    tooltips, the jobs in the table's order)."""
     jobs, parents = resumes.table_order(jobs, store.home)  # a job's resumes sit under it: one run
     rows = jobtable.mark_resumes(jobtable.job_rows(jobs, cache), parents)
-    settings = health.load_settings(store.home)
     follower = run_watch()
     for row, job in zip(rows, jobs):  # the trend and health of each job's metrics stream
         summary = follower.summary(metric_stream.job_run_dir(job, store.home), job.train_type, settings)
@@ -192,7 +192,7 @@ def csv_button():
 
     def csv():
         with i18n.language(language):
-            rows, order, headers, _helps, _jobs = table(listed()[0])
+            rows, order, headers, _helps, _jobs = table(listed()[0], health.load_settings(store.home))
             return jobtable.rows_csv(rows, order, headers)
     st.download_button(t("jobs.download"), csv, mime="text/csv", file_name=time.strftime("minimind-jobs-%Y%m%d-%H%M.csv"),
                        icon=":material/download:", on_click="ignore", key="jobs.download")
@@ -206,7 +206,8 @@ def jobs_and_selection(live):
         live.fixed(st.info, t("jobs.none_yet") if total == 0 and not (status_filter or type_filter) else t("jobs.none_match"))
         live.fixed(st.page_link, "pages/train.py", label=t("jobs.go_train"), icon=":material/model_training:")
         return
-    rows, order, headers, helps, jobs = table(jobs)
+    settings = health.load_settings(store.home)  # read once for the table and the selected job
+    rows, order, headers, helps, jobs = table(jobs, settings)
     # Drawn once; then only the cells that changed (a running job's progress and sparkline).
     live.table(rows, order, headers, helps, key=TABLE_KEY, changing=[job.active for job in jobs])
     live.fixed(csv_button)
@@ -230,7 +231,7 @@ def jobs_and_selection(live):
     pick_key = jobtable.selector_key("jobs.pick", ids, job_id)
     live.widget(st.selectbox, t("jobs.job"), ids, index=ids.index(job_id), format_func=lambda i: jobtable.job_label(by_id[i]),
                 key=pick_key, on_change=on_pick, args=(pick_key,))
-    details(live, by_id[job_id])
+    details(live, by_id[job_id], settings)
 
 
 livepage.follow()  # the page reruns for new and ended jobs; its live section follows the logs itself
