@@ -3,9 +3,14 @@
 that changed (`livechart_wire`), so a page that follows a growing log redraws no chart from scratch
 and keeps the user's zoom, pan and legend choices.
 
-Plotly.js is the copy the `plotly` package ships, put in the server's static folder once per server
-(`plotly-<version>.min.js`, ignored by git) with the chart's code (`livechart-<digest>.js`) and loaded
-by the page from there: nothing is fetched from elsewhere, and a page run sends a chart its data only.
+Plotly.js is its "basic" bundle (`components/plotly-basic.min.js`: plotly.js-basic-dist-min 4.1.1,
+MIT licence), put in the server's static folder once per server
+(`plotly-basic.min-<digest>.js`, ignored by git) with the chart's code (`livechart-<digest>.js`) and
+loaded by the page from there: nothing is fetched from elsewhere, and a page run sends a chart its data
+only. A `Chart` holds line traces only (no trace type: Plotly's default, scatter), which the basic
+bundle draws; it is a quarter of the full bundle's size, and a fresh tab runs it in about a fifth of
+the time (about 0.2 s against 1.2 s here).
+
 Where the server has no static folder (`server.enableStaticServing` off, a read-only checkout; also
 Streamlit's AppTest) the chart is Streamlit's own `st.plotly_chart`, drawn whole at each run.
 
@@ -14,15 +19,13 @@ that range at full resolution.
 """
 import dataclasses
 import math
-import re
 from pathlib import Path
 
-import plotly
 import streamlit as st
 
 from mmcore.widgets import livechart_wire, livepage
 
-PLOTLY_JS = Path(plotly.__file__).with_name("package_data") / "plotly.min.js"
+PLOTLY_JS = Path(__file__).with_name("components") / "plotly-basic.min.js"
 CHART_JS = Path(__file__).with_name("components") / "livechart.js"
 CONFIG = {"displaylogo": False}
 SENT_KEY = "livechart.sent"  # session state: chart key -> livechart_wire.Sent, what this tab holds
@@ -31,13 +34,7 @@ _component = st.components.v2.component("minimind_live_chart", js=livepage.LOADE
                                         isolate_styles=False)  # Plotly styles the page's document
 
 
-def _plotly_name():
-    with open(PLOTLY_JS, "rb") as f:
-        found = re.search(rb"plotly\.js v([\w.-]+)", f.read(200))
-    return f"plotly-{found.group(1).decode() if found else 'bundled'}.min.js"
-
-
-_FILES = {"plotly": (PLOTLY_JS, _plotly_name()), "module": (CHART_JS, livepage.module_name(CHART_JS))}
+_FILES = {"plotly": (PLOTLY_JS, livepage.module_name(PLOTLY_JS)), "module": (CHART_JS, livepage.module_name(CHART_JS))}
 
 
 def published_urls():
