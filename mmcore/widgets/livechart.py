@@ -19,14 +19,13 @@ that range at full resolution.
 """
 import dataclasses
 import math
-from pathlib import Path
 
 import streamlit as st
 
 from mmcore.widgets import livechart_wire, livepage
 
-PLOTLY_JS = Path(__file__).with_name("components") / "plotly-basic.min.js"
-CHART_JS = Path(__file__).with_name("components") / "livechart.js"
+PLOTLY_JS = livepage.COMPONENTS / "plotly-basic.min.js"
+CHART_JS = livepage.COMPONENTS / "livechart.js"
 CONFIG = {"displaylogo": False}
 SENT_KEY = "livechart.sent"  # session state: chart key -> livechart_wire.Sent, what this tab holds
 _component = st.components.v2.component("minimind_live_chart", js=livepage.LOADER_JS,
