@@ -1,6 +1,7 @@
 """The Logs page's live charts in headless Chromium (mmcore.widgets.livechart): a chart of a growing
 log gains points without being drawn anew and keeps the user's zoom; zooming into a long run shows
 every point of the zoomed range; a hidden tab sends nothing and draws nothing until it is shown."""
+import json
 import re
 import threading
 import time
@@ -10,11 +11,13 @@ import pytest
 
 from mmcore.jobs.jobstore import JobStore
 from mmcore.logs import charts
+from mmcore.runs import metric_stream, rlview
 
 pytestmark = pytest.mark.browser
 
 MISSING = browser.browser_missing_reason()
 LOSS = charts.chart_title("loss")
+THROUGHPUT = next(panel.title for panel in rlview.PANELS if panel.key == "throughput")
 LONG_STEPS = 50_000
 GROWN_WITHIN_S = 40.0  # a 10 s follow, a 2 s tick, a fragment run and a draw, on two busy cores
 
@@ -24,19 +27,29 @@ def log_line(step, total):
     return f"Epoch:[1/1]({step}/{total}) loss:{loss:.6f} lr:0.000500000000 epoch_Time:1.0min:\n"
 
 
-def job_with_log(store, name, steps, total):
+def record_line(step):
+    return json.dumps({"global_step": step, "epoch": 1, "step": step, "tokens_per_s": 1000 + step % 13}) + "\n"
+
+
+def job_with_log(store, name, steps, total, records=False):
+    """A finished job with a log of `steps` steps and, with `records`, its metrics records."""
     job_id = store.create("pretrain", name, {"epochs": "1"}, ["python", "x.py"], "/tmp", {})
     store.update(job_id, status="succeeded", started_at=time.time() - 60, ended_at=time.time(), exit_code=0)
     with open(store.get(job_id).log_path, "w", encoding="utf-8") as f:
         f.write("".join(log_line(s, total) for s in range(1, steps + 1)))
+    if records:
+        folder = metric_stream.job_dir(store.home, job_id)
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / metric_stream.METRICS_FILE).write_text("".join(record_line(s) for s in range(1, steps + 1)))
     return job_id
 
 
 class Writer:
-    """Appends a progress line to a log every `every_s` seconds while it is on (a job that trains)."""
+    """Appends a progress line to a log (and a record to `records`, if given) every `every_s` seconds
+    while it is on (a job that trains)."""
 
-    def __init__(self, path, step, total, every_s=0.3):
-        self.path, self.step, self.total, self.every_s = path, step, total, every_s
+    def __init__(self, path, step, total, every_s=0.3, records=None):
+        self.path, self.step, self.total, self.every_s, self.records = path, step, total, every_s, records
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -45,6 +58,9 @@ class Writer:
             self.step += 1
             with open(self.path, "a", encoding="utf-8") as f:
                 f.write(log_line(self.step, self.total))
+            if self.records is not None:
+                with open(self.records, "a", encoding="utf-8") as f:
+                    f.write(record_line(self.step))
 
     def __enter__(self):
         self._thread.start()
@@ -64,7 +80,7 @@ def server(tmp_path_factory):
     (tmp / "home").mkdir()
     store = JobStore(tmp / "home")
     jobs = {"long": job_with_log(store, "long", LONG_STEPS, LONG_STEPS),
-            "growing": job_with_log(store, "growing", 300, 100_000)}
+            "growing": job_with_log(store, "growing", 300, 100_000, records=True)}
     with browser.StreamlitServer(app_dir, home=tmp / "home", log_path=tmp / "streamlit.log") as srv:
         srv.jobs, srv.store = jobs, store
         yield srv
@@ -117,16 +133,29 @@ def zoom(page, low, high, title=LOSS):
 def test_a_growing_chart_gains_points_and_keeps_the_zoom(server, chromium):
     page = browser.new_page(chromium)
     store = server.store
+    sent, pushed = [], []
+    page.on("websocket", lambda ws: ws.on("framesent", lambda payload: sent.append(payload)))
+    page.on("request", lambda request: "-feed-" in request.url and pushed.append(request.url))
     with browser.screenshot_on_failure(page, "charts-growing"):
         open_logs(page, server, server.jobs['growing'])
         zoom(page, 100, 200)
         browser.wait_for_rerun(page)  # the zoom reported (every point of this run shows anyway)
         before = chart_state(page)
         assert before["range"] == [100, 200] and before["mark"] == "zoomed here"
-        with Writer(store.get(server.jobs['growing']).log_path, 300, 100_000) as writer:
+        sent.clear()
+        pushed.clear()
+        records = metric_stream.job_dir(store.home, server.jobs['growing']) / metric_stream.METRICS_FILE
+        with Writer(store.get(server.jobs['growing']).log_path, 300, 100_000, records=records) as writer:
             wait_for_plot(page, "plot.data[0].x[plot.data[0].x.length - 1] >= 310", GROWN_WITHIN_S)
+            after = chart_state(page)
             grown_to = writer.step
-        after = chart_state(page)
+            # The records panel (below the fold: a chart draws once it is on screen) grew too.
+            page.locator(".minimind-livechart").last.scroll_into_view_if_needed()
+            wait_for_plot(page, "plot.data[0].x[plot.data[0].x.length - 1] >= 310", GROWN_WITHIN_S, title=THROUGHPUT)
+        # The points were pushed (the section's feed, a static file, records panels included): no run
+        # of the section's fragment asked for them (nor of the page: `calls` below).
+        assert pushed and not [frame for frame in sent if b"logs.live.tick" in frame], (pushed, sent)
+        assert "live feed" not in server.log_path.read_text(encoding="utf-8")
         assert after["x"][-1] > before["x"][-1] and after["x"][-1] <= grown_to
         assert after["seq"] > before["seq"] and after["draws"] > before["draws"]  # new messages, drawn
         assert after["mark"] == "zoomed here"  # the same element, not a new chart
@@ -196,7 +225,8 @@ def test_a_hidden_tab_sends_nothing_and_draws_nothing(server, chromium):
             grown_to = writer.step
             page.evaluate(SHOW)
             wait_for_plot(page, f"plot.data[0].x[plot.data[0].x.length - 1] >= {grown_to}", GROWN_WITHIN_S)
-        assert sent, "shown again, the tab asked for what changed"
+        # Its pushed feed (a static file), or, where it missed one, a run of its fragment.
+        assert sent or any("-feed-" in url for url in fetched), "shown again, the tab asked for what changed"
         assert not browser.exceptions(page)
 
 

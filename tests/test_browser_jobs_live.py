@@ -98,14 +98,20 @@ def test_a_running_jobs_sparkline_grows_in_place(server, chromium_browser):
     grow(job, run_dir, range(1, 4))
 
     page = browser.new_page(chromium_browser)
+    sent, pushed = [], []
+    page.on("websocket", lambda ws: ws.on("framesent", lambda payload: sent.append(payload)))
+    page.on("request", lambda request: "-feed-" in request.url and pushed.append(request.url))
     with browser.screenshot_on_failure(page, "jobs-live-sparkline"):
         browser.open_app(page, server.url + "/jobs")
         page.wait_for_function(f"() => ({STATE_JS})({job_id})?.points === 3", timeout=30_000, polling=200)
         page.evaluate(MARK_JS, job_id)
 
+        sent.clear()
         grow(job, run_dir, range(4, 9))
         page.wait_for_function(f"() => ({STATE_JS})({job_id})?.points === 8", timeout=UPDATE_WITHIN_S * 1000,
                                polling=200)
+        # Pushed (the section's feed, a static file): no run of the section's fragment asked for it.
+        assert pushed and not [frame for frame in sent if b"jobs.live.tick" in frame], (pushed, sent)
         state = page.evaluate(STATE_JS, job_id)
         assert state["step"] == "8/100"
         # The same table, row and cells: the update replaced the changed cells only.

@@ -189,6 +189,30 @@ def test_the_marker_file_follows_the_store_and_is_removed_on_close(store, tmp_pa
     assert list(folder.iterdir()) == []
 
 
+def test_what_runs_before_publishing_sees_the_snapshot_first_and_cannot_stop_the_marker(store, tmp_path, caplog):
+    """The fed sections' feeds are written before the marker that announces them; one that fails is
+    logged and the marker still comes. Closing removes this server's feed files with its marker."""
+    watch = change_watch.ChangeWatch(store, interval=0, reconcile_every=1e9)
+    folder = tmp_path / "static"
+    folder.mkdir()
+    marker = change_watch.MarkerFile(watch, folder, interval=60)
+    seen = []
+
+    def feed(snap):
+        seen.append((snap.store_version, marker.path.exists()))
+        change_watch.publish(folder, f"live-{os.getpid()}-feed-abc.json", {"seq": len(seen)})
+
+    def broken(_snap):
+        raise RuntimeError("a feed that fails")
+    marker.before_publish += [broken, feed]
+    body = marker.write()
+    assert seen == [(body["store"], False)]  # given the snapshot before the marker is written
+    assert json.loads(marker.path.read_text()) == body and "a feed that fails" in caplog.text
+    assert json.loads((folder / f"live-{os.getpid()}-feed-abc.json").read_text()) == {"seq": 1}
+    marker.close()
+    assert list(folder.iterdir()) == []
+
+
 def test_markers_of_gone_servers_are_removed(store, tmp_path):
     import subprocess
     import sys
@@ -213,3 +237,28 @@ def test_an_unwritable_folder_is_refused_at_start(store, tmp_path):
     marker = change_watch.MarkerFile(change_watch.ChangeWatch(store, interval=0, reconcile_every=1e9), tmp_path / "missing")
     with pytest.raises(OSError):
         marker.start()
+
+
+def test_a_pushed_feed_is_due_once_per_window_shared_by_every_session():
+    """A fed section's feed (mmcore.widgets.livefeed) is pushed when what it follows grew, in a later
+    window of its follow interval than what its tab was given: windows every session shares, so tabs
+    drawn at different times are pushed in the same check. A store change draws the page instead."""
+    from mmcore.widgets.livefeed import _Feed
+
+    def feed(at, follow_logs=True):
+        f = _Feed("session", "jobs.live", "live-1-feed-x.json")
+        f.follow_logs, f.paths, f.progress_s = follow_logs, (), 10.0
+        f.drawn(store=3, logs=7, files={}, at=at)
+        return f
+
+    def snap(checked_at, store=3, logs=8):
+        return change_watch.Snapshot(store, logs, checked_at, checked_at)
+    early, late = feed(at=101.0), feed(at=109.5)
+    assert not early.due(snap(109.9), {}) and not late.due(snap(109.9), {})  # the same window
+    assert early.due(snap(110.2), {}) and late.due(snap(110.2), {})  # the next one: both at once
+    assert not early.due(snap(110.2, logs=7), {})  # nothing grew
+    assert not early.due(snap(110.2, store=4), {})  # a new or ended job: the page is drawn again
+    files_only = feed(at=101.0, follow_logs=False)
+    files_only.drawn(store=3, logs=7, files={"a1": 1}, at=101.0)
+    assert not files_only.due(snap(125.0), {"a1": 1})  # other logs grew, not its files
+    assert files_only.due(snap(125.0), {"a1": 2})

@@ -22,6 +22,7 @@ tab's ticker fetches it and runs nothing on the server until something it shows 
 import atexit
 import hashlib
 import json
+import logging
 import os
 import secrets
 import sqlite3
@@ -35,7 +36,8 @@ from mmcore.jobs.jobrow import ACTIVE_STATUSES
 CHECK_S = 1.0  # at most one look at the markers per second for the whole server
 RECONCILE_S = 5.0  # how often the watch notices jobs whose supervisor died (a few process probes)
 FILES_TTL_S = 600.0  # a file no tab asked about for this long is no longer watched
-MARKER_PREFIX = "live-"  # MarkerFile names: live-<pid>-<token>.json
+MARKER_PREFIX = "live-"  # MarkerFile names: live-<pid>-<token>.json (feeds: live-<pid>-feed-<token>.json)
+_LOGGER = logging.getLogger(__name__)
 
 
 def file_marker(path):
@@ -186,6 +188,10 @@ class MarkerFile:
 
     The name holds the server's pid and a random token: servers may share a folder, and the name
     cannot be guessed. `start()` also removes the files of servers that are gone.
+
+    `before_publish` holds callables given each snapshot before it is published (the pages' fed
+    sections write their feeds there, so that a tab that sees a change finds its feed ready). One that
+    fails is logged and the marker is published anyway.
     """
 
     def __init__(self, watch, folder, interval=CHECK_S):
@@ -196,13 +202,18 @@ class MarkerFile:
         self.path = self.folder / self.name
         self._stop = threading.Event()
         self._thread = None
+        self.before_publish = []
 
     def write(self):
         """Check the watch and publish its snapshot (atomically: a tab never reads half a file)."""
-        body = marker_body(self.watch.poll())
-        tmp = self.path.with_name(f".{self.name}.tmp")
-        tmp.write_text(json.dumps(body), encoding="utf-8")
-        os.replace(tmp, self.path)
+        snap = self.watch.poll()
+        for call in list(self.before_publish):
+            try:
+                call(snap)
+            except Exception:  # noqa: BLE001 - the marker must keep coming: the tabs fall back on it
+                _LOGGER.exception("live marker: %r failed", call)
+        body = marker_body(snap)
+        publish(self.folder, self.name, body)
         return body
 
     def start(self):
@@ -222,18 +233,27 @@ class MarkerFile:
                 pass  # a full or read-only disk: the tabs see a stale marker and tick the server instead
 
     def close(self):
+        """Stop publishing and remove this process's files (the marker and any feeds)."""
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
-        for path in (self.path, self.path.with_name(f".{self.name}.tmp")):
+        for path in [*self.folder.glob(f"{MARKER_PREFIX}{os.getpid()}-*.json"),
+                     *self.folder.glob(f".{MARKER_PREFIX}{os.getpid()}-*.tmp")]:
             try:
                 path.unlink()
             except FileNotFoundError:
                 pass
 
 
+def publish(folder, name, body):
+    """Write `body` as the JSON file `name` of `folder` atomically (a tab never reads half a file)."""
+    tmp = Path(folder) / f".{name}.tmp"
+    tmp.write_text(json.dumps(body), encoding="utf-8")
+    os.replace(tmp, Path(folder) / name)
+
+
 def remove_stale_markers(folder):
-    """Remove the marker files of server processes that no longer exist."""
+    """Remove the marker (and feed) files of server processes that no longer exist."""
     for path in Path(folder).glob(f"{MARKER_PREFIX}*.json"):
         try:
             pid = int(path.name[len(MARKER_PREFIX):].split("-", 1)[0])

@@ -8,6 +8,7 @@ Plain functions the Jobs and Logs pages and the sidebar share. A row's progress 
 import base64
 import csv
 import datetime
+import functools
 import getpass
 import html
 import io
@@ -208,8 +209,14 @@ def _cell_body(column, value, inline_svg=False):
         percent = max(0.0, min(100.0, float(value or 0)))
         return f'<span class="bar"><span style="width:{percent:.1f}%"></span></span>{percent:.0f}%'
     if column == "trend":
-        return sparkline_inline(value) if inline_svg else sparkline_img(value)
+        return _inline_sparkline(tuple(value or ())) if inline_svg else sparkline_img(value)
     return html.escape("" if value is None else str(value))
+
+
+@functools.lru_cache(maxsize=4096)
+def _inline_sparkline(values):
+    # Every live table's every update asks for every row's sparkline; most rows' trends never change.
+    return sparkline_inline(values)
 
 
 def _td(column, body, named=True):

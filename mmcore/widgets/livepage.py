@@ -35,6 +35,7 @@ SEEN_KEY = "live.seen"  # session state: live.Seen of what this tab last drew
 PATHS_KEY = "live.paths"  # session state: the files this tab's page shows
 SYNC_KEY = "live.sync"  # session state: the ticker is drawn before the page says what it follows
 TAILS_KEY = "live.tails"  # session state: tail key -> livechart_wire.SentTail, what this tab shows
+FED_KEY = "live.fed"  # session state: the fed sections (`livefeed`) the page's last full run drew
 COMPONENTS = Path(__file__).with_name("components")
 # A component whose code is a file of the static folder (`data.module`, see `published`), imported once
 # per page: a page run then sends the component its data, not its code.
@@ -155,6 +156,7 @@ def start_run():
     """At the start of a full run: what this run draws is at least as new as the watch's snapshot."""
     st.session_state[PATHS_KEY] = ()  # until the page says what it shows
     st.session_state[SYNC_KEY] = True
+    st.session_state[FED_KEY] = set()  # until the page draws its fed sections
     w = watch()
     if w is None:
         st.session_state.pop(SEEN_KEY, None)
@@ -200,9 +202,10 @@ def fragment_ticker(key, logs=False, paths=(), progress_s=5.0, feed=None):
     """Inside a page's `st.fragment`, before what it draws: rerun that fragment alone (not the page)
     when the active jobs' logs grow (`logs`) or one of `paths` changes, at most every `progress_s`.
     Without a published marker it reruns every `progress_s`. `feed`, if given, is called once what is
-    followed has been noted -> the messages for the page's live elements (see `mmcore.widgets.livefeed`),
-    which the ticker hands out in the browser; the elements it could not give theirs are in this
-    component's trigger "lost"."""
+    followed has been noted, with the `live.Seen` drawn and the followed files' counters (by
+    `change_watch.path_key`) -> more of the ticker's data: the messages for the page's live elements
+    (see `mmcore.widgets.livefeed`), which the ticker hands out in the browser, and where to fetch the
+    next ones; the elements it could not give theirs are in this component's trigger "lost"."""
     w, marker = _shared()
     if w is None:
         return
@@ -211,8 +214,13 @@ def fragment_ticker(key, logs=False, paths=(), progress_s=5.0, feed=None):
     drawn = change_watch.Seen(snap.store_version, snap.logs_version, time.time(), follow_logs=logs, progress_s=progress_s)
     data = _tick_data("fragment", marker, w, snap, drawn, paths)
     if feed is not None:
-        data["feed"] = feed()
+        data.update(feed(drawn, data["files"]))
     _tick(data, key)
+
+
+def marker():
+    """The server's published `change_watch.MarkerFile`, or None where there is none."""
+    return _shared()[1]
 
 
 def _tail_message(lines, key):

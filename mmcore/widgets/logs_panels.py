@@ -328,9 +328,8 @@ def show_records(live, runs, settings):
     if not panels:
         return
     live.fixed(st.subheader, t("logs.records"))
-    i18n.relabel(state, "logs.rl.x")
     x = live.widget(st.radio, t("logs.x_axis"), list(metric_stream.X_AXES), format_func=rlview.x_label,
-                    horizontal=True, key="logs.rl.x", help=t("logs.records.x.help"))
+                    horizontal=True, key="logs.rl.x", relabel=True, help=t("logs.records.x.help"))
     grid = live.columns(2)
     for i, panel in enumerate(panels.values()):
         with grid[i % 2]:

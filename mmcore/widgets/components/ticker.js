@@ -15,6 +15,7 @@
 const STALE_MS = 10000;  // a marker whose checked_at has not moved for this long is not trusted
 const RESEND_MS = 10000;  // a trigger for the same change is sent again only after this long
 const SHARE_MS = 1000;  // the tickers of one tab share a fetch this recent (their timers start together)
+const PUSH_LATE_S = 6;  // a pushed feed this late is given up on: the fragment is rerun instead
 
 function agoText(texts, seconds) {
   seconds = Math.max(0, Math.floor(seconds));
@@ -22,13 +23,16 @@ function agoText(texts, seconds) {
                        : texts.minutes.replace("{n}", Math.floor(seconds / 60));
 }
 
-// What should_rerun (mmcore/jobs/change_watch.py) says for marker `m` at server time `serverNow`.
-function due(data, m, serverNow, progressS) {
+// What should_rerun (mmcore/jobs/change_watch.py) says for marker `m` at server time `serverNow`. A
+// pushed section (`aligned`) follows the server's windows of `progressS` instead (livefeed.py, _Feed.due).
+function due(data, m, serverNow, progressS, aligned = false) {
   if (data.scope === "page" && m.store !== data.store) return true;
   const files = m.files || {};
   const grew = (data.follow_logs && m.logs !== data.logs)
     || Object.keys(data.files || {}).some((k) => (files[k] || 0) !== data.files[k]);
-  return grew && serverNow - data.drawn_at >= progressS;
+  if (!grew) return false;
+  return aligned ? Math.floor(serverNow / progressS) > Math.floor(data.drawn_at / progressS)
+                 : serverNow - data.drawn_at >= progressS;
 }
 
 function trigger(live, reason) {
@@ -83,8 +87,33 @@ async function tick(live) {
     return blind(live);  // nobody publishes any more
   }
   if (data.scope === "page" && m.error !== data.snapshot.error) return trigger(live, "error:" + m.error);
-  if (due(data, m, m.checked_at, data.progress_s)) return trigger(live, JSON.stringify([m.store, m.logs, m.files]));
+  const given = data.push ? { ...data, ...live.given } : data;
+  if (due(given, m, m.checked_at, data.progress_s, !!data.push)) {
+    if (!data.push) return trigger(live, JSON.stringify([m.store, m.logs, m.files]));
+    return pull(live, m, given);
+  }
   show(live, m);
+}
+
+// A fed section's pushed feed (mmcore/widgets/livefeed.py, Pusher): the server wrote it before publishing
+// the marker that says the section grew. A feed not there in time (the session was busy, or no push)
+// falls back on rerunning the fragment.
+async function pull(live, m, given) {
+  const data = live.data;
+  let body = null;
+  try {
+    body = await load(data.push.url);
+  } catch (e) {
+    body = null;  // none pushed yet
+  }
+  if (live.data !== data) return;
+  if (body && body.seq > live.given.seq) {
+    live.given = { seq: body.seq, logs: body.logs, files: body.files, drawn_at: body.at };
+    if (body.redraw) return trigger(live, "redraw:" + body.seq);
+    return handOut(live, body.feed);
+  }
+  const dueAt = (Math.floor(given.drawn_at / data.progress_s) + 1) * data.progress_s;  // when it was due
+  if (m.checked_at - dueAt >= PUSH_LATE_S) trigger(live, "late:" + live.given.seq);
 }
 
 // The "updated N s ago" line for marker (or snapshot) `m`: the page's ticker only, and not while the
@@ -137,6 +166,9 @@ export default function (component) {
     document.addEventListener("visibilitychange", live.onVisible);
   }
   const generation = live.generation = (live.generation || 0) + 1;
+  if (data.push && data !== live.data) {  // what the tab was given: this run's, until a newer feed
+    live.given = { seq: data.push.seq, logs: data.logs, files: data.files, drawn_at: data.drawn_at };
+  }
   live.data = data;
   live.setTriggerValue = setTriggerValue;
   if (data.sync) live.syncPending = true;
