@@ -20,8 +20,9 @@ For each page and number of tabs, over a window of `--window` seconds with the t
 - the CPU the browsers' processes used over the window (% of one core: every tab's drawing);
 - per tab, its browser main thread's time per second of wall time (the Chrome DevTools Protocol's
   Performance metrics: TaskDuration, counted in the main thread's own CPU time) and the bytes the
-  server sent it per update (websocket frames, CDP Network.webSocketFrameReceived; an update is a
-  burst of frames, one page or fragment run).
+  server sent it per update (websocket frames, CDP Network.webSocketFrameReceived, and the pushed
+  feed files of its live sections; an update is a burst of frames, one page or fragment run, or a
+  feed).
 
 After each group the tabs are closed and the server's RSS is measured again after `--settle` seconds,
 against its one-viewer figure. Streamlit keeps a closed tab's session for
@@ -179,18 +180,31 @@ def load_text(seconds):
 
 
 class TabProbe:
-    """One tab's browser main-thread time and the websocket bytes the server sent it, through the
-    Chrome DevTools Protocol (Performance metrics in thread time; Network websocket frames)."""
+    """One tab's browser main-thread time and the bytes the server sent it for its updates, through the
+    Chrome DevTools Protocol (Performance metrics in thread time; Network websocket frames, and the
+    fed sections' pushed feed files, `live-<pid>-feed-<token>.json`)."""
 
-    BURST_S = 0.3  # frames closer than this belong to one update (one page or fragment run)
+    BURST_S = 0.3  # frames closer than this belong to one update (one page or fragment run, or a feed)
 
     def __init__(self, tab):
         self.cdp = tab.context.new_cdp_session(tab)
         self.cdp.send("Performance.enable", {"timeDomain": "threadTicks"})
         self.frames = []  # (browser timestamp, bytes)
+        self._feeds = {}  # request id -> browser timestamp, for feed files not finished yet
         self.cdp.on("Network.webSocketFrameReceived", self._frame)
+        self.cdp.on("Network.responseReceived", self._response)
+        self.cdp.on("Network.loadingFinished", self._loaded)
         self.cdp.send("Network.enable")
         self.start()
+
+    def _response(self, event):
+        if "-feed-" in event["response"]["url"] and event["response"]["status"] == 200:
+            self._feeds[event["requestId"]] = event["timestamp"]
+
+    def _loaded(self, event):
+        at = self._feeds.pop(event["requestId"], None)
+        if at is not None:
+            self.frames.append((at, event["encodedDataLength"]))
 
     def _frame(self, event):
         response = event["response"]
@@ -204,13 +218,14 @@ class TabProbe:
 
     def start(self):
         self.frames.clear()
+        self._feeds.clear()
         self.task0, self.t0 = self.task_s(), time.monotonic()
 
     def figures(self):
         """(main-thread seconds per second, bytes per update, updates) since `start`."""
         main = (self.task_s() - self.task0) / (time.monotonic() - self.t0)
         bursts, last = 0, None
-        for at, _ in self.frames:
+        for at, _ in sorted(self.frames):
             if last is None or at - last > self.BURST_S:
                 bursts += 1
             last = at
