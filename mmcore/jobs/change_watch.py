@@ -174,11 +174,16 @@ def path_key(path):
     return hashlib.sha256(str(path).encode("utf-8", "surrogateescape")).hexdigest()[:16]
 
 
+def keyed_versions(versions):
+    """{path: counter} as the published marker names files: {`path_key`: counter}."""
+    return {path_key(path): version for path, version in versions.items()}
+
+
 def marker_body(snap):
     """What a tab needs from a snapshot: counters and times only (the file is served to anyone who
     knows its name, without sign-in)."""
     return {"store": snap.store_version, "logs": snap.logs_version,
-            "files": {path_key(path): version for path, version in snap.file_versions.items()},
+            "files": keyed_versions(snap.file_versions),
             "changed_at": snap.changed_at, "checked_at": snap.checked_at, "error": snap.error is not None}
 
 

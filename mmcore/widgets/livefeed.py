@@ -267,8 +267,7 @@ class Pusher:
                 self._drop(feed)
                 continue
             self.watch.paths_marker(feed.paths)  # still asked about: watched on (a run used to ask)
-            files = {change_watch.path_key(path): version
-                     for path, version in self.watch.file_versions(feed.paths).items()}
+            files = change_watch.keyed_versions(self.watch.file_versions(feed.paths))
             if feed.due(snap, files):
                 self._push(feed, snap, files)
 

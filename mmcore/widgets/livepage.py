@@ -194,7 +194,7 @@ def _tick_data(scope, marker, w, snap, drawn, paths):
     return {"scope": scope, "url": _marker_url(marker), "interval_s": TICK_S,
             "store": drawn.store_version, "logs": drawn.logs_version, "drawn_at": drawn.drawn_at,
             "follow_logs": drawn.follow_logs, "progress_s": drawn.progress_s,
-            "files": {change_watch.path_key(path): version for path, version in w.file_versions(paths).items()},
+            "files": change_watch.keyed_versions(w.file_versions(paths)),
             "snapshot": change_watch.marker_body(snap)}
 
 
