@@ -253,3 +253,23 @@ def test_a_change_beyond_the_live_parts_draws_the_page_again(server, chromium):
         page.wait_for_function("() => document.body.innerText.includes('failing: last error')",
                                timeout=GROWN_WITHIN_S * 1000, polling=200)
         assert not browser.exceptions(page)
+
+
+def test_choosing_a_runs_log_tail_shows_it_and_draws_no_chart_anew(server, chromium):
+    """Of several runs no log tail shows until its run is chosen; showing one adds its tail without
+    moving the charts below it (the records chart stays the same element, drawn once)."""
+    store = server.store
+    other = job_with_log(store, "other", 50, 100, records=True)
+    page = browser.new_page(chromium, height=3000)  # every chart on screen: each draws
+    with browser.screenshot_on_failure(page, "charts-tails"):
+        open_logs(page, server, f"{server.jobs['growing']},{other}")
+        wait_for_plot(page, "plot.__minimindChart.draws > 0", title=THROUGHPUT)
+        assert page.locator(".minimind-log-tail").count() == 0
+        page.evaluate(f"(title) => {{ ({_PLOT})(title).__testMark = 'kept'; }}", THROUGHPUT)
+        page.get_by_test_id("stButtonGroup").get_by_role("button", name=re.compile(r"— other$")).click()
+        page.wait_for_function("() => document.querySelectorAll('.minimind-log-tail').length === 1", timeout=30_000)
+        browser.wait_for_rerun(page)
+        assert "Epoch:[1/1](50/100)" in page.locator(".minimind-log-tail").inner_text()
+        records = chart_state(page, THROUGHPUT)
+        assert records["mark"] == "kept" and records["draws"] == 1, records
+        assert not browser.exceptions(page)

@@ -72,7 +72,8 @@ def chart_specs(at):
 
 def live_charts(at):
     """The messages of the page's live charts (where Plotly.js is served), in page order."""
-    return [json.loads(e.proto.json) for e in at.get("bidi_component") if e.proto.component_name == "minimind_live_chart"]
+    sent = [json.loads(e.proto.json) for e in at.get("bidi_component") if e.proto.component_name == "minimind_live_chart"]
+    return [data for data in sent if not data.get("preload")]  # the element that loads Plotly.js early
 
 
 def multiselect(at, label):
@@ -251,6 +252,20 @@ def test_a_resumed_job_continues_its_parents_curve():
     assert [shape["x0"] for shape in loss["layout"]["shapes"]] == [410]  # the resume point
 
 
+def test_the_page_starts_loading_plotly_in_the_sidebar_before_its_charts(monkeypatch):
+    """Plotly.js and the chart's code start loading from an element of the sidebar, drawn before the page
+    reads any run, so a fresh tab has them by the time its charts arrive."""
+    from mmcore.widgets import livechart
+
+    monkeypatch.setattr(livechart, "published_urls", lambda: {"plotly": "app/static/p.js", "module": "app/static/c.js"})
+    store = JobStore()
+    at = open_logs({"job": str(finished_job(store, "pretrain", "upstream_pretrain.log"))})
+    sent = [json.loads(e.proto.json) for e in at.sidebar.get("bidi_component")
+            if e.proto.component_name == "minimind_live_chart"]
+    assert not at.exception and sent == [{"plotly": "app/static/p.js", "module": "app/static/c.js", "preload": True}]
+    assert len(live_charts(at)) == 2  # the page's own charts, in the main area
+
+
 def test_live_charts_send_their_points_once_then_only_the_new_ones(monkeypatch):
     """Where Plotly.js is served, each chart is the live component: drawn whole on the first run, then
     sent nothing while its log stands still and only the new point when it grew; the log tail the same."""
@@ -283,16 +298,18 @@ def test_live_charts_send_their_points_once_then_only_the_new_ones(monkeypatch):
     assert not at.exception
 
 
-def test_a_closed_log_tail_is_neither_read_nor_sent_until_opened():
-    """With many runs each tail's box starts closed, and a closed box sends nothing (20 runs' tails would
-    be most of each update); opening one shows its tail."""
+def test_of_many_runs_no_log_tail_is_read_nor_sent_until_chosen():
+    """With many runs no tail is shown until its run is chosen (20 runs' tails would be most of each
+    update), and one choice of runs stands for them all (not a box per run); choosing one shows its
+    tail, under its run's name."""
     store = JobStore()
     a = finished_job(store, "pretrain", "upstream_pretrain.log", name="a")
     b = finished_job(store, "pretrain", "upstream_pretrain.log", name="b")
     at = open_logs({"job": f"{a},{b}"})
-    assert not at.exception and [e.label for e in at.expander if e.label.startswith("Log tail")] == [
-        "Log tail: 1 — a", "Log tail: 2 — b"]
-    assert log_tails(at) == []
-    at.session_state[f"logs.tail_open.{store.get(b).log_path}"] = True  # the user opens b's box
-    at.run()
+    choice = at.button_group(key="logs.tails_shown")
+    assert not at.exception and choice.label == "Show the log tail of"
+    assert [o.content for o in choice.proto.options] == ["1 — a", "2 — b"] and not choice.value
+    assert log_tails(at) == [] and not [e for e in at.expander if e.label.startswith("Log tail")]
+    choice.set_value([store.get(b).log_path]).run()  # the user chooses b
+    assert "**Log tail: 2 — b**" in [m.value for m in at.markdown]
     assert len(log_tails(at)) == 1 and "Epoch:[1/" in log_tails(at)[0]

@@ -85,10 +85,13 @@ class Section:
         it changes."""
         self.shape.append(values)
 
-    def columns(self, count):
-        """`st.columns(count)`; in the feed's run, as many places that draw nothing."""
-        self.shape.append(("columns", count))
-        return [contextlib.nullcontext()] * count if self.feeding else st.columns(count)
+    def columns(self, spec):
+        """`st.columns(spec)` (a count, or the columns' widths); in the feed's run, as many places that draw
+        nothing."""
+        self.shape.append(("columns", spec))
+        if self.feeding:
+            return [contextlib.nullcontext()] * (spec if isinstance(spec, int) else len(spec))
+        return st.columns(spec)
 
     def container(self, **kwargs):
         """`st.container(**kwargs)`; in the feed's run, a place that draws nothing."""
@@ -115,8 +118,8 @@ class Section:
         self._add(key, livetable.feed_message(rows, columns, headers, helps, key))
 
     def text(self, markdown, html, key):
-        """A line of text `key`: `html` (made by the server, its text escaped) in a fed section, the same
-        line as `markdown` where the whole section is drawn again at each change."""
+        """The text `key` (a line or a few): `html` (made by the server, its text escaped) in a fed section,
+        the same as `markdown` where the whole section is drawn again at each change."""
         if not self.fed:
             st.markdown(markdown)
             return

@@ -32,7 +32,7 @@ SMOOTH_KEY = "logs.smoothing"
 X_KEY = "logs.x_axis"
 LOG_KEY = "logs.log_metrics"
 TAIL_KEY = "logs.tail_lines"
-TAIL_OPEN_KEY = "logs.tail_open."  # + log path: whether that log's tail box is open
+TAILS_SHOWN_KEY = "logs.tails_shown"  # the log paths whose tails are shown
 FROM_KEY = "logs.x_from"
 TO_KEY = "logs.x_to"
 SMOOTHING_CHOICES = urlstate.LOGS["smooth"].choices
@@ -124,9 +124,10 @@ def summary_html(label, progress):
 
 
 def show_readings(live, readings):
-    """Each run's problem, note, last error and summary line -> the (reading, version) pairs that have a
-    table."""
-    charted = []
+    """Each run's problem, note and last error, then the runs' summary lines (one element: 20 runs' lines
+    as 20 elements would add about 0.2 s to a fresh page here) -> the (reading, version) pairs that
+    have a table."""
+    charted, lines = [], []
     for reading, version in readings:
         run = reading.run
         if reading.problem:
@@ -137,10 +138,12 @@ def show_readings(live, readings):
         if reading.last_error:
             live.fixed(_last_error, run.label, reading.last_error, reading.note is not None)
         if reading.progress is not None:
-            live.text(run_selection.summary_line(run.label, reading.progress),
-                      summary_html(run.label, reading.progress), f"logs.summary.{run.label}")
+            lines.append((run_selection.summary_line(run.label, reading.progress),
+                          f"<div>{summary_html(run.label, reading.progress)}</div>"))
         if reading.table is not None:
             charted.append((reading, version))
+    if lines:
+        live.text("  \n".join(markdown for markdown, _ in lines), "".join(line for _, line in lines), "logs.summary")
     return charted
 
 
@@ -353,33 +356,36 @@ def show_rollouts(runs):
 # -- log tails ---------------------------------------------------------------------------------------
 
 def show_tails(live, runs):
-    """The end of each run's log (as many lines as chosen), opened when there is one run; each tail read
-    and sent only while its box is open (many runs' closed boxes cost nothing), then only its new lines."""
+    """The end of the chosen runs' logs (as many lines as chosen): one run's is shown, of many runs none
+    until chosen (one choice of runs, not a box per run: 20 boxes would add about 0.2 s to a fresh page
+    here). Each tail is read and sent only while chosen, then only its new lines."""
     state = st.session_state
     live.fixed(st.subheader, t("logs.tail"))
     state.setdefault(TAIL_KEY, 200)
-    lines = live.widget(st.selectbox, t("logs.tail_lines"), TAIL_CHOICES, key=TAIL_KEY, help=t("logs.tail_lines.help"))
-    for run in runs:
-        if run.path is None:
-            continue
-        key = f"{TAIL_OPEN_KEY}{run.path}"
-        if live.feeding:
-            box, is_open = contextlib.nullcontext(), state.get(key, len(runs) == 1)
-        else:
-            box = st.expander(t("logs.tail_of", run=md(run.label)), expanded=len(runs) == 1, key=key,
-                              on_change="rerun")
-            is_open = box.open
-        live.note(key, is_open)
-        if not is_open:
-            livepage.forget_tail(f"logs.tail.{run.path}")  # reopened: drawn afresh
-            continue
-        with box:
+    logs = {run.path: run.label for run in runs if run.path is not None}
+    columns = live.columns([1, 3]) if len(logs) > 1 else [contextlib.nullcontext()] * 2
+    with columns[0]:
+        lines = live.widget(st.selectbox, t("logs.tail_lines"), TAIL_CHOICES, key=TAIL_KEY, help=t("logs.tail_lines.help"))
+    shown = list(logs)
+    if len(logs) > 1:
+        if not live.feeding:  # runs gone from the page leave the choice (a feed may not touch a widget's value)
+            state[TAILS_SHOWN_KEY] = [path for path in state.get(TAILS_SHOWN_KEY, []) if path in logs]
+        with columns[1]:
+            shown = live.widget(st.pills, t("logs.tail_runs"), list(logs), selection_mode="multi", format_func=logs.get,
+                                key=TAILS_SHOWN_KEY, help=t("logs.tail_runs.help")) or []
+    with live.container():  # one place: a tail shown or hidden moves no later element (no chart below is drawn anew)
+        for path, label in logs.items():
+            if path not in shown:
+                livepage.forget_tail(f"logs.tail.{path}")  # chosen again: drawn afresh
+                continue
+            if len(logs) > 1:
+                live.fixed(st.markdown, f"**{t('logs.tail_of', run=md(label))}**")
             try:  # read again only when the log changed
-                tail = shared().readings.get(("tail", run.path, lines), livechart_cache.version_of([run.path]),
-                                             lambda path=run.path: logfiles.tail(path, lines))
+                tail = shared().readings.get(("tail", path, lines), livechart_cache.version_of([path]),
+                                             lambda path=path: logfiles.tail(path, lines))
             except FileNotFoundError:
-                live.fixed(st.caption, t("logs.no_log_file", path=md(run.path)))
+                live.fixed(st.caption, t("logs.no_log_file", path=md(path)))
             except OSError as exc:
-                live.fixed(st.error, t("logs.cannot_read", path=md(run.path), error=md(exc)))
+                live.fixed(st.error, t("logs.cannot_read", path=md(path), error=md(exc)))
             else:
-                live.tail(tail, f"logs.tail.{run.path}")
+                live.tail(tail, f"logs.tail.{path}")
