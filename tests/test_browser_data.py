@@ -119,7 +119,7 @@ def test_data_page_demo_and_crafted_file_then_train(dashboard):
         # -- Train on this file ---------------------------------------------------------------------------
         page.locator('[data-testid="stRadio"] label').filter(has_text="99th percentile").click()
         browser.wait_for_rerun(page)
-        page.get_by_role("button", name="Train on this file").click()
+        page.get_by_role("link", name="Train on this file").click()
         page.wait_for_function("() => location.pathname === '/' || location.pathname.endsWith('/train')",
                                timeout=30_000)
         wait_for_text(page, "Filled in from the Data page")

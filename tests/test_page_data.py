@@ -3,6 +3,7 @@ a bad file's problems with their line numbers; bad input as one message; "Train 
 import json
 import os
 import signal
+import urllib.parse
 
 import pytest
 from _pages_helpers import open_page, texts, wait_for
@@ -83,7 +84,11 @@ def test_train_on_this_file_fills_the_train_form(home):
     at = open_page("pages/data.py", query={"file": str(DEMO / "dpo.jsonl")})
     scanned(at, home, DEMO / "dpo.jsonl", "dpo")
     at.radio(key="data.suggest").set_value("p99").run()
-    at.button[0].click().run()
+    (link,) = [e.proto for e in at.get("page_link") if e.proto.label == "Train on this file"]
+    assert link.page.endswith("train") and not at.exception
+    query = dict(urllib.parse.parse_qsl(link.query_string))
+    assert query == {"data": "../dataset/demo/dpo.jsonl", "type": "dpo", "max_seq_len": query["max_seq_len"]}
+    at = open_page(query=query)  # the link followed (Train is the default page)
     assert not at.exception
     assert at.session_state["train.type"] == "dpo"
     assert at.session_state["train.dpo.data_path"] == "../dataset/demo/dpo.jsonl"

@@ -268,7 +268,8 @@ def epoch_times(train_type, rows):
 
 
 def train_link(path, train_type, max_seq_len, state):
-    """The "Train on this file" button: the Train page with the file, the type and a suggested max_seq_len."""
+    """The "Train on this file" link: the Train page with the file, the type and the chosen max_seq_len in
+    its address (a link, not a button that switches pages from inside a run: it also opens in a new tab)."""
     choices = {"current": max_seq_len}
     if state.table is not None:
         choices["p95"] = sizing.suggest_max_seq_len(state.table, 95)
@@ -276,6 +277,5 @@ def train_link(path, train_type, max_seq_len, state):
     left, right = st.columns([3, 1])
     pick = left.radio(t("data.suggest"), list(choices), horizontal=True, key="data.suggest",
                       format_func=lambda k: t(f"data.suggest.{k}", n=choices[k]))
-    if right.button(t("data.train"), type="primary", icon=":material/model_training:"):
-        st.switch_page(links.TRAIN_PAGE, query_params=links.train_params(sources.trainer_value(path), train_type,
-                                                                         choices[pick]))
+    right.page_link(links.TRAIN_PAGE, label=t("data.train"), icon=":material/model_training:",
+                    query_params=links.train_params(sources.trainer_value(path), train_type, choices[pick]))
