@@ -87,8 +87,7 @@ def forget(key):
 
 def preload():
     """Start loading Plotly.js and the chart's code in this tab now (an element of no size in the sidebar),
-    while the page is still being computed and sent, rather than when its first chart arrives: on a
-    fresh tab that is about 0.1-0.2 s sooner."""
+    while the page is still being computed and sent, rather than once its first chart has arrived."""
     urls = published_urls()
     if urls is not None:
         with st.sidebar:

@@ -124,8 +124,8 @@ def summary_html(label, progress):
 
 
 def show_readings(live, readings):
-    """Each run's problem, note and last error, then the runs' summary lines (one element: 20 runs' lines
-    as 20 elements would add about 0.2 s to a fresh page here) -> the (reading, version) pairs that
+    """Each run's problem, note and last error, then the runs' summary lines (one element: a fresh tab
+    renders each of Streamlit's elements, and 20 runs would make 20) -> the (reading, version) pairs that
     have a table."""
     charted, lines = [], []
     for reading, version in readings:
@@ -357,8 +357,8 @@ def show_rollouts(runs):
 
 def show_tails(live, runs):
     """The end of the chosen runs' logs (as many lines as chosen): one run's is shown, of many runs none
-    until chosen (one choice of runs, not a box per run: 20 boxes would add about 0.2 s to a fresh page
-    here). Each tail is read and sent only while chosen, then only its new lines."""
+    until chosen (one choice of runs, not a box per run, which a fresh tab of 20 runs would render 20
+    times). Each tail is read and sent only while chosen, then only its new lines."""
     state = st.session_state
     live.fixed(st.subheader, t("logs.tail"))
     state.setdefault(TAIL_KEY, 200)
