@@ -19,7 +19,7 @@ MISSING = browser.browser_missing_reason()
 LOSS = charts.chart_title("loss")
 THROUGHPUT = next(panel.title for panel in rlview.PANELS if panel.key == "throughput")
 LONG_STEPS = 50_000
-GROWN_WITHIN_S = 40.0  # a 10 s follow, a 2 s tick, a fragment run and a draw, on two busy cores
+GROWN_WITHIN_S = 40.0  # a 10 s follow, a 3 s tick, a fragment run and a draw, on two busy cores
 
 
 def log_line(step, total):
