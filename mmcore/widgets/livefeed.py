@@ -80,11 +80,6 @@ class Section:
             i18n.relabel(st.session_state, key)
         return draw(*args, key=key, **kwargs)
 
-    def note(self, *values):
-        """Something the section's look depends on (a box open or closed): the page is drawn again when
-        it changes."""
-        self.shape.append(values)
-
     def columns(self, spec):
         """`st.columns(spec)` (a count, or the columns' widths); in the feed's run, as many places that draw
         nothing."""
