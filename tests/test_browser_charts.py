@@ -230,6 +230,37 @@ def test_a_hidden_tab_sends_nothing_and_draws_nothing(server, chromium):
         assert not browser.exceptions(page)
 
 
+def test_points_that_arrive_after_the_tab_is_hidden_are_drawn_only_when_it_is_shown(server, chromium):
+    """A feed asked for while the tab was visible and answered after it was hidden (the race of a
+    busy machine): its points are taken but not drawn until the tab is shown again."""
+    page = browser.new_page(chromium)
+    held, holding = [], threading.Event()
+    page.route("**/*-feed-*", lambda route: held.append(route) if holding.is_set() else route.continue_())
+    with browser.screenshot_on_failure(page, "charts-hidden-late"):
+        open_logs(page, server, server.jobs['growing'])
+        with Writer(server.store.get(server.jobs['growing']).log_path, chart_state(page)["x"][-1], 100_000):
+            first = chart_state(page)
+            wait_for_plot(page, f"plot.__minimindChart.seq > {first['seq']}", GROWN_WITHIN_S)  # fed once
+            holding.set()
+            deadline = time.monotonic() + GROWN_WITHIN_S
+            while not held and time.monotonic() < deadline:
+                page.wait_for_timeout(200)
+            assert held, "the visible tab asked for no further feed"
+            before = chart_state(page)
+            page.evaluate(HIDE)
+            holding.clear()
+            for route in held:
+                route.continue_()
+            page.wait_for_timeout(3000)
+            hidden = chart_state(page)
+            assert hidden["seq"] > before["seq"], "the late feed's points were not taken"
+            assert hidden["draws"] == before["draws"] and hidden["x"] == before["x"]
+            page.evaluate(SHOW)
+            wait_for_plot(page, f"plot.__minimindChart.draws > {before['draws']}", 10)
+        assert chart_state(page)["x"][-1] > before["x"][-1]
+        assert not browser.exceptions(page)
+
+
 def test_a_change_beyond_the_live_parts_draws_the_page_again(server, chromium):
     """A followed log that grows is followed through the feed (the page is not drawn again); when it
     gains an error, its box (not a live part of the section) appears without a click, the page drawn

@@ -123,7 +123,9 @@ function themed(chart) {
 }
 
 function schedule(chart) {
-  if (chart.frame || chart.spacing || !chart.dirty || !chart.onScreen) return;
+  // Hidden: nothing (a frame or a spacing timer begun before it was hidden may still end here); the
+  // visibilitychange listener schedules again when the tab is shown.
+  if (chart.frame || chart.spacing || !chart.dirty || !chart.onScreen || document.hidden) return;
   const wait = chart.userWaits ? 0 : chart.drawnAt + chart.drawMs / DRAW_SHARE - performance.now();
   if (wait > 0) {  // a big chart (many runs) draws less often
     chart.spacing = setTimeout(() => { chart.spacing = null; schedule(chart); }, wait);
@@ -131,6 +133,7 @@ function schedule(chart) {
   }
   chart.frame = requestAnimationFrame(() => {  // never runs while the tab is hidden
     chart.frame = null;
+    if (document.hidden) return;
     const waited = Date.now() - chart.hoveredSince;
     if (chart.hoveredSince && waited < HOVER_WAIT_MS) {  // unhover, or the end of the wait, draws
       clearTimeout(chart.hoverTimer);
@@ -150,7 +153,7 @@ async function draw(chart) {
     chart.div.textContent = String(e.message);
     return;
   }
-  if (!chart.dirty) return;
+  if (!chart.dirty || document.hidden) return;  // hidden while Plotly.js loaded: drawn when shown
   chart.dirty = false;
   const traces = chart.traces.map((t) => ({ ...t, x: chart.arrays[t.x], y: chart.arrays[t.y],
                                             ...(t.customdata ? { customdata: chart.arrays[t.customdata] } : {}) }));

@@ -78,7 +78,7 @@ async function tick(live) {
   } catch (e) {
     return blind(live);
   }
-  if (live.data !== data) return;  // new data arrived meanwhile: the next tick looks with it
+  if (live.data !== data || document.hidden) return;  // new data arrived or hidden meanwhile: the next tick looks
   const now = Date.now();
   if (m.checked_at !== live.lastChecked) {
     live.lastChecked = m.checked_at;
