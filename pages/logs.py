@@ -13,10 +13,9 @@ from mmcore.base.safetext import md, md_lines
 from mmcore.jobs import run_selection, storeguard
 from mmcore.jobs.jobstore import JobStore
 from mmcore.logs import savedviews, urlstate
-from mmcore.widgets import livechart, logs_panels, navigation, queue_panel, views_panel
+from mmcore.widgets import logs_panels, navigation, queue_panel, views_panel
 
 navigation.ensure_app_navigation()
-livechart.preload()
 
 state = st.session_state
 JOB_LIMIT = 200
@@ -26,6 +25,7 @@ JOB_LIMIT = 200
 # that time is the trainer's.
 FOLLOW_S = 10.0
 JOBS_KEY = logs_panels.JOBS_KEY
+THRESHOLDS_OPEN_KEY = "logs.thresholds_open"  # session state: whether the health thresholds' expander is open
 
 
 st.title(t("logs.title"))
@@ -98,7 +98,10 @@ settings = logs_panels.health_settings(runs, store.home)  # None when no run has
 # What the runs' files show: drawn with the page, then kept current as they grow.
 logs_panels.live_view(runs, names, view, settings, FOLLOW_S)
 if settings is not None:
-    with st.expander(t("logs.thresholds"), icon=":material/tune:"):
-        health_settings_form(settings)
+    # Its fields are built only while it is open: a fresh page has ten elements fewer to draw.
+    thresholds = st.expander(t("logs.thresholds"), icon=":material/tune:", key=THRESHOLDS_OPEN_KEY, on_change="rerun")
+    if thresholds.open:
+        with thresholds:
+            health_settings_form(settings)
 logs_panels.show_rollouts(runs)
 urlstate.publish("logs", state, st.query_params, defaults=url_defaults)

@@ -214,7 +214,7 @@ def page_queue_settings(w, _):
 
 
 def page_thresholds(w, _):
-    at = open_page("pages/logs.py", query={"job": str(w.recorded)})
+    at = open_page("pages/logs.py", query={"job": str(w.recorded)}, state={"logs.thresholds_open": True})
     offered(at, label="Save thresholds")  # (disabled, unlike the fields: an admin's to change)
     change(at, at.number_input(key="logs.health.zero_std_max"), round(health.load_settings(w.home).zero_std_max / 2, 3))
     press(at, label="Save thresholds")

@@ -303,4 +303,11 @@ def test_choosing_a_runs_log_tail_shows_it_and_draws_no_chart_anew(server, chrom
         assert "Epoch:[1/1](50/100)" in page.locator(".minimind-log-tail").inner_text()
         records = chart_state(page, THROUGHPUT)
         assert records["mark"] == "kept" and records["draws"] == 1, records
+        # The health thresholds' fields are built when their expander is opened, not with the page.
+        fields = page.get_by_test_id("stNumberInput").filter(has_text="window")
+        assert fields.count() == 0
+        page.get_by_test_id("stExpander").filter(has_text="Health check thresholds").locator("summary").click()
+        fields.first.wait_for(timeout=30_000)
+        browser.wait_for_rerun(page)
+        assert page.get_by_role("button", name="Save thresholds").count() == 1
         assert not browser.exceptions(page)

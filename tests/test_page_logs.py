@@ -72,8 +72,7 @@ def chart_specs(at):
 
 def live_charts(at):
     """The messages of the page's live charts (where Plotly.js is served), in page order."""
-    sent = [json.loads(e.proto.json) for e in at.get("bidi_component") if e.proto.component_name == "minimind_live_chart"]
-    return [data for data in sent if not data.get("preload")]  # the element that loads Plotly.js early
+    return [json.loads(e.proto.json) for e in at.get("bidi_component") if e.proto.component_name == "minimind_live_chart"]
 
 
 def multiselect(at, label):
@@ -250,20 +249,6 @@ def test_a_resumed_job_continues_its_parents_curve():
     assert decoded(lines[0]["x"]) == [100, 200, 300, 400, 410, 420, 600]
     assert lines[0]["name"] == f"{resumed} — long-resume (resumed from {parent})"
     assert [shape["x0"] for shape in loss["layout"]["shapes"]] == [410]  # the resume point
-
-
-def test_the_page_starts_loading_plotly_in_the_sidebar_before_its_charts(monkeypatch):
-    """Plotly.js and the chart's code start loading from an element of the sidebar, drawn before the page
-    reads any run, so a fresh tab has them by the time its charts arrive."""
-    from mmcore.widgets import livechart
-
-    monkeypatch.setattr(livechart, "published_urls", lambda: {"plotly": "app/static/p.js", "module": "app/static/c.js"})
-    store = JobStore()
-    at = open_logs({"job": str(finished_job(store, "pretrain", "upstream_pretrain.log"))})
-    sent = [json.loads(e.proto.json) for e in at.sidebar.get("bidi_component")
-            if e.proto.component_name == "minimind_live_chart"]
-    assert not at.exception and sent == [{"plotly": "app/static/p.js", "module": "app/static/c.js", "preload": True}]
-    assert len(live_charts(at)) == 2  # the page's own charts, in the main area
 
 
 def test_live_charts_send_their_points_once_then_only_the_new_ones(monkeypatch):

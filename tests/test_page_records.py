@@ -130,11 +130,23 @@ def test_health_warning_and_jobs_table():
     assert len(ys) == 12 and ys == sorted(ys, reverse=True) and ys[0] > ys[-1]
 
 
+def test_the_thresholds_fields_are_built_only_while_their_expander_is_open(home):
+    job_id = recorded_job(JobStore())
+    at = open_through_app("pages/logs.py", query={"job": str(job_id)})
+    assert not at.exception, at.exception
+    assert [e.label for e in at.expander if e.label == "Health check thresholds"]
+    assert not [n for n in at.number_input if n.key and n.key.startswith("logs.health.")]
+    at.session_state["logs.thresholds_open"] = True  # what opening it in the browser does (then a rerun)
+    at.run()
+    fields = [n.key for n in at.number_input if n.key and n.key.startswith("logs.health.")]
+    assert "logs.health.zero_std_max" in fields and len(fields) == len(vars(health.load_settings(home)))
+
+
 def test_a_bad_threshold_is_refused_in_the_viewers_language(home):
     """Logs' threshold form, viewed in Chinese: a bad value gets the Chinese message and saves nothing."""
     job_id = recorded_job(JobStore())
     with i18n.language("zh"):
-        at = open_through_app("pages/logs.py", query={"job": str(job_id)}, state={i18n.STATE_KEY: "zh"})
+        at = open_through_app("pages/logs.py", query={"job": str(job_id)}, state={i18n.STATE_KEY: "zh", "logs.thresholds_open": True})
         at.number_input(key="logs.health.zero_std_max").set_value(0.0)
         next(b for b in at.button if b.label == "保存阈值").click().run()
     assert not at.exception, at.exception

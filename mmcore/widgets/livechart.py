@@ -85,16 +85,6 @@ def forget(key):
     st.session_state.get(SENT_KEY, {}).pop(key, None)
 
 
-def preload():
-    """Start loading Plotly.js and the chart's code in this tab now (an element of no size in the sidebar),
-    while the page is still being computed and sent, rather than once its first chart has arrived."""
-    urls = published_urls()
-    if urls is not None:
-        with st.sidebar:
-            _component(key="livechart.preload", data={**urls, "preload": True}, default={"view": None},
-                       on_view_change=_noop, on_lost_change=_noop, on_clicked_change=_noop)
-
-
 def show(chart, key, revision, on_select=None):
     """Draw `chart` (a `charts.Chart`) as the live chart `key`. `revision` names what the user's zoom
     belongs to: the same revision keeps it, a new one (another axis, another range) starts afresh.

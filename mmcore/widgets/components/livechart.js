@@ -243,10 +243,6 @@ function stop(chart) {
 
 export default function (component) {
   const { data, setStateValue, setTriggerValue, parentElement } = component;
-  if (data.preload) {  // a page about to draw charts: Plotly.js loads now, and this element stays empty
-    loadPlotly(data.plotly).catch(() => {});
-    return () => {};
-  }
   let chart = parentElement.__minimindChart;
   if (!chart) {
     chart = parentElement.__minimindChart = create(parentElement);
