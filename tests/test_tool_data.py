@@ -1,5 +1,5 @@
-"""Tool-calling data (SFT and DPO) is trained as upstream renders it: a first system turn's `functions`
-go to the chat template as `tools=`, the messages are passed whole (`tool_calls`, `tool` turns), and the
+"""Tool-calling data (SFT and DPO) is trained as upstream's SFT renders it: a first system turn's `functions`
+go to the chat template as `tools=` (upstream's DPODataset leaves them out: tests/test_upstream_cases.py), the messages are passed whole (`tool_calls`, `tool` turns), and the
 loss covers every assistant turn. The expected ids are the chat template applied to the full messages
 with `tools=`; the expected labels follow upstream's rule (from each `<|im_start|>assistant\\n` to the
 `<|im_end|>\\n` that closes it)."""
@@ -70,7 +70,7 @@ def test_a_tool_calling_sft_row_gives_upstreams_ids_and_labels(tok, tmp_path):
     assert "北京今天晴" in trained and "<tool_response>" not in trained and "Tools" not in trained
 
 
-def test_a_tool_calling_dpo_pair_gives_upstreams_ids_and_labels(tok, tmp_path):
+def test_a_tool_calling_dpo_pair_gives_upstream_sfts_ids_and_labels(tok, tmp_path):
     # OpenAI's shape too: a flat {"name", "arguments"} call with JSON text, and no content beside it.
     rejected = [*CONVERSATION[:2], {"role": "assistant", "content": None,
                                     "tool_calls": [{"name": "get_weather", "arguments": "{\"city\": \"上海\"}"}]}]
