@@ -81,7 +81,7 @@ class ChatMixin:
         self.assistant_end = tok(f"{tok.eos_token}\n", add_special_tokens=False)["input_ids"]
 
     def encode_chat(self, messages):
-        """Token ids and labels of a conversation rendered as upstream renders it: the messages whole
+        """Token ids and labels of a conversation rendered as upstream's SFTDataset renders it: the messages whole
         (`tool_calls` and `tool` turns included) and a first system turn's `functions` as the chat
         template's `tools`; the loss covers each assistant turn (content and tool calls) and the
         `<|im_end|>\n` that closes it."""
@@ -142,7 +142,8 @@ class SFTDataset(ChatMixin, JsonlDataset):
 
 
 class DPODataset(ChatMixin, JsonlDataset):
-    """Preference pairs: the chosen and the rejected conversation, each encoded as in SFTDataset."""
+    """Preference pairs: the chosen and the rejected conversation, each encoded as in SFTDataset (a system
+    turn's `functions` shown as tools, which upstream's DPODataset leaves out: docs/UPSTREAM.md)."""
     kind = "dpo"
 
     def __init__(self, path, tokenizer, max_length):

@@ -59,7 +59,8 @@ def _ppo_window_through_the_loop(tmp_path, grad_clip):
 
     previous = signal.getsignal(signal.SIGTERM)
     try:
-        loop.train(run, [part], items, lambda rows: rows[0], step_fn, run_name="ppo-window", schedule=lambda step, total, lr: lr)
+        loop.train(run, [part], items, lambda rows: rows[0], step_fn, run_name="ppo-window",
+                   schedule=lambda step, total, lr: lr)
     finally:
         signal.signal(signal.SIGTERM, previous)
     assert len(seen) == 1  # one optimizer step, after micro-batch 2 (upstream's boundary)
