@@ -2,8 +2,8 @@
 docstring says how upstream's code computed them; docs/UPSTREAM.md says what each difference is and why).
 
 - PPO under gradient accumulation: the trainer loop divides the PPO loss by `--accumulation_steps`, as
-  upstream does since revision 42a4e8c; the PR 524-era script did not (its window's gradient is acc times
-  ours). Under AdamW with upstream's `--grad_clip 1.0` the update is the same either way.
+  upstream's revisions 42a4e8c and 00da959 do; the PR 524-era script did not (its window's gradient is acc
+  times ours). Under AdamW with upstream's `--grad_clip 1.0` the update is the same either way.
 - MoE router loss: every max_seq_len position counts (upstream's later `(input_ids, labels)` datasets);
   upstream's older datasets feed `input_ids[:-1]`, which this model reproduces when fed that slice.
 - DPO with tool definitions: a pair is rendered as upstream's SFTDataset renders a conversation (the system
@@ -67,7 +67,7 @@ def _ppo_window_through_the_loop(tmp_path, grad_clip):
     return seen[0], torch.cat([p.detach().flatten() for p in actor.parameters()]) - before
 
 
-def test_ppo_divides_its_loss_by_accumulation_steps_as_upstream_since_42a4e8c(tmp_path):
+def test_ppo_divides_its_loss_by_accumulation_steps_as_upstream_at_42a4e8c(tmp_path):
     up = UPSTREAM["ppo"]
     grad_norm, _ = _ppo_window_through_the_loop(tmp_path / "unclipped", grad_clip=1e9)
     assert grad_norm == pytest.approx(up["grad_norm_divided"], rel=1e-5)
