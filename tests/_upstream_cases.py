@@ -8,7 +8,8 @@ names are upstream's): the revisions are those docs/UPSTREAM.md names.
 - PPO (`ppo_window`): the loss of upstream's `ppo_train_epoch` on each micro-batch (summed response
   log-probs from the logits, ratio to the old actor, clipped surrogate, MSE value loss, `kl_coef` times
   the mean log-ratio to the reference), backpropagated either whole (the PR 524-era script) or divided
-  by `accumulation_steps` (revisions 42a4e8c and 00da959), then `clip_grad_norm_` and an AdamW step.
+  by `accumulation_steps` (revision 42a4e8c; 00da959's rewritten PPO divides its own, per-token loss
+  too), then `clip_grad_norm_` and an AdamW step.
 - MoE (`moe_batch`): each row as upstream's older `SFTDataset`/`PretrainDataset` (revision 020bd44)
   encodes it (padded to max_seq_len), the model fed `input_ids[:-1]` (those revisions' `X`) or all
   max_seq_len positions (the `(input_ids, labels)` datasets of revision 3a5aba8, as 00da959's scripts
