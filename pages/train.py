@@ -58,7 +58,7 @@ right.button(t("train.reset"), on_click=fill, args=(train_type, train_form.initi
 
 # Checked before drawing, so each field can show its own message right under it.
 form = train_form.read_form(state, train_type)
-check = train_form.check_form(train_type, form, len(gpus))
+check = train_form.check_form(train_type, form, len(gpus), None if store_problem else JobStore())
 
 
 def field_label(name):
@@ -127,19 +127,28 @@ with st.container(border=True):
     if check.problems and links.data_problem(train_type, form.get("data_path")):
         st.page_link(links.DATA_PAGE, label=t("train.data_link"), icon=":material/dataset:",
                      query_params=links.data_page_params(form["data_path"]))
+    for pending in check.pending:  # a base weight that a queued or running job will write
+        st.warning(md(pending.message), icon=":material/schedule:")
     for note in check.warnings:
         st.warning(md(note), icon=":material/info:")
     backend = "local" if store_problem else queue_panel.backend_choice(JobStore(), "queue.backend")
     if backend == "slurm" and check.command is not None:
         queue_panel.slurm_preview(JobStore(), train_type, train_form.job_name(form), check.command)
 
-    if st.button(t("train.launch"), type="primary"):
+    def launch(after=None):
         outcome = job_acts.launch_job(JobStore(), train_type, train_form.job_name(form), check.values,
-                                      auth.session_user(state), check=check, backend=backend)
+                                      auth.session_user(state), check=check, backend=backend, after=after)
         if outcome.done:
             state[train_form.LAUNCHED_KEY] = outcome.value
         else:
             st.error(md_lines(outcome.message))
+
+    launch_column, after_column = st.columns([1, 3])
+    if launch_column.button(t("train.launch"), type="primary"):
+        launch()
+    if check.after is not None and after_column.button(t("train.queue_after", id=check.after),
+                                                        help=t("train.queue_after.help", id=check.after)):
+        launch(after=check.after)
 
     launched = state.get(train_form.LAUNCHED_KEY)
     if launched is not None:

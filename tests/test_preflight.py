@@ -135,7 +135,7 @@ def test_preflight_distillation_student_and_teacher(repo):
     values = ready(repo, "distillation", student_hidden_size="32", teacher_hidden_size="32")
     assert preflight.run("distillation", values, 0, trainer_dir=trainer) == [
         f"Base weight not found: {repo / 'out' / 'full_sft_32.pth'} (student: from_student_weight=full_sft). "
-        "Train that stage first, or point weight_dir at the folder that holds it."]
+        "Train that stage first (Train → A pipeline queues a chain of stages in one click), or point weight_dir at the folder that holds it."]
     # No student weight is needed with from_student_weight none (there is no full_sft_32.pth).
     values = ready(repo, "distillation", student_hidden_size="32", from_student_weight="none")
     assert preflight.run("distillation", values, 0, trainer_dir=trainer) == []
@@ -143,7 +143,7 @@ def test_preflight_distillation_student_and_teacher(repo):
     assert preflight.run("distillation", values, 0, trainer_dir=trainer) == [
         "Distillation needs a teacher: from_teacher_weight cannot be none.",
         f"Base weight not found: {repo / 'out' / 'full_sft_32.pth'} (student: from_student_weight=full_sft). "
-        "Train that stage first, or point weight_dir at the folder that holds it."]
+        "Train that stage first (Train → A pipeline queues a chain of stages in one click), or point weight_dir at the folder that holds it."]
 
 
 def test_preflight_reward_model(repo):

@@ -36,13 +36,14 @@ def run(train_type, values, gpu_count, trainer_dir=TRAINER_DIR):
     return problems(commandline.check(train_type, values, trainer_dir), gpu_count, trainer_dir)
 
 
-def problems(checked, gpu_count, trainer_dir=TRAINER_DIR):
+def problems(checked, gpu_count, trainer_dir=TRAINER_DIR, pending=frozenset()):
     """Every problem of parsed values, in the order a user fixes them: invalid fields, devices,
-    data, base weights, reward model, folders the job writes."""
+    data, base weights, reward model, folders the job writes. `pending`: missing base weights (resolved
+    paths) that a queued or running job will write, which the caller reports itself."""
     spec = specs.spec(checked.train_type)
     values = checked.effective()
     return (invalid_fields(checked) + devices(checked, gpu_count) + data(spec, values, trainer_dir)
-            + packing(spec, values) + base_weights(spec, values, trainer_dir) + tokenizer(values, trainer_dir)
+            + packing(spec, values) + base_weights(spec, values, trainer_dir, pending) + tokenizer(values, trainer_dir)
             + reward_model(spec, values, trainer_dir) + writable_folders(values, trainer_dir))
 
 
@@ -111,21 +112,33 @@ def packing(spec, values):
     return []
 
 
-def base_weights(spec, values, trainer_dir):
-    """The weights the type starts from are in weight_dir (and the choice itself is allowed)."""
+def base_weights(spec, values, trainer_dir, pending=frozenset()):
+    """The weights the type starts from are in weight_dir (and the choice itself is allowed); a missing
+    weight whose resolved path is in `pending` is left to the caller."""
     try:
-        needed, found = spec.base_weights(values)
-        weight_dir, moe = values["weight_dir"], values["use_moe"]
+        _, found = spec.base_weights(values)
     except KeyError:  # an option the rule reads is invalid: that is reported as an invalid field
         return []
-    found = list(found)
-    reported = set()
+    return list(found) + [t("preflight.weight_missing", path=path, why=why)
+                          for path, why in missing_base_weights(spec, values, trainer_dir)
+                          if path.resolve() not in pending]
+
+
+def missing_base_weights(spec, values, trainer_dir):
+    """[(path, why)] of the weights the type starts from that are not in weight_dir, each path once
+    (a student and teacher may share one file); [] when an option the rule reads is invalid."""
+    try:
+        needed, _ = spec.base_weights(values)
+        weight_dir, moe = values["weight_dir"], values["use_moe"]
+    except KeyError:
+        return []
+    missing, seen = [], set()
     for weight in needed:
         path = resolve(trainer_dir, weight_dir) / specs.weight_file(weight.prefix, weight.hidden_size, moe)
-        if not path.is_file() and path not in reported:  # a student and teacher may share one file
-            reported.add(path)
-            found.append(t("preflight.weight_missing", path=path, why=weight.why))
-    return found
+        if not path.is_file() and path not in seen:
+            seen.add(path)
+            missing.append((path, weight.why))
+    return missing
 
 
 def reward_model(spec, values, trainer_dir):

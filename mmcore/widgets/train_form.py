@@ -328,12 +328,13 @@ def job_name(form):
     return _form_text(form.get(NAME_FIELD)).strip()
 
 
-def check_form(train_type, form, gpu_count):
-    """Validate a form and run the preflight checks -> launch.LaunchCheck (`launch.start` starts it)."""
+def check_form(train_type, form, gpu_count, store=None):
+    """Validate a form and run the preflight checks -> launch.LaunchCheck (`launch.start` starts it).
+    `store`: base weights its queued or running jobs will write are pending, not missing."""
     errors = _device_errors(form, gpu_count)
     if not job_name(form):
         errors[NAME_FIELD] = message("field.required")
-    return launch.check(train_type, command_values(train_type, form), gpu_count, errors)
+    return launch.check(train_type, command_values(train_type, form), gpu_count, errors, store=store)
 
 
 # -- clones -------------------------------------------------------------------------------------
