@@ -328,3 +328,14 @@ def test_a_base_weight_a_queued_job_writes_offers_to_queue_after_it(tmp_path, mo
     assert not at.exception and at.success
     [job] = [j for j in store.list() if j.id != writer]
     assert job.train_type == "grpo" and job.depends_on == writer and job.in_queue
+
+
+def test_the_dtype_a_cpu_form_shows_is_the_dtype_its_job_uses():
+    at = train_page("sft")
+    assert value(at, "sft", "dtype") == "float32" and "--dtype float32" in preview(at)
+    assert not any("CUDA only" in w for w in texts(at.warning))
+    at.selectbox(key="train.sft.dtype").set_value("bfloat16").run()
+    assert "--dtype bfloat16" in preview(at)
+    assert any("dtype bfloat16 applies on CUDA only: this CPU job trains in float32" in w for w in texts(at.warning))
+    [b for b in at.button if b.label == "Reset to defaults"][0].click().run()
+    assert value(at, "sft", "dtype") == "float32"

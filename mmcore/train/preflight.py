@@ -19,7 +19,7 @@ from mmcore.base.paths import TRAINER_DIR
 from mmcore.train import commandline, train_types
 from trainer.rules import roots as trainer_roots
 from trainer.rules import specs, weight_meta
-from trainer.rules.args import PACK_TYPES
+from trainer.rules.args import CPU_DTYPE, PACK_TYPES
 from trainer.rules.setup_errors import pack_refusal
 
 #: Lines of the data file that are checked: enough to catch a wrong format, fast on huge files.
@@ -49,14 +49,14 @@ def problems(checked, gpu_count, trainer_dir=TRAINER_DIR, pending=frozenset()):
 
 def warnings(checked, trainer_dir=TRAINER_DIR):
     """Findings that do not stop a launch but deserve a look: a tokenizer other than the base weights',
-    short rows that `--pack 1` would pack."""
+    short rows that `--pack 1` would pack, a mixed-precision dtype on a CPU job."""
     found = []
     for finding in (tokenizer_mismatch, pack_suggestion):
         try:
             found += finding(specs.spec(checked.train_type), checked.effective(), trainer_dir)
         except (KeyError, OSError, ValueError):
             pass
-    return found
+    return found + cpu_dtype(checked)
 
 
 def resolve(trainer_dir, path):
@@ -192,6 +192,14 @@ def tokenizer_mismatch(spec, values, trainer_dir):
             found.append(t("preflight.tokenizer_mismatch", weight=path.name, trained_path=meta["tokenizer"].get("path"),
                            trained=trained, value=repr(folder), chosen=chosen))
     return found
+
+
+def cpu_dtype(checked):
+    """A mixed-precision dtype on a CPU job: the trainer trains in float32 all the same."""
+    dtype = checked.typed.get("dtype")
+    if checked.typed.get("device") == "cpu" and dtype not in (None, CPU_DTYPE):
+        return [t("preflight.cpu_dtype", dtype=dtype, cpu=CPU_DTYPE)]
+    return []
 
 
 def unwritable(folder):
