@@ -15,6 +15,7 @@ from mmcore.widgets import navigation, queue_panel, train_form
 navigation.ensure_app_navigation()
 
 state = st.session_state
+QUEUED_AFTER_KEY = "train.queued_after"  # (job id, what the act said) of a launch queued after another job
 gpus = gpu.list_gpus()
 gpu_ids = [g.index for g in gpus]
 gpu_names = {g.index: f"GPU {g.index}: {g.name}" for g in gpus}
@@ -140,19 +141,22 @@ with st.container(border=True):
                                       auth.session_user(state), check=check, backend=backend, after=after)
         if outcome.done:
             state[train_form.LAUNCHED_KEY] = outcome.value
+            state[QUEUED_AFTER_KEY] = (outcome.value, outcome.message) if after is not None else None
         else:
             st.error(md_lines(outcome.message))
 
-    launch_column, after_column = st.columns([1, 3])
-    if launch_column.button(t("train.launch"), type="primary"):
-        launch()
-    if check.after is not None and after_column.button(t("train.queue_after", id=check.after),
-                                                        help=t("train.queue_after.help", id=check.after)):
-        launch(after=check.after)
+    with st.container(horizontal=True):
+        launch_clicked = st.button(t("train.launch"), type="primary")
+        after_clicked = check.after is not None and st.button(t("train.queue_after", id=check.after),
+                                                              help=t("train.queue_after.help", id=check.after))
+    if launch_clicked or after_clicked:
+        launch(after=check.after if after_clicked else None)
 
     launched = state.get(train_form.LAUNCHED_KEY)
     if launched is not None:
         st.success(t("train.launched", id=launched))
+        if (state.get(QUEUED_AFTER_KEY) or (None,))[0] == launched:  # what it waits for
+            st.info(state[QUEUED_AFTER_KEY][1])
         st.page_link("pages/jobs.py", label=t("train.watch"), icon=":material/list:",
                      query_params={"job": str(launched)})
 

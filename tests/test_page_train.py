@@ -327,6 +327,7 @@ def test_a_base_weight_a_queued_job_writes_offers_to_queue_after_it(tmp_path, mo
     [b for b in at.button if b.label == f"Queue after job {writer}"][0].click().run()
     assert not at.exception and at.success
     [job] = [j for j in store.list() if j.id != writer]
+    assert f"Queued job {job.id}: it starts when job {writer} has succeeded." in texts(at.info)
     assert job.train_type == "grpo" and job.depends_on == writer and job.in_queue
 
 
