@@ -130,3 +130,18 @@ def test_a_queued_job_is_deleted_in_one_act_and_its_followers_are_held(store, tm
     store.update(other, waiting=0)
     assert "stop it before deleting it" in job_acts.delete_refusal(store, other)
     assert not job_acts.delete_job(store, other).done
+
+
+def test_the_api_and_the_command_line_queue_after_a_job(store, tmp_path, monkeypatch, capsys):
+    from mmcore import api, cli
+    monkeypatch.setenv("MINIMIND_DASHBOARD_HOME", str(store.home))
+    folder = tmp_path / "w"
+    writer = queue_reason_job(store, folder)
+    with pytest.raises(api.Refused, match=f"Job {writer} \\(Reasoning distill, queued\\) will write it"):
+        api.submit("grpo", demo("grpo", folder))
+    first = api.submit("grpo", demo("grpo", folder), name="api", after=writer)
+    assert store.get(first).depends_on == writer
+    sets = sum((["--set", f"{k}={v}"] for k, v in demo("grpo", folder).items() if k != "save_weight"), [])
+    assert cli.main(["submit", "grpo", *sets, "--set", "save_weight=grpo_cli", "--after", str(writer)]) == 0
+    second = int(capsys.readouterr().out.split()[-1])
+    assert second != first and store.get(second).depends_on == writer
