@@ -65,6 +65,8 @@ def add_submit(sub):
                    help="where it runs (default: the queue settings' default_backend)")
     p.add_argument("--gpus", default=None, metavar="N|IDS",
                    help="GPUs it needs: a number (any free ones) or ids like 0,2 (default: the device in --set)")
+    p.add_argument("--after", type=int, default=None, metavar="JOB",
+                   help="the queued or running job that will write its base weight: start when that one has succeeded")
     _user_option(p)
 
     def run(args):
@@ -75,7 +77,8 @@ def add_submit(sub):
         gpus = args.gpus
         if gpus is not None:
             gpus = int(gpus) if gpus.strip().isdigit() else [g for g in gpus.split(",") if g.strip()]
-        print(api.submit(args.train_type, values, user=args.user, name=args.name, backend=args.backend, gpus=gpus))
+        print(api.submit(args.train_type, values, user=args.user, name=args.name, backend=args.backend, gpus=gpus,
+                         after=args.after))
     p.set_defaults(handler=run)
 
 

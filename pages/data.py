@@ -43,7 +43,7 @@ health_tab, rows_tab, size_tab = st.tabs([t("data.tab.health"), t("data.tab.rows
 link_box = st.container(border=True)
 # The row view may wait for the data worker's first start: everything else is drawn before it.
 with health_tab:
-    data_panels.health_panel(state, train_type)
+    data_panels.health_panel(state, train_type, detected, path)
 with size_tab:
     data_panels.size_panel(state, train_type, max_seq_len)
 with link_box:

@@ -93,6 +93,7 @@ def health_settings_form(current):
 
 # -- the page: charts, log tails, run records, rollouts ------------------------------------------------
 
+logs_panels.rollouts_link(runs)  # the Rollouts view is under the charts: one click away
 names, view = logs_panels.show_charts(runs, url_defaults)  # the chart controls
 settings = logs_panels.health_settings(runs, store.home)  # None when no run has records
 # What the runs' files show: drawn with the page, then kept current as they grow.

@@ -145,7 +145,7 @@ def compare_section():
         if outcome.kind == "error":
             st.error(md_lines(outcome.message))
         else:
-            state[COMPARE_KEY] = {"labels": list(chosen), "rows": outcome.value}
+            state[COMPARE_KEY] = {"labels": list(chosen), "rows": outcome.value, "settings": settings}
         bar.empty()
     result = state.get(COMPARE_KEY)
     if result:

@@ -15,6 +15,7 @@ from mmcore.widgets import navigation, queue_panel, train_form
 navigation.ensure_app_navigation()
 
 state = st.session_state
+QUEUED_AFTER_KEY = "train.queued_after"  # (job id, what the act said) of a launch queued after another job
 gpus = gpu.list_gpus()
 gpu_ids = [g.index for g in gpus]
 gpu_names = {g.index: f"GPU {g.index}: {g.name}" for g in gpus}
@@ -58,7 +59,7 @@ right.button(t("train.reset"), on_click=fill, args=(train_type, train_form.initi
 
 # Checked before drawing, so each field can show its own message right under it.
 form = train_form.read_form(state, train_type)
-check = train_form.check_form(train_type, form, len(gpus))
+check = train_form.check_form(train_type, form, len(gpus), None if store_problem else JobStore())
 
 
 def field_label(name):
@@ -127,23 +128,35 @@ with st.container(border=True):
     if check.problems and links.data_problem(train_type, form.get("data_path")):
         st.page_link(links.DATA_PAGE, label=t("train.data_link"), icon=":material/dataset:",
                      query_params=links.data_page_params(form["data_path"]))
+    for pending in check.pending:  # a base weight that a queued or running job will write
+        st.warning(md(pending.message), icon=":material/schedule:")
     for note in check.warnings:
         st.warning(md(note), icon=":material/info:")
     backend = "local" if store_problem else queue_panel.backend_choice(JobStore(), "queue.backend")
     if backend == "slurm" and check.command is not None:
         queue_panel.slurm_preview(JobStore(), train_type, train_form.job_name(form), check.command)
 
-    if st.button(t("train.launch"), type="primary"):
+    def launch(after=None):
         outcome = job_acts.launch_job(JobStore(), train_type, train_form.job_name(form), check.values,
-                                      auth.session_user(state), check=check, backend=backend)
+                                      auth.session_user(state), check=check, backend=backend, after=after)
         if outcome.done:
             state[train_form.LAUNCHED_KEY] = outcome.value
+            state[QUEUED_AFTER_KEY] = (outcome.value, outcome.message) if after is not None else None
         else:
             st.error(md_lines(outcome.message))
+
+    with st.container(horizontal=True):
+        launch_clicked = st.button(t("train.launch"), type="primary")
+        after_clicked = check.after is not None and st.button(t("train.queue_after", id=check.after),
+                                                              help=t("train.queue_after.help", id=check.after))
+    if launch_clicked or after_clicked:
+        launch(after=check.after if after_clicked else None)
 
     launched = state.get(train_form.LAUNCHED_KEY)
     if launched is not None:
         st.success(t("train.launched", id=launched))
+        if (state.get(QUEUED_AFTER_KEY) or (None,))[0] == launched:  # what it waits for
+            st.info(state[QUEUED_AFTER_KEY][1])
         st.page_link("pages/jobs.py", label=t("train.watch"), icon=":material/list:",
                      query_params={"job": str(launched)})
 

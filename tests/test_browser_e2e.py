@@ -118,7 +118,7 @@ def test_rl_forms_then_demo_pretrain_from_launch_to_chart(dashboard):
         assert browser.input_value(page, "Hidden size") == "64"
         assert browser.input_value(page, "Data file") == "../dataset/demo/pretrain.jsonl"
         assert page.get_by_role("radio", name="CPU").is_checked()
-        # The whole demo (2 epochs of the bundled data) takes minutes on busy cores: one epoch of its
+        # The whole demo (an epoch of the bundled data) takes minutes on busy cores: an epoch of its
         # first lines, logged every step, charts just as well.
         browser.fill(page, "Epochs", "1")
         browser.fill(page, "Data file", f"../dataset/{E2E_DATA}")

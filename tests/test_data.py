@@ -167,6 +167,26 @@ def test_train_link_fills_the_form_once():
     assert train_form.take_data_link(state, {"data": "x", "type": "nonsense"}) is None
 
 
+def test_train_link_from_a_demo_file_opens_the_demo_preset(tmp_path):
+    """A bundled demo file opens the demo sizes (tiny model, demo weights folder), as Demo preset does;
+    named by its absolute path too. Another file keeps the form as it was."""
+    from mmcore.base.paths import TRAINER_DIR
+    from mmcore.train import preset_table
+    demo = (TRAINER_DIR / preset_table.DEMO_DIR / "rlaif.jsonl").resolve()
+    state = {}
+    assert train_form.take_data_link(state, links.train_params(demo, "grpo", 96)) == str(demo)
+    form = train_form.read_form(state, "grpo")
+    preset = preset_table.demo_preset("grpo")
+    for name in ("hidden_size", "save_dir", "weight_dir", "dtype", "reward_model_path"):
+        assert form[name] == preset[name], name
+    assert float(form["learning_rate"]) == float(preset["learning_rate"])
+    assert form["data_path"] == str(demo) and form["max_seq_len"] == "96"
+    assert links.is_demo_file("../dataset/demo/sft.jsonl") and not links.is_demo_file(str(tmp_path / "x.jsonl"))
+    other = {}
+    train_form.take_data_link(other, links.train_params(tmp_path / "x.jsonl", "grpo", 96))
+    assert train_form.read_form(other, "grpo")["hidden_size"] == "512"
+
+
 def test_train_preflight_points_to_the_data_page(tmp_path):
     path = write_jsonl(tmp_path / "wrong.jsonl", [{"text": "pretraining, not sft"}])
     assert links.data_problem("sft", str(path))

@@ -56,6 +56,26 @@ def test_demo_dpo_file_health_mask_and_sizes(home):
     assert any("Per epoch" in s for s in shown)
 
 
+def test_a_file_has_one_format_whatever_type_checks_it(home):
+    """The demo RL prompts are an sft-format file read by the SFT and the RL types: said the same under SFT
+    and under GRPO. Sizes are figures, not changes: no arrow beside them. The demo's duplicates are explained."""
+    said = {}
+    for train_type in ("sft", "grpo"):
+        at = open_page("pages/data.py", query={"file": str(DEMO / "rlaif.jsonl")})
+        at.selectbox(key="data.type").set_value(train_type).run()
+        scanned(at, home, DEMO / "rlaif.jsonl", "sft" if train_type == "sft" else "rlaif")
+        [said[train_type]] = [s for s in texts(at.markdown) if " format · " in s]
+        sizes = [m for m in at.metric if m.label in ("Rows truncated", "Answer tokens lost")]
+        assert len(sizes) == 2 and all("direction: NONE" in str(m.proto) for m in sizes)
+    assert said["sft"] == said["grpo"]
+    assert said["sft"].startswith("**sft** format") and "SFT - Full" in said["sft"] and "RL - GRPO" in said["sft"]
+
+    at = open_page("pages/data.py", query={"file": str(DEMO / "sft.jsonl")})
+    scanned(at, home, DEMO / "sft.jsonl", "sft")
+    assert {m.label: m.value for m in at.metric}["Duplicates"] != "0"
+    assert any("trained on as often as it appears" in c and "bundled demo data" in c for c in texts(at.caption))
+
+
 def test_bad_file_lists_problems_and_refuses_bad_input(home, tmp_path):
     path = tmp_path / "bad.jsonl"
     good = {"conversations": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}

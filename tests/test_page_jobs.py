@@ -163,6 +163,19 @@ def test_delete_is_refused_while_running_and_confirmed_after(store, tmp_path):
     assert not os.path.exists(log_path)
 
 
+def test_a_queued_job_is_deleted_in_one_confirmed_step(store, monkeypatch):
+    monkeypatch.setattr("mmcore.jobs.scheduler_lock.ensure_running", lambda store: None)  # it stays queued
+    job_id = store.create("grpo", "waiting", {"device": "cpu"}, ["python", "x.py"], "/tmp", {}, waiting=1)
+    at = open_page("pages/jobs.py", query={"job": str(job_id)})
+    button(at, "Delete").click().run()
+    assert not any("stop it before deleting it" in e for e in texts(at.error))
+    assert any(f"Delete job {job_id}" in w and "still queued" in w for w in texts(at.warning))
+    button(at, "Yes, delete").click().run()
+    assert not at.exception
+    assert any(f"Deleted job {job_id}" in s for s in texts(at.success))
+    assert store.get(job_id) is None
+
+
 def test_clone_to_train_opens_train_prefilled(store):
     params = train_form.command_values("dpo", {**train_form.initial_form("dpo"), "beta": "0.25", "epochs": "3"})
     finished_job(store, "dpo", params, name="dpo-a")

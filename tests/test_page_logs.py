@@ -112,6 +112,28 @@ def test_job_from_query_param_is_charted():
     assert "Epoch: 1, Step: 5/10" in " ".join(log_tails(at))  # the log tail, opened at its end
 
 
+def test_logs_opened_with_nothing_chosen_charts_the_latest_run():
+    from mmcore.jobs import run_selection
+    store = JobStore()
+    older = finished_job(store, "pretrain", "upstream_pretrain.log", name="older")
+    newer = finished_job(store, "distill_reason", "upstream_pretrain.log", name="newer")
+    store.update(older, started_at=time.time() - 3600)
+    at = open_logs()  # as the sidebar opens it: no job in the URL
+    assert not at.exception
+    assert multiselect(at, "Jobs").value == [newer] and chart_specs(at)
+    # Reasoning distill's weighted loss is explained beside its chart
+    assert any("weighs the tokens of its four tags" in c and ") 10× (" in c for c in texts(at.caption))
+    multiselect(at, "Jobs").set_value([]).run()  # a choice of nothing stays nothing
+    assert multiselect(at, "Jobs").value == [] and not chart_specs(at)
+    assert not any("four tags" in c for c in texts(at.caption))
+
+    jobs = {job.id: job for job in store.list()}
+    assert run_selection.default_jobs(jobs) == [newer]
+    store.update(older, status="running")
+    assert run_selection.default_jobs({job.id: job for job in store.list()}) == [older]  # running first
+    assert run_selection.default_jobs({}) == []
+
+
 def test_controls_change_the_charts():
     store = JobStore()
     a = finished_job(store, "pretrain", "upstream_pretrain.log", name="a")

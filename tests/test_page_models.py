@@ -85,6 +85,7 @@ def test_compare_scores_answers_with_the_training_rewards(demo_models):
     assert result["rows"][0]["reference"] == "3"  # dataset/demo/rlaif.jsonl's first record: 6-3=?
     summary = {s["Checkpoint"]: s for s in at.dataframe[0].value.to_dict("records")}
     assert set(summary) == set(labels)
+    assert any("Reasoning on" in c and "A plain answer without `<answer>` tags scores 0" in c for c in texts(at.caption))
     for row in result["rows"]:
         for label in labels:
             rewards = row["answers"][label]["rewards"]
@@ -236,3 +237,12 @@ def test_export_from_the_page_runs_as_a_job_and_lists_the_verified_export(demo_m
     finally:
         shutil.rmtree(folder, ignore_errors=True)
         (folder.parents[1] / f"{name}_64.pth").unlink(missing_ok=True)
+
+
+def test_the_scoring_note_names_the_rewards_of_each_setting():
+    from mmcore.models import modelsview
+    notes = {(r, m): modelsview.scoring_note(r, m) for r in (True, False) for m in (None, "/rm")}
+    assert len(set(notes.values())) == 4
+    assert all("Reasoning on" in n for (r, _), n in notes.items() if r)
+    assert all("Reasoning off" in n and "no format reward" in n for (r, _), n in notes.items() if not r)
+    assert all("reward model" in n for (_, m), n in notes.items() if m)

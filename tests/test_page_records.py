@@ -69,6 +69,9 @@ def test_rl_charts_rollouts_and_following_a_prompt():
     assert not at.exception, at.exception
     titles = [s.value for s in at.subheader]
     assert "Run records" in titles and "Rollouts" in titles
+    # the Rollouts view sits under the charts: a link at the top of the page goes to its heading
+    assert next(s for s in at.subheader if s.value == "Rollouts").proto.anchor == "rollouts"
+    assert any("(#rollouts)" in m.value and "Rollouts view" in m.value for m in at.markdown[:3])
     specs = [c.proto.spec for c in at.get("plotly_chart")]
     assert any("Reward and its parts" in s for s in specs) and any("Groups with all-equal rewards" in s for s in specs)
     assert not at.warning  # healthy

@@ -302,3 +302,41 @@ def test_dtype_says_what_it_costs_on_a_cpu_only_machine():
     at = train_page("pretrain")
     notes = [c for c in texts(at.caption) if "float32" in c]
     assert notes and "No NVIDIA GPU" in notes[0] and "CUDA only" in notes[0]
+
+
+def test_a_base_weight_a_queued_job_writes_offers_to_queue_after_it(tmp_path, monkeypatch):
+    from mmcore.train import commandline
+    from mmcore.train.preset_table import demo_preset
+    monkeypatch.setattr("mmcore.jobs.scheduler_lock.ensure_running", lambda store: None)  # the jobs stay queued
+    folder = tmp_path / "w"
+    writer_values = {**demo_preset("distill_reason"), "device": "cpu", "save_dir": str(folder)}
+    cmd = commandline.build_command("distill_reason", writer_values)
+    store = JobStore()
+    writer = store.create("distill_reason", "reason", writer_values, cmd.argv, cmd.cwd, cmd.env, waiting=1)
+
+    at = train_page("grpo")
+    [b for b in at.button if b.label == "Demo preset"][0].click().run()
+    at.text_input(key="train.grpo.weight_dir").set_value(str(folder)).run()
+    at.text_input(key="train.grpo.save_dir").set_value(str(folder)).run()
+    warnings = " | ".join(texts(at.warning))
+    assert f"Job {writer} (Reasoning distill, queued) will write it" in warnings
+    assert "Base weight not found" not in warnings
+    [b for b in at.button if b.label == "Launch"][0].click().run()
+    assert any(f"Job {writer} (Reasoning distill, queued) will write it" in e for e in texts(at.error))
+    assert store.count() == 1
+    [b for b in at.button if b.label == f"Queue after job {writer}"][0].click().run()
+    assert not at.exception and at.success
+    [job] = [j for j in store.list() if j.id != writer]
+    assert f"Queued job {job.id}: it starts when job {writer} has succeeded." in texts(at.info)
+    assert job.train_type == "grpo" and job.depends_on == writer and job.in_queue
+
+
+def test_the_dtype_a_cpu_form_shows_is_the_dtype_its_job_uses():
+    at = train_page("sft")
+    assert value(at, "sft", "dtype") == "float32" and "--dtype float32" in preview(at)
+    assert not any("CUDA only" in w for w in texts(at.warning))
+    at.selectbox(key="train.sft.dtype").set_value("bfloat16").run()
+    assert "--dtype bfloat16" in preview(at)
+    assert any("dtype bfloat16 applies on CUDA only: this CPU job trains in float32" in w for w in texts(at.warning))
+    [b for b in at.button if b.label == "Reset to defaults"][0].click().run()
+    assert value(at, "sft", "dtype") == "float32"

@@ -30,6 +30,17 @@ def test_demo_chain_links_each_stage_to_the_weights_before_it():
     assert pipelines.check(stages, gpu_count=0) == []  # later stages' base weights are not yet there
 
 
+def test_demo_chain_stages_are_the_demo_presets():
+    """One place for the demo's sizes: a Demo chain stage runs what Demo preset fills in for its type
+    (only the links to the stage before and the CPU device differ)."""
+    linked = {"weight_dir", "from_weight", "reasoning", "device"}
+    for train_type, values in pipelines.TEMPLATES["demo_chain"].stages():
+        preset = preset_table.demo_preset(train_type)
+        assert {k: v for k, v in values.items() if k not in linked} == \
+            {k: v for k, v in preset.items() if k not in linked}, train_type
+        assert values["epochs"] == preset["epochs"]
+
+
 def test_minimind_full_chains_dpo_then_reasoning_then_grpo():
     stages = pipelines.TEMPLATES["minimind_full"].stages()
     assert [t for t, _ in stages] == ["pretrain", "sft", "dpo", "distill_reason", "grpo"]

@@ -33,7 +33,9 @@ def ready(repo, train_type, **changes):
     """Form values for `train_type` whose data, base weights and reward model all exist under `repo`."""
     data = repo / "dataset" / "data.jsonl"
     data.write_text(GOOD[KIND[train_type]] * 3)
-    values = form(train_type, **{"data_path": "../dataset/data.jsonl", "hidden_size": "64", **changes})
+    # float32: what these CPU jobs train in (another dtype on a CPU is a warning of its own)
+    values = form(train_type, **{"data_path": "../dataset/data.jsonl", "hidden_size": "64", "dtype": "float32",
+                                 **changes})
     for prefix in ("pretrain", "full_sft", "dpo", "reason"):
         for hidden in (64, 512, 768):
             (repo / "out" / f"{prefix}_{hidden}.pth").write_bytes(b"weights")
@@ -135,7 +137,7 @@ def test_preflight_distillation_student_and_teacher(repo):
     values = ready(repo, "distillation", student_hidden_size="32", teacher_hidden_size="32")
     assert preflight.run("distillation", values, 0, trainer_dir=trainer) == [
         f"Base weight not found: {repo / 'out' / 'full_sft_32.pth'} (student: from_student_weight=full_sft). "
-        "Train that stage first, or point weight_dir at the folder that holds it."]
+        "Train that stage first (Train → A pipeline queues a chain of stages in one click), or point weight_dir at the folder that holds it."]
     # No student weight is needed with from_student_weight none (there is no full_sft_32.pth).
     values = ready(repo, "distillation", student_hidden_size="32", from_student_weight="none")
     assert preflight.run("distillation", values, 0, trainer_dir=trainer) == []
@@ -143,7 +145,7 @@ def test_preflight_distillation_student_and_teacher(repo):
     assert preflight.run("distillation", values, 0, trainer_dir=trainer) == [
         "Distillation needs a teacher: from_teacher_weight cannot be none.",
         f"Base weight not found: {repo / 'out' / 'full_sft_32.pth'} (student: from_student_weight=full_sft). "
-        "Train that stage first, or point weight_dir at the folder that holds it."]
+        "Train that stage first (Train → A pipeline queues a chain of stages in one click), or point weight_dir at the folder that holds it."]
 
 
 def test_preflight_reward_model(repo):
@@ -293,6 +295,16 @@ def test_short_rows_suggest_packing(repo, train_type):
     assert preflight.warnings(packed, repo / "trainer") == []  # already packing
     one_by_one = commandline.check(train_type, {**values, "batch_size": "1"}, repo / "trainer")
     assert preflight.warnings(one_by_one, repo / "trainer") == []  # no padding to skip
+
+
+def test_a_mixed_precision_dtype_on_a_cpu_job_is_a_warning(repo):
+    values = ready(repo, "sft", dtype="bfloat16")
+    checked = commandline.check("sft", values, repo / "trainer")
+    assert preflight.run("sft", values, 0, trainer_dir=repo / "trainer") == []  # not a reason to refuse
+    assert preflight.warnings(checked, repo / "trainer") == [
+        "dtype bfloat16 applies on CUDA only: this CPU job trains in float32. Choose float32 to launch what runs."]
+    on_gpu = commandline.check("sft", {**values, "device": "cuda:0"}, repo / "trainer")
+    assert preflight.warnings(on_gpu, repo / "trainer") == []
 
 
 def test_dpo_short_pairs_suggest_packing(repo):

@@ -18,9 +18,10 @@ import torch.nn.functional as F
 from dataset.lm_dataset import SFTDataset
 from trainer import loop
 from trainer import trainer_utils as tu
+from trainer.rules import specs
 
 TAGS = ("<think>", "</think>", "<answer>", "</answer>")
-TAG_WEIGHT = 10.0
+TAG_WEIGHT = specs.REASON_TAG_WEIGHT
 
 
 def tag_positions(labels, tag_id_seqs):

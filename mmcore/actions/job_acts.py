@@ -14,7 +14,7 @@ from mmcore.base.i18n import t
 from mmcore.base.paths import DB_NAME
 from mmcore.jobs import restored, runner, storeguard
 from mmcore.jobs.jobstore import JobStore
-from mmcore.queue import backends, jobqueue, launch, queueconf, resources
+from mmcore.queue import backends, jobqueue, launch, queueconf, resources, scheduler
 from mmcore.train import train_types
 
 #: Keys of `values` that are not parameters of a type but still mean something to `commandline`.
@@ -46,17 +46,21 @@ def full_values(train_type, values):
     return {**train_types.defaults(train_type), **values}
 
 
-def launch_job(store, train_type, name, values, user=None, check=None, backend=None, gpus=None, entry=PAGE):
+def launch_job(store, train_type, name, values, user=None, check=None, backend=None, gpus=None, entry=PAGE,
+               after=None):
     """Queue a job of `train_type` owned by `user`; the Outcome's value is its id.
 
     From the Train page, `check` is the form's `launch.LaunchCheck` (the job starts exactly what the page
     showed); otherwise `values` (missing fields: the script's defaults) are checked here. `backend`: "local",
     "slurm" or None (the configured default); `gpus`: a number of GPUs or a list of ids (None: the device in
-    `values`).
+    `values`). `after`: the job that will write a missing base weight (`launch.LaunchCheck.after`); the
+    new job waits in the queue until that one has succeeded.
     """
     user = core.acting(user)
     name = name or default_job_name(train_type)
     request = {"type": train_type, "name": name, "values": values, "backend": backend, "gpus": gpus}
+    if after is not None:
+        request["after"] = after
 
     def do():
         chosen, launch_check = backend, check
@@ -70,17 +74,19 @@ def launch_job(store, train_type, name, values, user=None, check=None, backend=N
                 gpu_count = jobqueue.gpu_count_for(store, chosen)
                 if gpus is not None:
                     full = resources.values_on(full, resources.resources_for(full, gpus, gpu_count))
-                launch_check = launch.check(train_type, full, gpu_count)
+                launch_check = launch.check(train_type, full, gpu_count, store=store)
             override = core.may_overwrite_others(user)
             job_id = launch.start(store, name, launch_check, user=user, backend=chosen, gpus=gpus,
-                                  overwrite_others=override)
-            result = {"job": job_id, "backend": chosen}
+                                  overwrite_others=override, after=after)
+            result = {"job": job_id, "backend": chosen, **({"after": after} if after is not None else {})}
             if override and (taken := launch.others_files(store, launch_check, user)):
                 result["overwrites"] = core.overwritten(taken)  # an admin's choice, on the record
         except (launch.LaunchRefused, resources.QueueRefused) as exc:
             return refused_for(t("train.refused"), exc.reasons)
         except (OSError, ValueError, KeyError, RuntimeError, sqlite3.Error) as exc:  # the store or queue failed
             return refused(t("train.failed", error=exc))
+        if after is not None:
+            return did("success", t("train.queued_after", id=job_id, after=after), result, job_id)
         return did("success", t("train.launched", id=job_id), result, job_id)
     return perform(store.home, user, "launch", entry, request, do)
 
@@ -121,27 +127,35 @@ def resume_refusal(job, user=None):
 
 
 def delete_refusal(store, job_id, user=None):
-    """Why `user` cannot delete the job now (their role, or it still runs), or None when they can: what
-    the Jobs page asks before its confirmation step."""
+    """Why `user` cannot delete the job now (their role, or it runs or was handed to its backend), or None
+    when they can: what the Jobs page asks before its confirmation step. A job the queue still holds may
+    be deleted: it leaves the queue as it goes."""
     store.reconcile()  # a job whose supervisor died has ended (lost)
     job = store.get(job_id)
     if job is None:
         return t("action.no_job", id=job_id)
     if why := refusal(user, "delete", job):
         return why
-    if job.active:
+    if job.active and not job.in_queue:
         return t("action.stop_before_delete", id=job_id, status=t(f"status.{job.status}"))
     return None
 
 
 def delete_job(store, job_id, user=None, cache=None, entry=PAGE):
-    """Delete an ended job's row and log (not its weights); refused while it is queued or running.
-    `cache`: a `progress.ProgressCache` that forgets the job's log."""
+    """Delete an ended job's row and log (not its weights), or take a job the queue still holds out of
+    it and delete it in the same act (the jobs that wait for it are held, as after a Stop); refused
+    while it runs. `cache`: a `progress.ProgressCache` that forgets the job's log."""
     job, missing = core.job_or_refusal(store, job_id)
     if missing:
         return missing
 
     def do():
+        if job.in_queue:
+            if not store.cancel_waiting(job.id):  # it started meanwhile
+                now = store.get(job.id)
+                return refused(t("action.stop_before_delete", id=job.id,
+                                 status=t(f"status.{now.status if now else 'running'}")))
+            scheduler.Queue(store).block_after_failures()
         try:
             runner.delete(store, job.id)
         except runner.JobRunningError as exc:

@@ -32,6 +32,16 @@ def types_reading(kind, rlaif_ok=False):
     return [key for key, k in KIND_OF_TYPE.items() if k in kinds]
 
 
+def file_format(file_kind, result):
+    """(format, types) the Data page says of a file, whichever type it was scanned for: the file's own
+    format (`detect_file_kind`; the scan's when none was detected) and every type that reads it (those
+    of its own format and those the scan found it fits: an sft file of prompts with answers is read by
+    the RL types too)."""
+    kind = file_kind or result["kind"]
+    reading = set(types_reading(kind)) | set(result["types"])
+    return kind, [key for key in KIND_OF_TYPE if key in reading]
+
+
 def parse_line(raw, lineno):
     """(object, None) or (None, reason) for one raw line, worded as `dataset.formats.scan_file` words it."""
     try:

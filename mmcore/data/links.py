@@ -4,7 +4,7 @@
 (`train_params`); the Train page fills its form from them once (`read_train_params`). The Train page's
 preflight links to the Data page with `?file=<path>` when the data file is the problem (`data_problem`).
 """
-from mmcore.train import preflight, train_types
+from mmcore.train import preflight, preset_table, train_types
 from trainer.rules import specs
 
 DATA_PAGE = "pages/data.py"
@@ -26,6 +26,12 @@ def read_train_params(query):
     if length.isdigit() and int(length) > 0:
         values["max_seq_len"] = length
     return train_type, values
+
+
+def is_demo_file(data_path):
+    """True for a file of the bundled demo data (`dataset/demo/`): a form for it opens at the demo sizes."""
+    demo = preflight.resolve(preflight.TRAINER_DIR, preset_table.DEMO_DIR)
+    return preflight.resolve(preflight.TRAINER_DIR, data_path).parent == demo
 
 
 def data_problem(train_type, data_path):

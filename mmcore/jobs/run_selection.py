@@ -65,6 +65,20 @@ def with_chosen_jobs(store, jobs, chosen):
     return missing
 
 
+#: At most this many running jobs are charted when none is chosen (a busy GPU box runs many at once).
+DEFAULT_RUNNING = 4
+
+
+def default_jobs(jobs):
+    """The jobs Logs charts when nothing is chosen (opened from the sidebar): those running now, newest
+    first, else the one that started last; [] when none has started."""
+    running = sorted((i for i, job in jobs.items() if job.status == "running"), reverse=True)
+    if running:
+        return running[:DEFAULT_RUNNING]
+    started = [(job.started_at, i) for i, job in jobs.items() if job.started_at]
+    return [max(started)[1]] if started else []
+
+
 def loose_logs(logs_dir, jobs):
     """The `*.log` files in `logs_dir` that are none of `jobs`' logs, newest first."""
     logs_dir = Path(logs_dir)

@@ -162,6 +162,13 @@ def compare_summary(rows, labels):
 EVAL_METRICS = ("accuracy", "mean_reward", "format_rate", "mean_length")
 
 
+def scoring_note(reasoning, reward_model=None):
+    """What the scores beside compared answers are (the RL trainers' rewards under these settings): with
+    reasoning, a plain answer scores 0 however right it is, since only the `<answer>` part is read."""
+    key = f"models.scoring.{'reasoning' if reasoning else 'plain'}_{'model' if reward_model else 'rule'}"
+    return t(key)
+
+
 def score_text(scores):
     """"reward 2.50 · format 1.50 · rule 1.00 · 12 tokens" from an answer's scores (missing parts left out)."""
     parts = [f"{name} {scores[key]:.2f}" for name, key in (("reward", "reward"), ("format", "format"),

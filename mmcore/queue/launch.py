@@ -38,48 +38,96 @@ class LaunchCheck:
     errors: dict = field(default_factory=dict)
     problems: list = field(default_factory=list)
     warnings: list = field(default_factory=list)  # worth a look, but no reason to refuse the launch
+    pending: list = field(default_factory=list)  # PendingWeight: missing base weights a queued/running job writes
 
     @property
     def ok(self):
-        return self.command is not None and not self.errors and not self.problems
+        return self.command is not None and not self.errors and not self.problems and not self.pending
+
+    @property
+    def after(self):
+        """The job this launch can be queued after (it waits for nothing else), or None."""
+        writers = {p.job_id for p in self.pending}
+        if self.command is None or self.errors or self.problems or len(writers) != 1:
+            return None
+        return writers.pop()
 
     @property
     def reasons(self):
         """Every problem as a sentence: field errors first, then preflight findings."""
         return [f"{train_types.field_label(name)}: {i18n.field_error(message)}"
-                for name, message in self.errors.items()] + list(self.problems)
+                for name, message in self.errors.items()] + list(self.problems) + [p.message for p in self.pending]
 
 
-def check(train_type, values, gpu_count, extra_errors=None):
+@dataclass(frozen=True)
+class PendingWeight:
+    """A base weight that is not there yet, which a queued or running job will write."""
+    path: Path
+    why: str
+    job_id: int
+    job_type: str
+    job_status: str
+
+    @property
+    def message(self):
+        return t("preflight.weight_pending", path=self.path, why=self.why, id=self.job_id,
+                 type=t(f"type.{self.job_type}"), status=t(f"status.{self.job_status}"))
+
+
+def pending_weights(store, checked, trainer_dir=preflight.TRAINER_DIR):
+    """The missing base weights of parsed values that a queued or running job of `store` will write,
+    each with its writer (the newest such job)."""
+    missing = preflight.missing_base_weights(specs.spec(checked.train_type), checked.effective(), trainer_dir)
+    if not missing:
+        return []
+    active = store.list(status=["queued", "running"], limit=None)
+    writes = [(job, file_owners.written_files(job.train_type, job.params, job.cwd or trainer_dir)) for job in active]
+    pending = []
+    for path, why in missing:
+        writer = next((job for job, files in writes if path.resolve() in files), None)
+        if writer is not None:
+            pending.append(PendingWeight(path, why, writer.id, writer.train_type, writer.status))
+    return pending
+
+
+def check(train_type, values, gpu_count, extra_errors=None, store=None):
     """Validate command values once, then run the preflight checks on valid ones -> LaunchCheck.
 
     `extra_errors` (field -> message) are a form's own findings (its device choice, its job name).
+    `store`: a missing base weight that one of its queued or running jobs will write is `pending`
+    (the launch can be queued after that job) rather than a problem.
     """
     checked = commandline.check(train_type, values)
     errors = {**(extra_errors or {}), **checked.errors}
     if errors:
         return LaunchCheck(train_type, values, command=None, errors=errors)
     try:
-        problems = preflight.problems(checked, gpu_count)
+        pending = pending_weights(store, checked) if store is not None else []
+        problems = preflight.problems(checked, gpu_count, pending={p.path.resolve() for p in pending})
     except OSError as exc:  # an unreadable file or folder is a problem to show, not a crash
-        problems = [t("preflight.cannot_check", error=exc)]
+        pending, problems = [], [t("preflight.cannot_check", error=exc)]
     return LaunchCheck(train_type, values, command=commandline.command_of(checked), problems=problems,
-                       warnings=preflight.warnings(checked))
+                       warnings=preflight.warnings(checked), pending=pending)
 
 
-def start(store, name, launch_check, user=None, backend=None, gpus=None, overwrite_others=False):
+def start(store, name, launch_check, user=None, backend=None, gpus=None, overwrite_others=False, after=None):
     """Put a job owned by `user` (None: the OS user) from a passed check in the queue, which starts
     it as soon as its resources are free (`mmcore.queue.jobqueue`); return the job id. `backend`:
     "local", "slurm" or None (the configured default); `gpus`: as `mmcore.queue.resources.resources_for` takes it.
-    `overwrite_others`: it may write over another user's files (an admin's launch).
+    `overwrite_others`: it may write over another user's files (an admin's launch). `after`: the id of
+    the job that writes the check's pending base weights (`LaunchCheck.after`): the job waits until that
+    one has succeeded, as a pipeline's stage waits for the stage before.
 
-    Raises LaunchRefused with every reason when the check found problems.
+    Raises LaunchRefused with every reason when the check found problems (other than the pending
+    weights of the job named by `after`).
     """
-    if not launch_check.ok:
+    waits = after is not None and launch_check.after == after
+    if not (launch_check.ok or waits):
         raise LaunchRefused(launch_check.reasons)
     try:
         return jobqueue.enqueue(store, launch_check.train_type, name, launch_check.values, launch_check.command,
-                                backend=backend, gpus=gpus, user=user, overwrite_others=overwrite_others)
+                                backend=backend, gpus=gpus, user=user, overwrite_others=overwrite_others,
+                                **({"depends_on": after} if waits else {}))
     except jobqueue.QueueRefused as exc:
         raise LaunchRefused(exc.reasons) from None
 

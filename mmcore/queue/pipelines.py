@@ -42,8 +42,6 @@ class Template:
         stages = []
         for train_type in self.types:
             values = dict(demo_preset(train_type)) if self.demo else dict(train_types.defaults(train_type))
-            if self.demo:
-                values["epochs"] = "1"  # a chain, not a study: one pass over the demo data per stage
             values["device"] = "cpu" if self.demo else values.get("device", "")
             stages.append((train_type, values))
         return link(stages)

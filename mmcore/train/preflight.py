@@ -19,7 +19,7 @@ from mmcore.base.paths import TRAINER_DIR
 from mmcore.train import commandline, train_types
 from trainer.rules import roots as trainer_roots
 from trainer.rules import specs, weight_meta
-from trainer.rules.args import PACK_TYPES
+from trainer.rules.args import CPU_DTYPE, PACK_TYPES
 from trainer.rules.setup_errors import pack_refusal
 
 #: Lines of the data file that are checked: enough to catch a wrong format, fast on huge files.
@@ -36,26 +36,27 @@ def run(train_type, values, gpu_count, trainer_dir=TRAINER_DIR):
     return problems(commandline.check(train_type, values, trainer_dir), gpu_count, trainer_dir)
 
 
-def problems(checked, gpu_count, trainer_dir=TRAINER_DIR):
+def problems(checked, gpu_count, trainer_dir=TRAINER_DIR, pending=frozenset()):
     """Every problem of parsed values, in the order a user fixes them: invalid fields, devices,
-    data, base weights, reward model, folders the job writes."""
+    data, base weights, reward model, folders the job writes. `pending`: missing base weights (resolved
+    paths) that a queued or running job will write, which the caller reports itself."""
     spec = specs.spec(checked.train_type)
     values = checked.effective()
     return (invalid_fields(checked) + devices(checked, gpu_count) + data(spec, values, trainer_dir)
-            + packing(spec, values) + base_weights(spec, values, trainer_dir) + tokenizer(values, trainer_dir)
+            + packing(spec, values) + base_weights(spec, values, trainer_dir, pending) + tokenizer(values, trainer_dir)
             + reward_model(spec, values, trainer_dir) + writable_folders(values, trainer_dir))
 
 
 def warnings(checked, trainer_dir=TRAINER_DIR):
     """Findings that do not stop a launch but deserve a look: a tokenizer other than the base weights',
-    short rows that `--pack 1` would pack."""
+    short rows that `--pack 1` would pack, a mixed-precision dtype on a CPU job."""
     found = []
     for finding in (tokenizer_mismatch, pack_suggestion):
         try:
             found += finding(specs.spec(checked.train_type), checked.effective(), trainer_dir)
         except (KeyError, OSError, ValueError):
             pass
-    return found
+    return found + cpu_dtype(checked)
 
 
 def resolve(trainer_dir, path):
@@ -111,21 +112,33 @@ def packing(spec, values):
     return []
 
 
-def base_weights(spec, values, trainer_dir):
-    """The weights the type starts from are in weight_dir (and the choice itself is allowed)."""
+def base_weights(spec, values, trainer_dir, pending=frozenset()):
+    """The weights the type starts from are in weight_dir (and the choice itself is allowed); a missing
+    weight whose resolved path is in `pending` is left to the caller."""
     try:
-        needed, found = spec.base_weights(values)
-        weight_dir, moe = values["weight_dir"], values["use_moe"]
+        _, found = spec.base_weights(values)
     except KeyError:  # an option the rule reads is invalid: that is reported as an invalid field
         return []
-    found = list(found)
-    reported = set()
+    return list(found) + [t("preflight.weight_missing", path=path, why=why)
+                          for path, why in missing_base_weights(spec, values, trainer_dir)
+                          if path.resolve() not in pending]
+
+
+def missing_base_weights(spec, values, trainer_dir):
+    """[(path, why)] of the weights the type starts from that are not in weight_dir, each path once
+    (a student and teacher may share one file); [] when an option the rule reads is invalid."""
+    try:
+        needed, _ = spec.base_weights(values)
+        weight_dir, moe = values["weight_dir"], values["use_moe"]
+    except KeyError:
+        return []
+    missing, seen = [], set()
     for weight in needed:
         path = resolve(trainer_dir, weight_dir) / specs.weight_file(weight.prefix, weight.hidden_size, moe)
-        if not path.is_file() and path not in reported:  # a student and teacher may share one file
-            reported.add(path)
-            found.append(t("preflight.weight_missing", path=path, why=weight.why))
-    return found
+        if not path.is_file() and path not in seen:
+            seen.add(path)
+            missing.append((path, weight.why))
+    return missing
 
 
 def reward_model(spec, values, trainer_dir):
@@ -179,6 +192,14 @@ def tokenizer_mismatch(spec, values, trainer_dir):
             found.append(t("preflight.tokenizer_mismatch", weight=path.name, trained_path=meta["tokenizer"].get("path"),
                            trained=trained, value=repr(folder), chosen=chosen))
     return found
+
+
+def cpu_dtype(checked):
+    """A mixed-precision dtype on a CPU job: the trainer trains in float32 all the same."""
+    dtype = checked.typed.get("dtype")
+    if checked.typed.get("device") == "cpu" and dtype not in (None, CPU_DTYPE):
+        return [t("preflight.cpu_dtype", dtype=dtype, cpu=CPU_DTYPE)]
+    return []
 
 
 def unwritable(folder):

@@ -20,16 +20,16 @@ _RL = {"data_path": f"{DEMO_DIR}/rlaif.jsonl", "max_seq_len": "64", "max_gen_len
        "batch_size": "4", "epochs": "1", "log_interval": "1"}
 
 DEMO_PRESETS = {
-    "pretrain": {**_TINY, "data_path": f"{DEMO_DIR}/pretrain.jsonl", "epochs": "2", "batch_size": "16",
+    "pretrain": {**_TINY, "data_path": f"{DEMO_DIR}/pretrain.jsonl", "epochs": "1", "batch_size": "16",
                  "learning_rate": "2e-3", "max_seq_len": "128"},
-    "sft": {**_TINY, "data_path": f"{DEMO_DIR}/sft.jsonl", "epochs": "2", "batch_size": "16",
+    "sft": {**_TINY, "data_path": f"{DEMO_DIR}/sft.jsonl", "epochs": "1", "batch_size": "16",
             "learning_rate": "1e-3", "max_seq_len": "128"},
     "lora": {**_TINY, "save_dir": f"{DEMO_WEIGHTS}/lora", "data_path": f"{DEMO_DIR}/lora_identity.jsonl",
              "epochs": "3", "batch_size": "16", "learning_rate": "1e-3", "max_seq_len": "128"},
     "dpo": {**_TINY, "data_path": f"{DEMO_DIR}/dpo.jsonl", "epochs": "1", "batch_size": "8",
             "learning_rate": "1e-5", "max_seq_len": "128"},
     "distill_reason": {**_TINY, "data_path": f"{DEMO_DIR}/reason.jsonl", "from_weight": "full_sft",
-                       "epochs": "2", "batch_size": "16", "learning_rate": "1e-3", "max_seq_len": "160"},
+                       "epochs": "1", "batch_size": "16", "learning_rate": "1e-3", "max_seq_len": "160"},
     "distillation": {**{k: v for k, v in _TINY.items() if k not in ("hidden_size", "num_hidden_layers")},
                      "data_path": f"{DEMO_DIR}/sft.jsonl", "student_hidden_size": "64", "student_num_layers": "2",
                      "teacher_hidden_size": "64", "teacher_num_layers": "2", "epochs": "1", "batch_size": "16",

@@ -75,7 +75,8 @@ def _question(job, acts):
     if job_id != job.id or action not in acts:
         return
     names = {"id": job.id, "name": md(job.name), "owner": md(jobtable.submitted_by(job))}
-    st.warning(t(f"jobs.confirm_{action}", **names))
+    queued = action == "delete" and job.in_queue  # one question takes it out of the queue and deletes it
+    st.warning(t("jobs.confirm_delete_queued" if queued else f"jobs.confirm_{action}", **names))
     on_yes, args = acts[action]
     yes, no, _ = st.columns([1, 1, 4])
     yes.button(t(f"jobs.yes_{action}"), type="primary", on_click=on_yes, args=args, key="jobs.confirm")

@@ -121,21 +121,26 @@ def progress(home, key, restart):
     return state
 
 
-def health_panel(state, train_type):
-    """Kind, rows and one filterable list per problem."""
+def health_panel(state, train_type, file_kind=None, path=None):
+    """Format, rows and one filterable list per problem. `file_kind`: the file's own format, said the same
+    whichever type it is checked for; `path`: the file (the bundled demo data's duplicates are explained)."""
     result = state.health
     if result is None:
         st.info(t("data.health.pending"))
         return
     lists, counts = report.problem_lists(result, train_type)
-    st.markdown(t("data.kind", kind=result["kind"], rows=result["rows"], lines=result["lines"],
-                  types=", ".join(t(f"type.{k}") for k in result["types"])))
+    kind, reading = checkup.file_format(file_kind, result)
+    st.markdown(t("data.kind", kind=kind, rows=result["rows"], lines=result["lines"],
+                  types=", ".join(t(f"type.{k}") for k in reading)))
     if train_type not in result["types"]:
-        st.warning(t("data.type_mismatch", type=t(f"type.{train_type}"), kind=result["kind"]))
+        st.warning(t("data.type_mismatch", type=t(f"type.{train_type}"), kind=kind))
     names = [n for n in checkup.PROBLEMS if n in lists]
     cols = st.columns(len(names))
     for col, name in zip(cols, names):
         col.metric(t(f"data.problem.{name}"), counts[name])
+    if counts.get("duplicate"):
+        demo = path is not None and links.is_demo_file(path)
+        st.caption(t("data.dup_note") + (" " + t("data.dup_demo") if demo else ""))
     found = [n for n in names if counts[n]]
     if not found:
         st.success(t("data.healthy"))
@@ -226,11 +231,14 @@ def size_panel(state, train_type, max_seq_len):
     if not f["exact"]:
         st.caption(t("data.sampled", n=f["sampled_rows"], rows=f["rows"]))
     cols = st.columns(5)
-    cols[0].metric(t("data.truncated"), f"{f['truncated_rows']:,}", f"{f['truncated_share']:.1%}", delta_color="off")
-    cols[1].metric(t("data.lost"), f"{f['answer_tokens_lost']:,}", f"{f['answer_lost_share']:.1%}", delta_color="off")
+    cols[0].metric(t("data.truncated"), f"{f['truncated_rows']:,}", f"{f['truncated_share']:.1%}", delta_color="off",
+                   delta_arrow="off")
+    cols[1].metric(t("data.lost"), f"{f['answer_tokens_lost']:,}", f"{f['answer_lost_share']:.1%}", delta_color="off",
+                   delta_arrow="off")
     cols[2].metric(t("data.no_answer_left"), f"{f['rows_without_trained_answer']:,}")
     cols[3].metric(t("data.trained_tokens"), f"{f['trained_tokens_per_epoch']:,}")
-    cols[4].metric(t("data.percentiles"), f"{f['p95']} / {f['p99']}", t("data.longest", n=f["longest"]), delta_color="off")
+    cols[4].metric(t("data.percentiles"), f"{f['p95']} / {f['p99']}", t("data.longest", n=f["longest"]),
+                   delta_color="off", delta_arrow="off")
     names = {"total": t("data.hist.total"), "prompt": t("data.hist.prompt"), "answer": t("data.hist.answer"),
              "cut": f"max_seq_len {max_seq_len}", "x": t("data.hist.x"), "y": t("data.hist.y")}
     st.plotly_chart(sizing.histogram(table, max_seq_len, names).update_layout(title=t("data.hist.title")),

@@ -21,6 +21,7 @@ from mmcore.jobs import jobtable, run_selection
 from mmcore.logs import charts, logfiles, urlstate
 from mmcore.runs import health, metric_stream, rlview
 from mmcore.widgets import livechart, livechart_cache, livefeed, livepage, rollouts_panel
+from trainer.rules import specs  # (torch-free)
 
 JOBS_KEY = "logs.jobs"
 FILES_KEY = "logs.files"
@@ -44,6 +45,8 @@ def sources(store, jobs, log_files, run_folders, user=None):
     (job ids, file names, folder names, uploaded files). Choices that have gone are dropped first. The
     uploader is a member's: a viewer sees it disabled, and why."""
     state = st.session_state
+    if not any(key in state for key in (JOBS_KEY, FILES_KEY, FOLDERS_KEY)):  # nothing chosen, by hand or link
+        state[JOBS_KEY] = run_selection.default_jobs(jobs)
     if JOBS_KEY in state:
         state[JOBS_KEY] = [i for i in state[JOBS_KEY] if i in jobs]
     if FILES_KEY in state:
@@ -175,6 +178,8 @@ def show_charts(runs, url_defaults):
     tables = {r.run.label: r.table for r, _ in readings if r.table is not None}
     names, train_type, x_options = _chart_names(readings)
     view = chart_controls(tables, names, train_type, x_options, url_defaults) if tables else None
+    if view is not None and "loss" in view["metrics"] and any(run.train_type == "distill_reason" for run in runs):
+        st.caption(t("logs.reason_loss", weight=f"{specs.REASON_TAG_WEIGHT:g}"))  # why it reads ~30 where SFT reads ~2
     return (names, x_options), view
 
 
@@ -343,6 +348,12 @@ def show_records(live, runs, settings):
                 state[f"logs.rl.clicked.{panel.key}"] = step
                 state[rollouts_panel.WANTED_KEY] = step
                 st.rerun(scope="app")  # the Rollouts view opens that step
+
+
+def rollouts_link(runs):
+    """A link at the top of the page down to the Rollouts view (under the charts), when a run has one."""
+    if run_selection.with_rollouts(runs):
+        st.markdown(f":material/forum: [{t('logs.to_rollouts')}](#{rollouts_panel.ANCHOR})")
 
 
 def show_rollouts(runs):

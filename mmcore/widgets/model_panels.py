@@ -76,6 +76,9 @@ def scoring_settings(prefix, problem):
 def compare_result(result):
     """A comparison ({"labels", "rows"}): the summary table, then each prompt with every checkpoint's
     answer side by side, scored."""
+    if "settings" in result:  # which rewards scored the answers: the same answer scores differently by them
+        settings = result["settings"]
+        st.caption(modelsview.scoring_note(settings.get("reasoning"), settings.get("reward_model_path")))
     st.dataframe(modelsview.compare_summary(result["rows"], result["labels"]), hide_index=True,
                  use_container_width=True)
     for i, row in enumerate(result["rows"], 1):

@@ -18,13 +18,14 @@ STEP_KEY = "logs.rollouts.step"
 WANTED_KEY = "logs.rollouts.wanted"  # a step clicked on a chart, to open next
 GROUPS_SHOWN = 12
 HISTORY_STEPS = 10
+ANCHOR = "rollouts"  # the heading's anchor: Logs links to it from the top of the page
 COLUMNS_PER_ROW = 4
 
 
 def show(stored):
     """The Rollouts view of `stored`: a list of (label, run folder with a rollout store)."""
     state = st.session_state
-    st.subheader(t("logs.rollouts"))
+    st.subheader(t("logs.rollouts"), anchor=ANCHOR)
     by_label = dict(stored)
     top = st.columns([2, 5])
     label = top[0].selectbox(t("logs.run"), list(by_label), key=RUN_KEY) if len(by_label) > 1 else stored[0][0]

@@ -23,6 +23,7 @@ from mmcore.data import links
 from mmcore.queue import launch
 from mmcore.train import commandline, train_types
 from mmcore.train.preset_table import demo_preset
+from trainer.rules.args import CPU_DTYPE
 from trainer.rules.messages import message
 
 DEVICE_MODES = ("cpu", "single", "multi")
@@ -154,8 +155,11 @@ def default_devices(gpu_ids):
 
 
 def initial_form(train_type, gpu_ids=(), now=None):
-    """A fresh form of a type: every field at the training script's default."""
+    """A fresh form of a type: every field at the training script's default, except that without a GPU
+    dtype shows what a CPU job trains in (the value shown is the value used)."""
     values = {k: v for k, v in train_types.defaults(train_type).items() if k != "device"}
+    if not list(gpu_ids) and "dtype" in values:
+        values["dtype"] = CPU_DTYPE
     return {**values, **default_devices(gpu_ids), NAME_FIELD: default_job_name(train_type, now)}
 
 
@@ -277,7 +281,8 @@ def take_clone(state, gpu_ids=(), now=None):
 def take_data_link(state, query, gpu_ids=(), now=None):
     """Apply the Data page's "Train on this file" link once (query parameters `data`, `type`,
     `max_seq_len`, removed from the URL): select its type and set that form's data file and max_seq_len.
-    Returns the data path, or None when the URL holds no such link."""
+    A file of the bundled demo data opens the type's Demo preset (its tiny model and demo folders) under
+    them. Returns the data path, or None when the URL holds no such link."""
     linked = links.read_train_params(query)
     for name in ("data", "type", "max_seq_len"):
         if name in query:
@@ -286,7 +291,8 @@ def take_data_link(state, query, gpu_ids=(), now=None):
         return None
     train_type, values = linked
     ensure_form(state, train_type, gpu_ids, now)
-    store_form(state, train_type, {**read_form(state, train_type), **values})
+    base = preset_form(train_type, gpu_ids, now) if links.is_demo_file(values["data_path"]) else read_form(state, train_type)
+    store_form(state, train_type, {**base, **values})
     state.pop(LAUNCHED_KEY, None)
     state[TYPE_KEY] = train_type
     return values["data_path"]
@@ -328,12 +334,13 @@ def job_name(form):
     return _form_text(form.get(NAME_FIELD)).strip()
 
 
-def check_form(train_type, form, gpu_count):
-    """Validate a form and run the preflight checks -> launch.LaunchCheck (`launch.start` starts it)."""
+def check_form(train_type, form, gpu_count, store=None):
+    """Validate a form and run the preflight checks -> launch.LaunchCheck (`launch.start` starts it).
+    `store`: base weights its queued or running jobs will write are pending, not missing."""
     errors = _device_errors(form, gpu_count)
     if not job_name(form):
         errors[NAME_FIELD] = message("field.required")
-    return launch.check(train_type, command_values(train_type, form), gpu_count, errors)
+    return launch.check(train_type, command_values(train_type, form), gpu_count, errors, store=store)
 
 
 # -- clones -------------------------------------------------------------------------------------

@@ -20,6 +20,8 @@ TRAIN_TYPES = ("pretrain", "sft", "lora", "dpo", "ppo", "grpo", "spo", "distill_
 # The training device's default depends on the machine (cuda:0 when CUDA is available, else cpu), so
 # the parser keeps this marker and `trainer.rules.parsing.parse_args` resolves it once torch is imported.
 AUTO_DEVICE = "auto"
+#: What a CPU trains in whatever --dtype says (trainer_utils: mixed precision applies on CUDA only).
+CPU_DTYPE = "float32"
 
 
 @dataclass(frozen=True)
@@ -67,7 +69,7 @@ def _common(type_key, wandb_name, *, save_dir="../out", save_weight, epochs, bat
         Arg("batch_size", int, batch_size, "Samples per step and process", min=1),
         Arg("learning_rate", float, learning_rate, "Peak learning rate (cosine schedule)", gt_zero=True),
         Arg("device", str, AUTO_DEVICE, "Training device, e.g. cuda:0 or cpu (default: cuda:0 when CUDA is available, else cpu)"),
-        Arg("dtype", str, "bfloat16", "Mixed-precision type on CUDA (CPU always trains in float32)",
+        Arg("dtype", str, "bfloat16", f"Mixed-precision type on CUDA (CPU always trains in {CPU_DTYPE})",
             choices=("bfloat16", "float16", "float32")),
         Arg("num_workers", int, 1, "Data-loading worker processes", min=0),
         Arg("accumulation_steps", int, accumulation_steps, "Gradient accumulation steps", min=1),
