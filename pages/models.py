@@ -84,7 +84,10 @@ def chat_section():
         history.clear()
     for message in history:
         with st.chat_message(message["role"]):
-            model_panels.show_reply(message["content"]) if message["role"] == "assistant" else st.text(message["content"])
+            if message["role"] == "assistant":
+                model_panels.show_reply(message["content"])
+            else:
+                st.text(message["content"])
     may_not = show_refusal("chat")
     prompt = st.chat_input(t("models.message"), disabled=may_not)
     if prompt and not model_acts.chat(user, target, home).done:

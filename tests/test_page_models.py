@@ -12,6 +12,7 @@ from _models_helpers import only_default_write_roots  # noqa: F401  (fixture)
 from _pages_helpers import open_page, texts, wait_for
 from _reward_models import get_score_reward_model  # noqa: F401  (fixture)
 from _trainer_helpers import DEMO
+from test_page_magic import python_object_text
 
 from mmcore.access import audit, roles
 from mmcore.base import i18n
@@ -70,6 +71,10 @@ def test_chat_streams_the_workers_greedy_reply_as_text(demo_models):
     shown = [t.value for t in at.text]
     assert "3-1=?" in shown and (answer in shown or thought in shown)
     assert not any(expected in m.value for m in at.markdown)  # model text is never rendered as markdown
+    at.chat_input[0].set_value("5-2=?").run()  # the second turn re-draws the first from the history
+    assert not at.exception and [m["role"] for m in history] == ["user", "assistant"] * 2
+    assert python_object_text(at) == []  # no DeltaGenerator box, no stray None
+    assert [t.value for t in at.text if t.value in ("3-1=?", "5-2=?")] == ["3-1=?", "5-2=?"]
 
 
 def test_compare_scores_answers_with_the_training_rewards(demo_models):
