@@ -76,8 +76,9 @@ def field(p):
     if p.widget in ("select", "checkbox"):
         st.selectbox(field_label(p.name), train_form.select_options(p), key=key, help=help_text)
     elif p.widget == "number":
-        low, high = train_form.number_bounds(p)
-        st.number_input(field_label(p.name), min_value=low, max_value=high, value=None, step=train_form.number_step(p),
+        # No min/max in the browser: it keeps an out-of-range number in the field without sending it, so the field
+        # would show one value while the command used another. The check names the range instead (`show_error`).
+        st.number_input(field_label(p.name), value=None, step=train_form.number_step(p),
                         format=None if p.type is int else "%g", key=key, help=help_text, placeholder=p.default_text)
     else:
         st.text_input(field_label(p.name), key=key, help=help_text, placeholder=p.default_text)
