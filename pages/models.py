@@ -189,14 +189,10 @@ def export_section():
     """Export one checkpoint under out/hf/ as a job - a Llama folder, the custom-code folder, GGUF with an
     Ollama Modelfile, or a LoRA as a PEFT adapter - and list the exports, verified, with how to run each."""
     label, target = choose_target("models.nothing_to_export", "models.export.checkpoint", "models.export.target")
-    choice = export_panel.export_form(label, target, entries)
+    choice = export_panel.export_form(label, target, entries, store)
     may_not = show_refusal("export")
-    if st.button(t("models.export"), type="primary", disabled=choice is None or may_not or store is None):
-        outcome = model_acts.launch_export(store, user, target.weight, choice["folder"], **choice["options"])
-        getattr(st, outcome.kind)(md_lines(outcome.message))
-        if not outcome.refused:
-            st.page_link("pages/jobs.py", label=t("train.watch"), icon=":material/list:",
-                         query_params={"job": str(outcome.value)})
+    export_panel.export_button(choice, choice is None or may_not or store is None, lambda choice: model_acts.launch_export(
+        store, user, target.weight, choice["folder"], **choice["options"]))
     export_panel.exports_list(store)
     export_panel.import_form(may_not, lambda source, prefix: model_acts.import_weight(user, source, prefix, home))
 

@@ -9,6 +9,7 @@ from mmcore.base.safetext import md, md_lines
 from mmcore.data import links
 from mmcore.jobs import storeguard
 from mmcore.jobs.jobstore import JobStore
+from mmcore.queue import queuetext
 from mmcore.train import train_types
 from mmcore.widgets import navigation, queue_panel, train_form
 
@@ -144,7 +145,7 @@ with st.container(border=True):
 
     launched = state.get(train_form.LAUNCHED_KEY)
     if launched is not None:
-        st.success(t("train.launched", id=launched))
+        st.success(md(queuetext.launched_text(launched, None if store_problem else JobStore().get(launched))))
         st.page_link("pages/jobs.py", label=t("train.watch"), icon=":material/list:",
                      query_params={"job": str(launched)})
 

@@ -1,4 +1,6 @@
 """The Train page (AppTest): per-type widgets and defaults, validation, preview, preflight, launch."""
+import re
+
 import pytest
 from _pages_helpers import open_page, texts, wait_for, widget_keys
 
@@ -247,8 +249,8 @@ def test_launching_a_demo_pretrain_job_runs_it(tmp_path, repo_resume_state_kept)
     [b for b in at.button if b.label == "Launch"][0].click().run()
     assert not at.exception
     successes = texts(at.success)
-    assert successes and successes[0].startswith("Launched job ")
-    job_id = int(successes[0].split()[2].rstrip("."))
+    assert successes and successes[0].startswith(("Queued as job ", "Started job ")), successes  # never "launched"
+    job_id = int(re.match(r"(?:Queued as|Started) job (\d+)", successes[0]).group(1))
     links = [link for link in at.get("page_link")]
     assert any("Jobs" in link.proto.label for link in links)
 
@@ -303,14 +305,14 @@ def test_device_modes_with_gpus(monkeypatch):
 def test_launched_message_goes_when_the_type_changes_or_a_job_is_cloned():
     from mmcore.widgets import train_form
     at = open_page("pages/train.py", state={train_form.LAUNCHED_KEY: 7})
-    assert any("Launched job 7" in s for s in texts(at.success))
+    assert any("Queued as job 7" in s for s in texts(at.success))
     at.selectbox(key=train_form.TYPE_KEY).set_value("grpo").run()
-    assert not any("Launched job" in s for s in texts(at.success))
+    assert not any("job 7" in s for s in texts(at.success))
 
     at = open_page("pages/train.py", state={train_form.LAUNCHED_KEY: 7})
     at.session_state[train_form.CLONE_KEY] = {"train_type": "dpo", "params": {"beta": "0.2"}, "job_id": 3, "name": "d"}
     at.run()
-    assert not any("Launched job" in s for s in texts(at.success))
+    assert not any("job 7" in s for s in texts(at.success))
     assert any("Filled from job 3" in s for s in texts(at.info))
 
 
