@@ -334,7 +334,12 @@ def test_the_reward_band_is_translucent_under_its_line_and_named_in_the_legend(s
         browser.plotly_charts(page, reward, timeout=60)
         drawn = page.evaluate(f"""(title) => {{
             const plot = ({_PLOT})(title);
-            const fills = [...plot.querySelectorAll('path.js-fill')].map(p => getComputedStyle(p).fill);
+            const fills = [...plot.querySelectorAll('path.js-fill')].filter(p => getComputedStyle(p).fill !== 'none')
+                .map(p => {{  // the alpha the browser paints with: the path's fill-opacity times its groups' opacity
+                    let alpha = Number(getComputedStyle(p).fillOpacity);
+                    for (let e = p.parentElement; e && e !== plot; e = e.parentElement) alpha *= Number(getComputedStyle(e).opacity);
+                    return alpha;
+                }});
             return {{traces: plot.data.map(t => ({{name: t.name, fill: t.fill ?? null, fillcolor: t.fillcolor ?? null,
                                                     opacity: t.opacity ?? 1}})),
                      legend: [...plot.querySelectorAll('.legendtext')].map(e => e.textContent), fills}};
@@ -344,7 +349,6 @@ def test_the_reward_band_is_translucent_under_its_line_and_named_in_the_legend(s
         assert band < line  # drawn first: the line lies over the band
         alpha = float(re.fullmatch(r"rgba\(\d+, ?\d+, ?\d+, ?([\d.]+)\)", drawn["traces"][band]["fillcolor"]).group(1))
         assert 0 < alpha <= 0.35 and drawn["traces"][band]["opacity"] == 1
-        shown = [f for f in drawn["fills"] if f not in ("none", "")]  # what the browser painted
-        assert shown and all(float(re.search(r"rgba\(.*, ?([\d.]+)\)", f).group(1)) <= 0.35 for f in shown), shown
+        assert drawn["fills"] and all(0 < a <= 0.35 for a in drawn["fills"]), drawn["fills"]  # what the browser painted
         assert any(text.endswith("± std") for text in drawn["legend"]), drawn["legend"]
         assert not browser.exceptions(page)
