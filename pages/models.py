@@ -15,7 +15,7 @@ from mmcore.base.safetext import md, md_lines
 from mmcore.jobs import storeguard
 from mmcore.jobs.jobstore import JobStore
 from mmcore.models import catalogue, chat_client, eval_jobs, modelsview
-from mmcore.widgets import export_panel, model_panels, navigation
+from mmcore.widgets import export_panel, model_panels, navigation, queued_note
 
 navigation.ensure_app_navigation()
 
@@ -23,6 +23,7 @@ state = st.session_state
 user = auth.session_user(state)  # who acts: a viewer may look, members and admins may run models
 HISTORY_KEY = "models.chat.history"  # {target label: [{"role", "content"}]}
 COMPARE_KEY = "models.compare.result"
+EVAL_OUTCOME_KEY = "models.eval.outcome"  # the last Evaluate click (`queued_note`)
 
 st.title(t("models.title"))
 try:
@@ -173,13 +174,8 @@ def evaluate_section():
     may_not = show_refusal("evaluate")
     if st.button(t("models.eval.launch"), type="primary", disabled=bool(problem or not chosen or evals is None or may_not)):
         outcome = model_acts.evaluate(store, user, chosen, entries, path, {**settings, "max_samples": count})
-        if outcome.refused:
-            st.error(md_lines(outcome.message))
-        else:
-            job_id, eval_id = outcome.value
-            st.success(t("models.eval.started", eval_id=eval_id, job_id=job_id))
-            st.page_link("pages/jobs.py", label=t("train.watch"), icon=":material/list:",
-                         query_params={"job": str(job_id)})
+        queued_note.remember(EVAL_OUTCOME_KEY, outcome, outcome.value[0] if outcome.done else None)
+    queued_note.show(EVAL_OUTCOME_KEY)
     results = evals.results() if evals is not None else []
     if results:
         model_panels.eval_results(evals, results)

@@ -212,6 +212,11 @@ def test_export_from_the_page_runs_as_a_job_and_lists_the_verified_export(demo_m
     assert at.text_input(key="models.export.name").value == "grpo_64"
     at.selectbox(key="models.export.target").set_value(label).run()
     assert at.text_input(key="models.export.name").value == "reason_64"
+    at.radio(key="models.section").set_value("Catalogue").run()  # away and back: the field is filled again
+    at.radio(key="models.section").set_value("Export").run()
+    shown = os.path.basename(at.selectbox(key="models.export.target").value).removesuffix(".pth")
+    assert at.text_input(key="models.export.name").value == shown  # the checkpoint shown, whichever it is
+    at.selectbox(key="models.export.target").set_value(label).run()
     at.text_input(key="models.export.name").set_value("../escape").run()
     assert any("plain name" in e.value for e in at.error)
     name = f"page-test-{os.getpid()}"

@@ -8,14 +8,15 @@ folder, a GGUF or a PEFT base, and PEFT needs a LoRA.
 import streamlit as st
 
 from mmcore.base.i18n import t
-from mmcore.base.safetext import md, md_lines
+from mmcore.base.safetext import md
 from mmcore.models import catalogue, export_job, modelsview
+from mmcore.widgets import queued_note
 
 FORMATS = ("llama", "minimind", "gguf", "peft")
 GGUF_TYPES = ("f16", "f32", "q8_0")
 NAME_KEY = "models.export.name"
 NAME_FOR_KEY = "models.export.name_for"  # the checkpoint the folder name was filled in for
-OUTCOME_KEY = "models.export.outcome"  # (kind, message, job id or None) of this session's last Export click
+OUTCOME_KEY = "models.export.outcome"  # this session's last Export click (`queued_note`)
 COUNT_KEY = "models.export.count"  # Export clicks so far: each asks its own "replace?" question
 
 
@@ -38,7 +39,9 @@ def export_form(label, target, entries, store=None):
     dtype = cols[2].selectbox(t("models.export.dtype"), ("float32", "bfloat16", "float16"), key="models.export.dtype",
                               disabled=fmt not in ("llama", "minimind"), help=t("models.export.dtype.help"))
     default_name = label.split("/")[-1].split(" ")[0].removesuffix(".pth")
-    if st.session_state.get(NAME_FOR_KEY) != label:  # another checkpoint: its folder, not the last one's
+    # Another checkpoint: its folder, not the last one's (and the checkpoint's again where Streamlit dropped the
+    # field's state while another section was shown).
+    if st.session_state.get(NAME_FOR_KEY) != label or NAME_KEY not in st.session_state:
         st.session_state[NAME_FOR_KEY] = label
         st.session_state[NAME_KEY] = default_name
     name = st.text_input(t("models.export.folder"), key=NAME_KEY)
@@ -80,16 +83,10 @@ def export_button(choice, disabled, act):
     link to its job) until the next click, so the page's later reruns do not hide it."""
     if st.button(t("models.export"), type="primary", disabled=disabled):
         outcome = act(choice)
-        job_id = outcome.value if outcome.done else None
-        st.session_state[OUTCOME_KEY] = (outcome.kind, outcome.message, job_id)
+        queued_note.remember(OUTCOME_KEY, outcome, outcome.value)
         st.session_state[COUNT_KEY] = st.session_state.get(COUNT_KEY, 0) + 1
         st.rerun()  # the form again, as it is now: the folder this export will write is taken
-    if OUTCOME_KEY in st.session_state:
-        kind, message, job_id = st.session_state[OUTCOME_KEY]
-        getattr(st, kind)(md_lines(message))
-        if job_id is not None:
-            st.page_link("pages/jobs.py", label=t("models.export.watch", job_id=job_id), icon=":material/list:",
-                         query_params={"job": str(job_id)})
+    queued_note.show(OUTCOME_KEY)
 
 
 def _source(manifest):
