@@ -15,7 +15,7 @@ from mmcore.base.safetext import md, md_lines
 from mmcore.jobs import storeguard
 from mmcore.jobs.jobstore import JobStore
 from mmcore.models import catalogue, chat_client, eval_jobs, modelsview
-from mmcore.widgets import export_panel, model_panels, navigation
+from mmcore.widgets import export_panel, model_panels, navigation, queued_note
 
 navigation.ensure_app_navigation()
 
@@ -23,6 +23,7 @@ state = st.session_state
 user = auth.session_user(state)  # who acts: a viewer may look, members and admins may run models
 HISTORY_KEY = "models.chat.history"  # {target label: [{"role", "content"}]}
 COMPARE_KEY = "models.compare.result"
+EVAL_OUTCOME_KEY = "models.eval.outcome"  # the last Evaluate click (`queued_note`)
 
 st.title(t("models.title"))
 try:
@@ -84,7 +85,10 @@ def chat_section():
         history.clear()
     for message in history:
         with st.chat_message(message["role"]):
-            model_panels.show_reply(message["content"]) if message["role"] == "assistant" else st.text(message["content"])
+            if message["role"] == "assistant":
+                model_panels.show_reply(message["content"])
+            else:
+                st.text(message["content"])
     may_not = show_refusal("chat")
     prompt = st.chat_input(t("models.message"), disabled=may_not)
     if prompt and not model_acts.chat(user, target, home).done:
@@ -170,13 +174,8 @@ def evaluate_section():
     may_not = show_refusal("evaluate")
     if st.button(t("models.eval.launch"), type="primary", disabled=bool(problem or not chosen or evals is None or may_not)):
         outcome = model_acts.evaluate(store, user, chosen, entries, path, {**settings, "max_samples": count})
-        if outcome.refused:
-            st.error(md_lines(outcome.message))
-        else:
-            job_id, eval_id = outcome.value
-            st.success(t("models.eval.started", eval_id=eval_id, job_id=job_id))
-            st.page_link("pages/jobs.py", label=t("train.watch"), icon=":material/list:",
-                         query_params={"job": str(job_id)})
+        queued_note.remember(EVAL_OUTCOME_KEY, outcome, outcome.value[0] if outcome.done else None)
+    queued_note.show(EVAL_OUTCOME_KEY)
     results = evals.results() if evals is not None else []
     if results:
         model_panels.eval_results(evals, results)
@@ -186,14 +185,10 @@ def export_section():
     """Export one checkpoint under out/hf/ as a job - a Llama folder, the custom-code folder, GGUF with an
     Ollama Modelfile, or a LoRA as a PEFT adapter - and list the exports, verified, with how to run each."""
     label, target = choose_target("models.nothing_to_export", "models.export.checkpoint", "models.export.target")
-    choice = export_panel.export_form(label, target, entries)
+    choice = export_panel.export_form(label, target, entries, store)
     may_not = show_refusal("export")
-    if st.button(t("models.export"), type="primary", disabled=choice is None or may_not or store is None):
-        outcome = model_acts.launch_export(store, user, target.weight, choice["folder"], **choice["options"])
-        getattr(st, outcome.kind)(md_lines(outcome.message))
-        if not outcome.refused:
-            st.page_link("pages/jobs.py", label=t("train.watch"), icon=":material/list:",
-                         query_params={"job": str(outcome.value)})
+    export_panel.export_button(choice, choice is None or may_not or store is None, lambda choice: model_acts.launch_export(
+        store, user, target.weight, choice["folder"], **choice["options"]))
     export_panel.exports_list(store)
     export_panel.import_form(may_not, lambda source, prefix: model_acts.import_weight(user, source, prefix, home))
 

@@ -9,6 +9,7 @@ from mmcore.base.safetext import md, md_lines
 from mmcore.data import links
 from mmcore.jobs import storeguard
 from mmcore.jobs.jobstore import JobStore
+from mmcore.queue import queuetext
 from mmcore.train import train_types
 from mmcore.widgets import navigation, queue_panel, train_form
 
@@ -77,8 +78,9 @@ def field(p):
     if p.widget in ("select", "checkbox"):
         st.selectbox(field_label(p.name), train_form.select_options(p), key=key, help=help_text)
     elif p.widget == "number":
-        low, high = train_form.number_bounds(p)
-        st.number_input(field_label(p.name), min_value=low, max_value=high, value=None, step=train_form.number_step(p),
+        # No min/max in the browser: it keeps an out-of-range number in the field without sending it, so the field
+        # would show one value while the command used another. The check names the range instead (`show_error`).
+        st.number_input(field_label(p.name), value=None, step=train_form.number_step(p),
                         format=None if p.type is int else "%g", key=key, help=help_text, placeholder=p.default_text)
     else:
         st.text_input(field_label(p.name), key=key, help=help_text, placeholder=p.default_text)
@@ -154,7 +156,7 @@ with st.container(border=True):
 
     launched = state.get(train_form.LAUNCHED_KEY)
     if launched is not None:
-        st.success(t("train.launched", id=launched))
+        st.success(md(queuetext.launched_text(launched, None if store_problem else JobStore().get(launched))))
         if (state.get(QUEUED_AFTER_KEY) or (None,))[0] == launched:  # what it waits for
             st.info(state[QUEUED_AFTER_KEY][1])
         st.page_link("pages/jobs.py", label=t("train.watch"), icon=":material/list:",

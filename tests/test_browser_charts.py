@@ -3,8 +3,10 @@ log gains points without being drawn anew and keeps the user's zoom; zooming int
 every point of the zoomed range; a hidden tab sends nothing and draws nothing until it is shown."""
 import json
 import re
+import shutil
 import threading
 import time
+from pathlib import Path
 
 import _browser_helpers as browser
 import pytest
@@ -44,6 +46,14 @@ def job_with_log(store, name, steps, total, records=False):
     return job_id
 
 
+def grpo_job(store):
+    """A finished GRPO job whose log has rewards and their std (the reward chart draws a band)."""
+    job_id = store.create("grpo", "grpo", {"epochs": "1"}, ["python", "x.py"], "/tmp", {})
+    store.update(job_id, status="succeeded", started_at=time.time() - 60, ended_at=time.time(), exit_code=0)
+    shutil.copy(Path(__file__).parent / "data" / "logs" / "dashboard_grpo.log", store.get(job_id).log_path)
+    return job_id
+
+
 class Writer:
     """Appends a progress line to a log (and a record to `records`, if given) every `every_s` seconds
     while it is on (a job that trains)."""
@@ -80,7 +90,8 @@ def server(tmp_path_factory):
     (tmp / "home").mkdir()
     store = JobStore(tmp / "home")
     jobs = {"long": job_with_log(store, "long", LONG_STEPS, LONG_STEPS),
-            "growing": job_with_log(store, "growing", 300, 100_000, records=True)}
+            "growing": job_with_log(store, "growing", 300, 100_000, records=True),
+            "grpo": grpo_job(store)}
     with browser.StreamlitServer(app_dir, home=tmp / "home", log_path=tmp / "streamlit.log") as srv:
         srv.jobs, srv.store = jobs, store
         yield srv
@@ -310,4 +321,34 @@ def test_choosing_a_runs_log_tail_shows_it_and_draws_no_chart_anew(server, chrom
         fields.first.wait_for(timeout=30_000)
         browser.wait_for_rerun(page)
         assert page.get_by_role("button", name="Save thresholds").count() == 1
+        assert not browser.exceptions(page)
+
+
+def test_the_reward_band_is_translucent_under_its_line_and_named_in_the_legend(server, chromium):
+    """What the live chart's JavaScript drew (not only the figure sent): the band's fill is the run's colour at
+    an alpha of at most 0.35, its traces come before the line's, and the legend shows "<run> ± std"."""
+    reward = charts.chart_title("reward")
+    page = browser.new_page(chromium)
+    with browser.screenshot_on_failure(page, "charts-band"):
+        browser.open_app(page, f"{server.url}/logs?job={server.jobs['grpo']}")
+        browser.plotly_charts(page, reward, timeout=60)
+        drawn = page.evaluate(f"""(title) => {{
+            const plot = ({_PLOT})(title);
+            const fills = [...plot.querySelectorAll('path.js-fill')].filter(p => getComputedStyle(p).fill !== 'none')
+                .map(p => {{  // the alpha the browser paints with: the path's fill-opacity times its groups' opacity
+                    let alpha = Number(getComputedStyle(p).fillOpacity);
+                    for (let e = p.parentElement; e && e !== plot; e = e.parentElement) alpha *= Number(getComputedStyle(e).opacity);
+                    return alpha;
+                }});
+            return {{traces: plot.data.map(t => ({{name: t.name, fill: t.fill ?? null, fillcolor: t.fillcolor ?? null,
+                                                    opacity: t.opacity ?? 1}})),
+                     legend: [...plot.querySelectorAll('.legendtext')].map(e => e.textContent), fills}};
+        }}""", reward)
+        band = next(i for i, t in enumerate(drawn["traces"]) if t["fill"] == "tonexty")
+        line = next(i for i, t in enumerate(drawn["traces"]) if t["fill"] is None and "std" not in t["name"])
+        assert band < line  # drawn first: the line lies over the band
+        alpha = float(re.fullmatch(r"rgba\(\d+, ?\d+, ?\d+, ?([\d.]+)\)", drawn["traces"][band]["fillcolor"]).group(1))
+        assert 0 < alpha <= 0.35 and drawn["traces"][band]["opacity"] == 1
+        assert drawn["fills"] and all(0 < a <= 0.35 for a in drawn["fills"]), drawn["fills"]  # what the browser painted
+        assert any(text.endswith("± std") for text in drawn["legend"]), drawn["legend"]
         assert not browser.exceptions(page)

@@ -128,9 +128,9 @@ def test_rl_forms_then_demo_pretrain_from_launch_to_chart(dashboard):
         assert f"--data_path ../dataset/{E2E_DATA}" in command and "--epochs 1 " in command
         page.get_by_role("button", name="Launch").click()
         browser.wait_for_rerun(page)
-        launched = page.get_by_text(re.compile(r"Launched job \d+\.")).first
+        launched = page.get_by_text(re.compile(r"(?:Queued as|Started) job \d+[.:]")).first
         launched.wait_for()
-        job_id = int(re.search(r"Launched job (\d+)\.", launched.inner_text()).group(1))
+        job_id = int(re.search(r"(?:Queued as|Started) job (\d+)[.:]", launched.inner_text()).group(1))
         assert_no_exception(page, "train-launched")
         browser.screenshot(page, "03-train-launched")
 

@@ -8,6 +8,7 @@ next to the `reason` weight it started from, shows both answers to demo prompts 
 export from the page runs as a job and the page shows its verification result.
 """
 import os
+import re
 import shutil
 import signal
 import time
@@ -91,6 +92,15 @@ def test_chat_with_the_grpo_model_and_compare_it_with_its_base(dashboard):
             assert thought.split()[0] in reply.inner_text() if thought.split() else True
         if answer.strip():
             assert answer.strip().split()[0] in shown
+        # The second turn re-draws the first from the history: nothing of Python's own shows (Streamlit magic
+        # once echoed a DeltaGenerator box for each question and a None for each answer).
+        box.fill("5-2=?")
+        box.press("Enter")
+        page.locator('[data-testid="stChatMessage"]').nth(3).wait_for(timeout=300_000)
+        browser.wait_for_rerun(page, 300)
+        text = browser.main_text(page)
+        assert "DeltaGenerator" not in text and not re.search(r"^None$", text, re.M), text
+        assert page.locator('[data-testid="stChatMessage"]').count() == 4 and not browser.exceptions(page)
         browser.screenshot(page, "models-chat")
 
         section(page, "Compare")
@@ -117,9 +127,20 @@ def test_export_from_the_models_page_runs_as_a_job_and_shows_its_verification(da
     with browser.screenshot_on_failure(page, "models-export"):
         browser.go_to(page, "Models", timeout=60)
         section(page, "Export")
+        label = "Checkpoint (a LoRA is merged into its base, or kept apart as a PEFT adapter)"
+        for checkpoint, name in (("out/reason_64.pth", "reason_64"), ("out/grpo_64.pth", "grpo_64")):
+            browser.choose(page, label, checkpoint, timeout=60)  # the folder follows the checkpoint chosen
+            assert browser.input_value(page, "Folder name (under out/hf/)") == name
         browser.fill(page, "Folder name (under out/hf/)", folder.name, timeout=60)
         page.get_by_role("button", name="Export", exact=True).click()
         page.get_by_text("queued as job").wait_for(timeout=60_000)
+        job_id = int(re.search(r"queued as job (\d+)", browser.main_text(page)).group(1))
+        link = page.get_by_role("link", name=f"Open job {job_id} on Jobs")
+        assert link.count() == 1 and f"job={job_id}" in link.get_attribute("href")
+        # The same folder again: it asks first, and Export waits for the answer.
+        page.get_by_text(re.compile(r"already (?:exports into out/hf/browser-export|holds an export)")).first.wait_for(
+            timeout=30_000)  # (not finished) or, once it ends, the export it wrote
+        assert page.get_by_role("button", name="Export", exact=True).is_disabled()
         deadline = time.monotonic() + 300
         while not (folder / "minimind_export.json").is_file():
             assert time.monotonic() < deadline, "the export job wrote no folder"

@@ -100,9 +100,9 @@ def test_signed_in_people_act_by_their_roles(site):
     alice.get_by_role("button", name="Demo preset").click()
     browser.wait_for_rerun(alice, 60)
     alice.get_by_role("button", name="Launch").click()
-    launched = alice.get_by_text(re.compile(r"Launched job \d+\.")).first
+    launched = alice.get_by_text(re.compile(r"(?:Queued as|Started) job \d+[.:]")).first
     launched.wait_for(timeout=60_000)
-    job_id = int(re.search(r"Launched job (\d+)\.", launched.inner_text()).group(1))
+    job_id = int(re.search(r"(?:Queued as|Started) job (\d+)[.:]", launched.inner_text()).group(1))
 
     bob = sign_in(chromium, url, "bob@example.com")
     bob.goto(f"{url}/jobs?job={job_id}")

@@ -2,6 +2,7 @@
 import io
 import json
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -162,6 +163,10 @@ def test_log_scale_y_range_step_range_and_band():
     assert fig.layout.yaxis.type == "log" and list(fig.layout.yaxis.range) == [-2, 1]
     low, high, line = fig.data  # the band: a lower edge, and an upper one filled down to it
     assert high.fill == "tonexty" and low.fill is None and low.legendgroup == high.legendgroup == line.legendgroup
+    # Translucent, under the line, and named in the legend (the edges themselves are not).
+    alpha = float(re.fullmatch(r"rgba\(\d+, \d+, \d+, ([\d.]+)\)", high.fillcolor).group(1))
+    assert 0 < alpha <= 0.35 and high.opacity in (None, 1) and low.opacity in (None, 1)
+    assert (high.name, high.showlegend, low.showlegend) == ("r ± std", True, False)
     assert list(high.y - low.y) == pytest.approx([0.2] * 6) and list(low.x) == list(line.x)
     assert line.x.min() == 5 and line.x.max() == 10
 
@@ -233,7 +238,7 @@ def test_a_metric_chart_is_plain_data_with_one_x_per_run():
     chart = charts.metric_chart("reward", {"r": df, "s": df}, smoothing=0.5, max_points=1000,
                                 marks=[(np.int64(2500), "resumed as 7")])
     assert json.loads(json.dumps([chart.layout, chart.traces])) == [chart.layout, chart.traces]  # JSON as it is
-    assert [t["name"] for t in chart.traces] == ["r (- std)", "r (+ std)", "r (raw)", "r", "s (- std)", "s (+ std)",
+    assert [t["name"] for t in chart.traces] == ["r (- std)", "r ± std", "r (raw)", "r", "s (- std)", "s ± std",
                                                 "s (raw)", "s"]
     assert {t["x"] for t in chart.traces[:4]} == {"0.x"}  # the run's traces share its x
     assert chart.drawn_only == {"0.smooth", "0.low", "0.high", "1.smooth", "1.low", "1.high"}

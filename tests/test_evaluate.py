@@ -97,7 +97,9 @@ def test_evaluation_from_the_page_scores_with_the_chosen_reward_model(demo_model
     at.text_input(key="models.eval.reward_model").set_value(str(classifier_reward_model)).run()
     next(b for b in at.button if b.label == "Launch evaluation").click().run()
     assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
-    eval_id, job_id = map(int, re.search(r"Evaluation (\d+) runs as job (\d+)", at.success[0].value).groups())
+    eval_id, job_id = map(int, re.search(r"Evaluation (\d+) queued as job (\d+)", at.success[0].value).groups())
+    assert [e.proto.query_string for e in at.get("page_link") if e.proto.label == f"Open job {job_id} on Jobs"] == \
+        [f"job={job_id}"]
     store = JobStore()
     job = wait_for(lambda: (j := store.get(job_id)).finished and j, timeout=600, what="the evaluation job")
     assert job.status == "succeeded", open(job.log_path, encoding="utf-8").read()

@@ -103,6 +103,7 @@ def test_job_from_query_param_is_charted():
     assert specs[0]["layout"]["title"]["text"] == charts.chart_title("reward")
     low, high, *reward = specs[0]["data"]  # the trainer logs the reward's std: a band around it
     assert high["fill"] == "tonexty" and "fill" not in low
+    assert high["fillcolor"].startswith("rgba(") and high["name"].endswith(" ± std") and high["showlegend"]
     # Smoothing defaults to "auto": two points are too few to smooth, so the raw line is the line.
     assert [t["name"] for t in reward] == [f"{job_id} — grpo demo"]
     assert reward[0]["x"] == [3, 5] and reward[0]["y"] == [0.5123, 0.75]  # the nan is not drawn

@@ -12,6 +12,7 @@ from _models_helpers import only_default_write_roots  # noqa: F401  (fixture)
 from _pages_helpers import open_page, texts, wait_for
 from _reward_models import get_score_reward_model  # noqa: F401  (fixture)
 from _trainer_helpers import DEMO
+from test_page_magic import python_object_text
 
 from mmcore.access import audit, roles
 from mmcore.base import i18n
@@ -70,6 +71,10 @@ def test_chat_streams_the_workers_greedy_reply_as_text(demo_models):
     shown = [t.value for t in at.text]
     assert "3-1=?" in shown and (answer in shown or thought in shown)
     assert not any(expected in m.value for m in at.markdown)  # model text is never rendered as markdown
+    at.chat_input[0].set_value("5-2=?").run()  # the second turn re-draws the first from the history
+    assert not at.exception and [m["role"] for m in history] == ["user", "assistant"] * 2
+    assert python_object_text(at) == []  # no DeltaGenerator box, no stray None
+    assert [t.value for t in at.text if t.value in ("3-1=?", "5-2=?")] == ["3-1=?", "5-2=?"]
 
 
 def test_compare_scores_answers_with_the_training_rewards(demo_models):
@@ -203,6 +208,16 @@ def test_export_from_the_page_runs_as_a_job_and_lists_the_verified_export(demo_m
     at = models_page("Export")
     label = str(demo_models / "out" / "reason_64.pth")
     at.selectbox(key="models.export.target").set_value(label).run()
+    assert at.text_input(key="models.export.name").value == "reason_64"  # the folder follows the checkpoint
+    at.selectbox(key="models.export.target").set_value(str(demo_models / "out" / "grpo_64.pth")).run()
+    assert at.text_input(key="models.export.name").value == "grpo_64"
+    at.selectbox(key="models.export.target").set_value(label).run()
+    assert at.text_input(key="models.export.name").value == "reason_64"
+    at.radio(key="models.section").set_value("Catalogue").run()  # away and back: the field is filled again
+    at.radio(key="models.section").set_value("Export").run()
+    shown = os.path.basename(at.selectbox(key="models.export.target").value).removesuffix(".pth")
+    assert at.text_input(key="models.export.name").value == shown  # the checkpoint shown, whichever it is
+    at.selectbox(key="models.export.target").set_value(label).run()
     at.text_input(key="models.export.name").set_value("../escape").run()
     assert any("plain name" in e.value for e in at.error)
     name = f"page-test-{os.getpid()}"
@@ -212,7 +227,13 @@ def test_export_from_the_page_runs_as_a_job_and_lists_the_verified_export(demo_m
     try:
         next(b for b in at.button if b.label == "Export").click().run()
         assert not at.exception, at.exception
+        assert at.success, (texts(at.error), texts(at.warning))
         job_id = int(re.search(r"queued as job (\d+)", at.success[0].value).group(1))
+        (link,) = [e.proto for e in at.get("page_link") if e.proto.label == f"Open job {job_id} on Jobs"]
+        assert link.page.endswith("jobs") and link.query_string == f"job={job_id}"
+        # The same folder again, while that job is queued or running: asked first, Export held back.
+        assert any(f"Job {job_id} (not finished)" in w for w in texts(at.warning)), texts(at.warning)
+        assert next(b for b in at.button if b.label == "Export").disabled
         store = JobStore()
         job = wait_for(lambda: (j := store.get(job_id)).finished and j, timeout=300, what="the export job")
         assert job.status == "succeeded", open(job.log_path, encoding="utf-8").read()
@@ -222,6 +243,12 @@ def test_export_from_the_page_runs_as_a_job_and_lists_the_verified_export(demo_m
         assert (last.user, asked["weight"], asked["out_dir"], asked["format"], result["job"]) == \
             (roles.os_user(), label, str(folder.resolve()), "llama", job_id)
         at.run()  # the list of exports: format, source, job and verification; how to run the chosen one
+        assert any("already holds an export (of reason_64.pth)" in w for w in texts(at.warning)), texts(at.warning)
+        replace = next(c for c in at.checkbox if c.key.startswith("models.export.replace."))
+        assert not replace.value and next(b for b in at.button if b.label == "Export").disabled
+        replace.check().run()
+        assert not next(b for b in at.button if b.label == "Export").disabled
+        replace.uncheck().run()
         rows = at.dataframe[0].value
         row = rows[rows["Folder"] == name].iloc[0]
         assert (row["Format"], row["Source"], row["Job"]) == ("llama", "reason_64.pth", f"/jobs?job={job_id}")

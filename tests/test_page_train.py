@@ -1,4 +1,6 @@
 """The Train page (AppTest): per-type widgets and defaults, validation, preview, preflight, launch."""
+import re
+
 import pytest
 from _pages_helpers import open_page, texts, wait_for, widget_keys
 
@@ -132,7 +134,7 @@ def test_switching_type_refills_the_defaults():
 
 
 @pytest.mark.parametrize("train_type", ["pretrain", "ppo", "distillation"])
-def test_number_parameters_are_number_inputs_with_the_scripts_defaults_and_bounds(train_type):
+def test_number_parameters_are_number_inputs_with_the_scripts_defaults_and_no_browser_bounds(train_type):
     at = train_page(train_type)
     numbers = {w.key: w for w in at.number_input}
     params = [p for p in train_types.get_type(train_type).params if p.type in (int, float) and p.choices is None]
@@ -140,9 +142,8 @@ def test_number_parameters_are_number_inputs_with_the_scripts_defaults_and_bound
     for p in params:
         w = numbers[f"train.{train_type}.{p.name}"]
         assert type(w.value) is p.type and w.value == p.default, p.name  # trainer/rules/args.py's default
-        low, high = train_form.number_bounds(p)
-        assert (w.min, w.max) == (low, high), p.name
-        assert low == (p.min if p.min is not None else 0), p.name  # the script's lower bound
+        # No bounds in the browser (it would keep an out-of-range number without sending it): the check has them.
+        assert (w.min, w.max) == (None, None), p.name
     numbers[f"train.{train_type}.epochs"].set_value(3).run()
     assert "--epochs 3" in preview(at)
     assert value(at, train_type, "epochs") == "3"
@@ -152,6 +153,23 @@ def test_cpu_only_without_gpus():
     at = train_page("sft")
     assert at.radio(key="train.sft.device_mode").options == ["CPU"]
     assert "--device cpu" in preview(at)
+
+
+@pytest.mark.parametrize("name, bad, says", [("learning_rate", -0.001, "Learning rate: must be greater than 0"),
+                                             ("epochs", 0, "Epochs: must be at least 1"),
+                                             ("num_generations", 300, "must be at most 256")])
+def test_an_out_of_range_number_is_sent_and_refused_by_name_never_replaced(name, bad, says):
+    """The field holds what was typed (no browser-side bounds to keep it back), the form reads it, and Launch
+    is refused with the field's message: the job never starts with the last in-range value instead."""
+    at = train_page("grpo")
+    before = preview(at)
+    at.number_input(key=f"train.grpo.{name}").set_value(bad).run()
+    assert value(at, "grpo", name) == train_form.number_text(bad)  # what the field shows is what the form has
+    assert not at.code and before  # no command preview with the old value
+    next(b for b in at.button if b.label == "Launch").click().run()
+    refused = [e for e in texts(at.error) if e.startswith("Launch refused")]
+    assert refused and says in refused[0], texts(at.error)
+    assert JobStore().count() == 0
 
 
 def test_bad_values_show_messages_and_never_crash():
@@ -231,8 +249,8 @@ def test_launching_a_demo_pretrain_job_runs_it(tmp_path, repo_resume_state_kept)
     [b for b in at.button if b.label == "Launch"][0].click().run()
     assert not at.exception
     successes = texts(at.success)
-    assert successes and successes[0].startswith("Launched job ")
-    job_id = int(successes[0].split()[2].rstrip("."))
+    assert successes and successes[0].startswith(("Queued as job ", "Started job ")), successes  # never "launched"
+    job_id = int(re.match(r"(?:Queued as|Started) job (\d+)", successes[0]).group(1))
     links = [link for link in at.get("page_link")]
     assert any("Jobs" in link.proto.label for link in links)
 
@@ -287,14 +305,14 @@ def test_device_modes_with_gpus(monkeypatch):
 def test_launched_message_goes_when_the_type_changes_or_a_job_is_cloned():
     from mmcore.widgets import train_form
     at = open_page("pages/train.py", state={train_form.LAUNCHED_KEY: 7})
-    assert any("Launched job 7" in s for s in texts(at.success))
+    assert any("Queued as job 7" in s for s in texts(at.success))
     at.selectbox(key=train_form.TYPE_KEY).set_value("grpo").run()
-    assert not any("Launched job" in s for s in texts(at.success))
+    assert not any("job 7" in s for s in texts(at.success))
 
     at = open_page("pages/train.py", state={train_form.LAUNCHED_KEY: 7})
     at.session_state[train_form.CLONE_KEY] = {"train_type": "dpo", "params": {"beta": "0.2"}, "job_id": 3, "name": "d"}
     at.run()
-    assert not any("Launched job" in s for s in texts(at.success))
+    assert not any("job 7" in s for s in texts(at.success))
     assert any("Filled from job 3" in s for s in texts(at.info))
 
 

@@ -140,3 +140,38 @@ def test_waiting_jobs_say_why(tmp_path):
         wait_for(lambda: all(store.get(i).finished for i in ids), 30, what="both to end")
         time.sleep(0.1)
     assert english(store.get(ids[1]).note) == "cancelled while queued"
+
+
+def test_an_export_runs_in_the_small_job_lane_while_training_holds_every_cpu_slot(tmp_path):
+    """Real processes: a stand-in trainer holds the only CPU slot, a second training job waits for it, and an
+    export (the real one, of a tiny weight) starts and finishes beside them in the small-job lane."""
+    from _trainer_helpers import save_random_weights
+
+    from mmcore.models import export_job
+    from mmcore.queue import jobqueue
+    from mmcore.train import preset_table
+
+    store = JobStore(tmp_path / "jobs.db")
+    queueconf.save(store.home, queueconf.QueueSettings(cpu_slots=1))
+    training = []
+    for i in range(2):
+        values = {**preset_table.demo_preset("pretrain"), "save_weight": f"lane{i}"}
+        job_id = jobqueue.submit(store, "pretrain", values, name=f"train{i}", gpu_count=0, check=False)
+        store.update(job_id, argv=[sys.executable, "-c", "import time; time.sleep(120)"])
+        training.append(job_id)
+    try:
+        wait_for(lambda: store.get(training[0]).status == "running", 30, what="the training job to run")
+        weight = save_random_weights(tmp_path / "out", "full_sft")
+        export_id = export_job.launch(store, weight, tmp_path / "hf" / "lane", format="minimind", verify=0)
+        assert store.get(export_id).resources == {"lane": "small"}
+        export = wait_for(lambda: (j := store.get(export_id)).finished and j, 150, what="the export to end")
+        assert export.status == "succeeded", open(export.log_path, encoding="utf-8").read()
+        assert (tmp_path / "hf" / "lane" / "config.json").is_file()
+        assert [store.get(i).status for i in training] == ["running", "queued"]  # training kept its slot
+        assert "CPU slot" in queuetext.english(store.get(training[1]).queue_reason)
+    finally:
+        from mmcore.queue import backends
+
+        for job_id in reversed(training):
+            backends.stop(store, job_id, grace=1)
+        wait_for(lambda: all(store.get(i).finished for i in training), 30, what="the training jobs to end")

@@ -147,3 +147,22 @@ def test_slurms_reason_is_stored_as_messages(tmp_path):
         assert queuetext.reason_text(stored) == "Slurm 任务 77：pending（Priority）"
     slurm.SlurmBackend()._apply(store, store.get(job_id), {"job_state": "PENDING", "state_reason": "None"})
     assert queuetext.english(store.get(job_id).queue_reason) == "Slurm job 77: pending"
+
+
+def test_a_launch_says_queued_started_or_ended_as_the_job_stands_in_both_languages(tmp_path):
+    store = JobStore(tmp_path / "jobs.db")
+    values = preset_table.demo_preset("pretrain")
+    job_id = store.create("pretrain", "j", values, ["python"], str(tmp_path), {}, waiting=1,
+                          queue_reason=queuetext.stored([queueplan.message("reason.cpu_slot", used=1, slots=1,
+                                                                           holders=[queuetext.job(3, "al")])], 1))
+    assert queuetext.launched_text(job_id, store.get(job_id)) == \
+        f"Queued as job {job_id}: #1 in the queue · waiting for a CPU slot (1 of 1 in use: job 3 (al))"
+    assert queuetext.launched_text(9, None) == "Queued as job 9."  # a row that cannot be read: what was done
+    store.update(job_id, status="running")
+    assert queuetext.launched_text(job_id, store.get(job_id)) == f"Started job {job_id}: it is running."
+    store.update(job_id, status="failed")
+    assert queuetext.launched_text(job_id, store.get(job_id)) == f"Job {job_id} has ended: failed."
+    with i18n.language("zh"):
+        assert queuetext.launched_text(job_id, store.get(job_id)) == f"任务 {job_id} 已结束：失败。"
+        store.update(job_id, status="queued")
+        assert queuetext.launched_text(job_id, store.get(job_id)).startswith(f"已作为任务 {job_id} 排队：队列第 1 位")

@@ -151,6 +151,25 @@ def test_cpu_slots_first_come_first_served(store):
     assert d[third].reason == f"#2 in the queue · {in_use}"
 
 
+def test_small_jobs_run_in_their_own_lane_beside_training_that_holds_every_cpu_slot(store):
+    training = job(store, user="alice", status="running")  # holds the only CPU slot
+    cpu_job = job(store)
+    first, second = job(store, {"lane": "small"}), job(store, {"lane": "small"})
+    d = decide(store, SimNVML(0), cpu_slots=1)
+    assert not d[cpu_job].start and d[first].start and not d[second].start  # one small job at a time
+    assert d[cpu_job].reason == f"#1 in the queue · waiting for a CPU slot (1 of 1 in use: job {training} (alice))"
+    assert d[second].reason == f"#2 in the queue · waiting for the small-job lane (1 of 1 in use: job {first} (bob))"
+
+
+def test_a_running_small_job_takes_no_cpu_slot_and_holds_the_lane(store):
+    small = job(store, {"lane": "small"}, user="carol", status="running")
+    cpu_job, waiting_small = job(store), job(store, {"lane": "small"})
+    d = decide(store, SimNVML(0), cpu_slots=1)
+    assert d[cpu_job].start and not d[waiting_small].start
+    assert d[waiting_small].reason == \
+        f"#1 in the queue · waiting for the small-job lane (1 of 1 in use: job {small} (carol))"
+
+
 def test_priority_and_moves_change_the_order(store):
     a, b, c = job(store), job(store), job(store)
     urgent = job(store, priority=5)

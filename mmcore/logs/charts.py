@@ -22,6 +22,7 @@ from trainer.rules.specs import RL_TYPES
 PALETTE = plotly.colors.qualitative.Plotly  # run i keeps colour i in every chart
 MAX_POINTS = 2000  # per trace (the lowest and highest point of up to 1,000 buckets): a full line at chart widths
 MARKER_POINTS = 300  # a trace of more points is drawn without markers (about 2 px apart at chart widths)
+BAND_ALPHA = 0.2  # a std band's fill: the run's colour, faint enough that its line reads through it
 UNSMOOTHED_KINDS = ("lr", "time")  # schedules and estimates, not noisy signals: an EMA would only make them lag
 
 # One name per measured quantity, whatever the training type printed (its log line's label) or
@@ -317,6 +318,12 @@ class RunTraces:
     extent: tuple
 
 
+def band_fill(color, alpha=BAND_ALPHA):
+    """`color` ("#rrggbb") as the translucent "rgba(r, g, b, a)" a std band is filled with."""
+    r, g, b = plotly.colors.hex_to_rgb(color)
+    return f"rgba({r}, {g}, {b}, {alpha})"
+
+
 def settled_length(n, bits=6):
     """`n` with all but its `bits` leading binary digits cleared: a length that stays put while a
     series grows by up to 1/32 of it (what "auto" smoothing looks at; see `run_traces`)."""
@@ -364,10 +371,12 @@ def run_traces(i, name, df, metric, smoothing=0.6, log_y=False, max_points=MAX_P
     mode = "lines+markers" if len(index) == 1 else "lines"  # a single point would draw nothing as a line
     traces = []
     if "low" in columns:
-        edge = dict(x=f"{i}.x", mode="lines", line=dict(width=0, color=color), opacity=0.12, hoverinfo="skip",
+        # Drawn before the run's lines so they lie over it, in a translucent fill so they read through it.
+        edge = dict(x=f"{i}.x", mode="lines", line=dict(width=0, color=color), hoverinfo="skip",
                     showlegend=False, legendgroup=label)
         traces += [dict(edge, y=f"{i}.low", name=f"{label} (- std)"),
-                   dict(edge, y=f"{i}.high", name=f"{label} (+ std)", fill="tonexty", fillcolor=color)]
+                   dict(edge, y=f"{i}.high", name=f"{label} ± std", fill="tonexty", fillcolor=band_fill(color),
+                        showlegend=True)]
     if weight <= 0:
         traces.append(dict(x=f"{i}.x", y=f"{i}.y", mode=mode, name=label, legendgroup=label,
                            line=dict(color=color, width=2), marker=dict(size=8)))
@@ -389,8 +398,9 @@ def metric_chart(metric, runs, smoothing=0.6, log_y=False, max_points=MAX_POINTS
     faintly and, with `smoothing` > 0 (or "auto": chosen per run by `auto_smoothing`), their EMA (see
     `ema`) drawn bold; a run with a single point is drawn as a marker. Where the table holds the
     metric's spread (`BANDS`), a band of mean ± std is shaded (a lower edge, then an upper edge filled
-    down to it). Learning rates and time estimates are never smoothed. Runs without this metric or
-    without the `x` column are left out. `log_y` uses a logarithmic y axis (values <= 0 are not drawn
+    down to it in the run's colour at `BAND_ALPHA`, under the lines, named "<run> ± std" in the legend).
+    Learning rates and time estimates are never smoothed. Runs without this metric or without the `x`
+    column are left out. `log_y` uses a logarithmic y axis (values <= 0 are not drawn
     there); `y_range` (low, high) fixes the y axis (either may be None); `x_range` (low, high) keeps
     only points in it; `marks` are (x, text) lines drawn across the plot (resume points). Each trace
     holds at most `max_points` points (`view_index`): of the whole run, or, for a chart zoomed to the

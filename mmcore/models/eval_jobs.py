@@ -45,7 +45,7 @@ def launch(store, targets, entries, data_path, settings, user=None):
               **{k: str(v) for k, v in settings.items() if v is not None}}
     try:
         job_id = jobqueue.enqueue(store, JOB_TYPE, name[:120], params, SimpleNamespace(argv=argv, cwd=str(ROOT), env={}),
-                                  user=user)
+                                  user=user, small=True)
     except jobqueue.QueueRefused as exc:
         raise ValueError(str(exc)) from None
     evals.set_job(eval_id, job_id)

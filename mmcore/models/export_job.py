@@ -65,7 +65,7 @@ def launch(store, weight, out_dir, user=None, **options):
               **{k: str(v) for k, v in options.items() if v is not None and v != ""}}
     try:
         return jobqueue.enqueue(store, JOB_TYPE, name[:120], params, SimpleNamespace(argv=argv, cwd=str(ROOT), env={}),
-                                user=user)
+                                user=user, small=True)
     except jobqueue.QueueRefused as exc:
         raise ValueError(str(exc)) from None
 
@@ -96,6 +96,26 @@ def exports(root, store=None):
             found.append({**manifest, "folder": str(folder), "name": folder.name,
                           "job_id": jobs.get(str(folder.resolve()))})
     return sorted(found, key=lambda m: -(m.get("created") or 0))
+
+
+def folder_in_use(folder, store=None):
+    """Why exporting into `folder` would replace something, as (message key, fields), or None when it is
+    free: an export job not yet finished writes there (`models.export.folder_queued`), or the folder already
+    holds files (`models.export.folder_exists`, naming the export's source where its manifest says it)."""
+    folder = Path(folder)
+    if store is not None:
+        try:
+            pending = [j for j in store.list(train_type=JOB_TYPE, limit=1000) if not j.finished
+                       and Path((j.params or {}).get("out_dir", "")).resolve() == folder.resolve()]
+        except Exception:  # an unreadable store: only the folder itself can say
+            pending = []
+        if pending:
+            return "models.export.folder_queued", {"job_id": pending[0].id, "folder": folder.name}
+    if folder.is_dir() and any(folder.iterdir()):
+        manifest = read_manifest(folder) or {}
+        source = Path(manifest.get("lora") or manifest.get("weight") or "").name
+        return "models.export.folder_exists", {"folder": folder.name, "source": source or "?"}
+    return None
 
 
 def verification_text(manifest):

@@ -63,11 +63,13 @@ def _preflight(train_type, values, gpu_count):
 
 
 def enqueue(store, train_type, name, values, cmd, backend=None, gpus=None, user=None, gpu_count=None,
-            overwrite_others=False, **fields):
+            overwrite_others=False, small=False, **fields):
     """Write a checked job (its `cmd` built from `values`) into the queue and wake the scheduler.
 
     Every launch passes here, so here a job of `user` is refused when it would write over (or continue
-    the resume state of) another user's files, unless `overwrite_others` (an admin's act says so)."""
+    the resume state of) another user's files, unless `overwrite_others` (an admin's act says so).
+    A `small` job (an export, an evaluation: seconds to minutes) that would take a CPU slot here runs in
+    the small-job lane instead (`mmcore.queue.queueplan.SMALL_SLOTS`), never waiting behind training."""
     if not overwrite_others:
         taken = file_owners.others_files(store, train_type, values, user, cmd.cwd or TRAINER_DIR)
         if taken:
@@ -79,6 +81,8 @@ def enqueue(store, train_type, name, values, cmd, backend=None, gpus=None, user=
     if gpu_count is None:
         gpu_count = gpu_count_for(store, backend)
     resources = resources_for(values, gpus, gpu_count)
+    if small and backend == "local" and not resources:
+        resources = {"lane": "small"}
     if backend == "local":
         wanted = resources.get("gpus") or len(resources.get("gpu_ids", ()))
         if wanted > gpu_count:

@@ -5,7 +5,9 @@ Waiting jobs come in queue order (priority first, then place in the queue: first
 served). A GPU is free when no job of ours holds it and no other process uses more than
 `foreign_memory_mib` of its memory. A job that cannot start keeps the free resources it waits for
 from later jobs (no starvation of big jobs), jobs that would write the same weight or resume file
-wait for each other, and a pipeline stage waits for the stage before it (`depends_on`).
+wait for each other, and a pipeline stage waits for the stage before it (`depends_on`). Short jobs
+(exports, evaluations) that would take a CPU slot run in the small-job lane instead: `SMALL_SLOTS`
+of their own, so they never wait behind training that holds every CPU slot.
 
 Why a job waits is kept as messages (`mmcore.base.i18n.message`), worded by whoever reads them: see
 `mmcore.queue.queuetext`.
@@ -16,6 +18,9 @@ from mmcore.base.i18n import message
 from mmcore.queue import queuetext
 
 MIB = 1 << 20
+# Jobs of the small-job lane that may run at once beside the CPU slots' jobs: one keeps a short job from
+# waiting behind training without letting many of them take the cores training uses.
+SMALL_SLOTS = 1
 
 
 class Decision(NamedTuple):  # a tuple: a round makes one per waiting job, 1,000s of them
@@ -37,8 +42,10 @@ class Decision(NamedTuple):  # a tuple: a round makes one per waiting job, 1,000
 
 
 def wanted(job):
-    """("cpu", None), ("any", n) or ("ids", [..]) from a job's `resources`."""
+    """("cpu", None), ("small", None), ("any", n) or ("ids", [..]) from a job's `resources`."""
     res = job.resources or {}
+    if res.get("lane") == "small":
+        return "small", None
     if res.get("gpu_ids"):
         return "ids", [int(g) for g in res["gpu_ids"]]
     if res.get("gpus"):
@@ -76,22 +83,24 @@ def gpu_state(gpus, active, our_pids, foreign_memory_mib):
 
 
 def plan(waiting, active, gpus, cpu_slots, foreign_memory_mib=1024, our_pids=frozenset(),
-         outputs=None, dependencies=None):
+         outputs=None, dependencies=None, small_slots=SMALL_SLOTS):
     """One decision per waiting job, in queue order.
 
     `waiting`: jobs in the queue, already in queue order. `active`: jobs of ours that hold
     resources (local jobs started and not ended). `gpus`: `mmcore.base.gpu.GpuInfo` list.
     `outputs(job) -> paths` it writes, most telling first (default: none). `dependencies`: {job id: (status,
     label)} of the jobs waiting jobs depend on, each label a message (`queuetext.job`, "stage 2 (job 5)").
+    `small_slots`: jobs of the small-job lane that may run at once (they take no CPU slot).
     """
     outputs = outputs or (lambda job: ())
     dependencies = dependencies or {}
     free, busy = gpu_state(gpus, active, our_pids, foreign_memory_mib)
     free = list(free)
     present = {g.index for g in gpus}
-    cpu_jobs = [j for j in active if j.backend == "local" and not j.assigned_gpus]
+    cpu_jobs = [j for j in active if j.backend == "local" and not j.assigned_gpus and wanted(j)[0] == "cpu"]
     cpu_used = len(cpu_jobs)
     cpu_full = None  # why a CPU job waits once the slots are taken: the same for all of them, made once
+    small_jobs = [j for j in active if j.backend == "local" and wanted(j)[0] == "small"]
     writers = {}  # path -> (job, started or waiting ahead)
     for job in active:
         for path in outputs(job):
@@ -117,6 +126,16 @@ def plan(waiting, active, gpus, cpu_slots, foreign_memory_mib=1024, our_pids=fro
         if job.backend != "local":
             decisions.append(Decision(job.id, True))  # the cluster's scheduler places it
             _claim(writers, files, job, "running")
+            continue
+        if kind == "small":
+            if len(small_jobs) < small_slots:
+                small_jobs.append(job)
+                decisions.append(Decision(job.id, True))
+                _claim(writers, files, job, "running")
+            else:
+                decisions.append(Decision(job.id, False, why=(message(
+                    "reason.small_slot", used=len(small_jobs), slots=small_slots, holders=[who(j) for j in small_jobs]),)))
+                _claim(writers, files, job)
             continue
         if kind == "cpu":
             if cpu_used < cpu_slots:

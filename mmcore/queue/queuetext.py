@@ -67,3 +67,15 @@ def slurm_state(slurm_id, state, why=""):
     """A job Slurm holds: its state ("pending") and Slurm's reason ("Resources"), in Slurm's words."""
     return stored([message("reason.slurm_state", id=slurm_id, state=state,
                            why=message("reason.slurm_why", why=why) if why else "")])
+
+
+def launched_text(job_id, job):
+    """What the page that queued job `job_id` says of it, as things stand (`job`: its row, None when it cannot
+    be read): "Queued as job 5: #1 in the queue · waiting for ...", "Started job 5: it is running." or
+    "Job 5 has ended: failed." in the current language. A launch that only queued is never called started."""
+    if job is None or job.status == "queued":
+        reason = reason_text(job.queue_reason) if job is not None and job.queue_reason else ""
+        return t("train.launched.queued_why", id=job_id, why=reason) if reason else t("train.launched", id=job_id)
+    if job.status == "running":
+        return t("train.launched.running", id=job_id)
+    return t("train.launched.ended", id=job_id, status=t(f"status.{job.status}"))

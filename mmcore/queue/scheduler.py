@@ -154,7 +154,7 @@ class Queue:
                 " WHERE status = 'queued' AND waiting = 1 AND depends_on IS NOT NULL)")}
         self._load_outputs(waiting + active)
         local_active = [j for j in active if j.backend == "local"]
-        wants_gpus = any(queueplan.wanted(j)[0] != "cpu" and j.backend == "local" for j in waiting)
+        wants_gpus = any(queueplan.wanted(j)[0] in ("any", "ids") and j.backend == "local" for j in waiting)
         gpus = self.list_gpus() if wants_gpus else []
         our = _our_pids(local_active) if any(g.processes for g in gpus) else frozenset()
         dependencies = {i: (status, queuetext.stage(i, stage)) for i, (status, stage) in deps.items()}

@@ -10,18 +10,25 @@ import streamlit as st
 from mmcore.base.i18n import t
 from mmcore.base.safetext import md
 from mmcore.models import catalogue, export_job, modelsview
+from mmcore.widgets import queued_note
 
 FORMATS = ("llama", "minimind", "gguf", "peft")
 GGUF_TYPES = ("f16", "f32", "q8_0")
+NAME_KEY = "models.export.name"
+NAME_FOR_KEY = "models.export.name_for"  # the checkpoint the folder name was filled in for
+OUTCOME_KEY = "models.export.outcome"  # this session's last Export click (`queued_note`)
+COUNT_KEY = "models.export.count"  # Export clicks so far: each asks its own "replace?" question
 
 
 def _entry(entries, target):
     return next((e for e in entries if e.path == target.weight), None)
 
 
-def export_form(label, target, entries):
+def export_form(label, target, entries, store=None):
     """The format, GGUF type, dtype and folder fields -> {"folder", "options"}, or None (with the reason
-    shown) when this checkpoint cannot be exported as chosen."""
+    shown) when this checkpoint cannot be exported as chosen, or its folder holds an export (or one is queued
+    for it) and the user has not ticked that it may be replaced. The folder name is the chosen checkpoint's
+    until the user types another: choosing another checkpoint fills in that one's name."""
     entry = _entry(entries, target)
     moe = bool(entry and entry.use_moe)
     cols = st.columns([2, 1, 1])
@@ -32,7 +39,12 @@ def export_form(label, target, entries):
     dtype = cols[2].selectbox(t("models.export.dtype"), ("float32", "bfloat16", "float16"), key="models.export.dtype",
                               disabled=fmt not in ("llama", "minimind"), help=t("models.export.dtype.help"))
     default_name = label.split("/")[-1].split(" ")[0].removesuffix(".pth")
-    name = st.text_input(t("models.export.folder"), default_name, key="models.export.name")
+    # Another checkpoint: its folder, not the last one's (and the checkpoint's again where Streamlit dropped the
+    # field's state while another section was shown).
+    if st.session_state.get(NAME_FOR_KEY) != label or NAME_KEY not in st.session_state:
+        st.session_state[NAME_FOR_KEY] = label
+        st.session_state[NAME_KEY] = default_name
+    name = st.text_input(t("models.export.folder"), key=NAME_KEY)
     problem = None
     if moe and fmt == "llama":
         st.info(t("models.export.moe_fallback"), icon=":material/info:")
@@ -50,12 +62,31 @@ def export_form(label, target, entries):
     if problem:
         st.error(problem)
         return None
+    in_use = export_job.folder_in_use(folder, store)
+    if in_use:
+        key, fields = in_use
+        st.warning(t(key, **{k: md(str(v)) for k, v in fields.items()}), icon=":material/warning:")
+        replace_key = f"models.export.replace.{st.session_state.get(COUNT_KEY, 0)}.{name}"
+        if not st.checkbox(t("models.export.replace", folder=md(name)), key=replace_key,
+                           help=t("models.export.replace.help")):
+            return None
     options = {"format": fmt, "lora": target.lora, "tokenizer_path": target.tokenizer_path}
     if fmt == "gguf":
         options["gguf_type"] = gguf_type
     elif fmt in ("llama", "minimind"):
         options["dtype"] = dtype
     return {"folder": folder, "options": options}
+
+
+def export_button(choice, disabled, act):
+    """The Export button: `act(choice)` queues the export and returns its Outcome, kept on screen (with a
+    link to its job) until the next click, so the page's later reruns do not hide it."""
+    if st.button(t("models.export"), type="primary", disabled=disabled):
+        outcome = act(choice)
+        queued_note.remember(OUTCOME_KEY, outcome, outcome.value)
+        st.session_state[COUNT_KEY] = st.session_state.get(COUNT_KEY, 0) + 1
+        st.rerun()  # the form again, as it is now: the folder this export will write is taken
+    queued_note.show(OUTCOME_KEY)
 
 
 def _source(manifest):

@@ -97,14 +97,6 @@ def number_step(p):
     return float(f"1e{math.floor(math.log10(scale)) - 1}")
 
 
-def number_bounds(p):
-    """(lowest, highest) a number field accepts, of the parameter's type; None where unbounded.
-    A value that must be greater than 0 gets 0 as the lowest (the check then names the rule)."""
-    low = p.min if p.min is not None else (0 if p.gt_zero else None)
-    cast = p.type
-    return (None if low is None else cast(low)), (None if p.max is None else cast(p.max))
-
-
 def number_value(p, text):
     """A number field's widget value for a form string: a number of the parameter's type, or None
     (an empty field, which means the script's own default) for text that is empty or no number."""
