@@ -32,7 +32,6 @@ from mmcore.actions import core, job_acts, model_acts
 from mmcore.base.paths import ROOT, default_home
 from mmcore.data import report as data_report
 from mmcore.jobs import storeguard
-from trainer.rules import roots as trainer_roots
 from trainer.rules.export_options import add_export_options
 
 
@@ -215,8 +214,6 @@ def add_export(sub):
     def run(args):
         options = {k: getattr(args, k) for k in ("format", "gguf_type", "hidden_size", "num_hidden_layers", "use_moe",
                                                  "lora", "tokenizer_path", "dtype", "verify")}
-        if problem := trainer_roots.configured().problem(args.out_dir, "write", base=os.getcwd()):
-            raise api.Refused(str(problem))  # the folders a job may write: the page's exports go to out/hf/
         outcome = model_acts.export(args.user, args.weight, args.out_dir, capture=False, entry=core.CLI, timeout=None,
                                     **options)
         if outcome.refused:
