@@ -272,7 +272,7 @@ def add_data(sub):
             report = api.check_data(args.file, args.type, args.max_seq_len, tokenizer=args.tokenizer,
                                     sample=args.sample, batch_size=args.batch_size,
                                     accumulation_steps=args.accumulation_steps)
-        except ValueError as exc:  # a file that cannot be opened: DataFileError
+        except (ValueError, RuntimeError) as exc:  # a file that cannot be opened (DataFileError), a failed scan
             print(f"python -m mmcore data check: {exc}", file=sys.stderr)
             return 2
         if args.json:

@@ -117,6 +117,8 @@ def check(value, home=None, base=None, upload_folders=None):
         raise DataFileError(t("data.err.missing", path=path))
     if path.is_dir():
         raise DataFileError(t("data.err.folder", path=path))
+    if not path.is_file():  # a FIFO or a device: opening it could wait for ever
+        raise DataFileError(t("data.err.not_regular", path=path))
     try:
         with open(path, "rb") as f:
             head = f.read(SNIFF_BYTES)
