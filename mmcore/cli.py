@@ -300,6 +300,8 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     try:
         with api.called_from(core.CLI):
+            if problem := core.roles_file_problem():  # reads too: a broken roles file closes every door
+                raise api.Refused(problem)
             return args.handler(args) or 0
     except api.AuditUnavailable as exc:  # nothing was done: the act could not be recorded (exit 2, as a usage error)
         print(f"python -m mmcore {args.command}: {exc}", file=sys.stderr)

@@ -132,6 +132,16 @@ def refusal(user, action, owner=None, subject=None):
         return t("role.file_unusable", error=exc)
 
 
+def roles_file_problem():
+    """Why the roles file cannot be used (the sentence every refusal then gives), or None: `python -m mmcore`
+    refuses every command with it, reads included, as the pages show nothing else."""
+    try:
+        roles.load()
+    except roles.RolesFileError as exc:
+        return t("role.file_unusable", error=exc)
+    return None
+
+
 def may_overwrite_others(user):
     """Whether a launch of `user` may write over another user's files (an admin's, recorded in its audit row)."""
     return refusal(user, "overwrite_others") is None

@@ -10,7 +10,7 @@ from mmcore.logs import logfiles
 
 def upload_refusal(user):
     """Why `user` may not upload a data file (a viewer), or None: the page disables its uploader then."""
-    return core.refusal(user, "upload")
+    return core.refusal(user, "upload_data")
 
 
 def visible_uploads(home, user):
@@ -32,4 +32,4 @@ def upload_data(home, upload, name, user=None, entry=PAGE):
         except (sources.DataFileError, OSError) as exc:
             return refused(str(exc))
         return did("success", "", {"file": path.name, "bytes": path.stat().st_size, "kind": "data"}, path)
-    return perform(home, user, "upload", entry, {"name": str(name), "kind": "data"}, do)
+    return perform(home, user, "upload", entry, {"name": str(name), "kind": "data"}, do, role_action="upload_data")
