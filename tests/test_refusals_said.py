@@ -57,3 +57,22 @@ def test_a_refused_log_upload_is_asked_once_not_at_every_rerun(tmp_path, monkeyp
     assert len(errors) == 3 and all("may not upload logs" in e for e in errors)  # still shown each time
     logs_panels.kept_uploads(store, [], user="vic")  # taken out of the uploader: forgotten
     assert st.session_state[logs_panels.REFUSED_UPLOADS_KEY] == {}
+
+
+def test_a_pipeline_stage_has_its_own_history(tmp_path):
+    """The acts on a pipeline that named a stage (queued it, stopped it) are in that stage's history too."""
+    home = tmp_path / "home"
+    home.mkdir()
+
+    def act(action, job_id, result, request=None):
+        audit.record("bob", action, job_id, {"entry": "page", "request": request or {"pipeline": 1},
+                                             "result": result}, home=home)
+    act("queue_pipeline", None, {"pipeline": 1, "jobs": [11, 12, 13]})
+    act("stop_pipeline", None, {"stopped": [12]})
+    act("retry_pipeline", 14, {"job": 14})
+    act("stop", 12, {"stopped": True}, {"job": 12})
+    act("queue_pipeline", None, {"pipeline": 2, "jobs": [112]})  # another pipeline: 112 is not 12
+    assert [e.action for e in audit.entries(12, home=home)] == ["stop", "stop_pipeline", "queue_pipeline"]
+    assert [e.action for e in audit.entries(11, home=home)] == ["queue_pipeline"]
+    assert [e.action for e in audit.entries(14, home=home)] == ["retry_pipeline"]
+    assert len(audit.entries(home=home)) == 5  # each act is still one row
