@@ -34,6 +34,7 @@ def test_a_row_nested_200000_deep_is_a_clear_message_not_a_traceback(folder):
     path.write_bytes(DEEP)
     run = _cli(path, env_folder=folder)
     assert run.returncode == 2 and "Traceback" not in run.stderr and "matches a MiniMind data format" in run.stderr
+    assert "line 1: the row is too deep: its JSON nests more than 64 levels" in run.stderr
     path.write_bytes(GOOD + DEEP)
     run = _cli(path, "--type", "pretrain", env_folder=folder)
     assert run.returncode == 1 and "Traceback" not in run.stderr + run.stdout

@@ -115,3 +115,28 @@ def test_upload_folders_and_files_are_private(home):
         assert folder.stat().st_mode & 0o777 == 0o700
     for file in (path, log):
         assert file.stat().st_mode & 0o777 == 0o600
+
+
+class UploadedFile(io.BytesIO):
+    """What Streamlit's uploader hands the Data page: a binary file with a name, never to be copied whole."""
+
+    name = "page.jsonl"
+
+    def getvalue(self):
+        raise AssertionError("the whole upload was copied")
+
+    def read(self, size=-1):
+        assert 0 < size <= 1024 * 1024, size
+        return super().read(size)
+
+
+def test_the_data_pages_uploader_hands_the_act_a_stream(home):
+    import streamlit as st
+
+    from mmcore.widgets import data_panels
+
+    st.session_state[data_panels.UPLOAD_KEY] = UploadedFile(ROW * 1000)
+    data_panels._uploaded(home, "ada")
+    chosen = st.session_state[data_panels.FILE_KEY]
+    assert chosen == str((sources.upload_folder(home, "ada") / "page.jsonl").resolve())
+    assert open(chosen, "rb").read() == ROW * 1000

@@ -68,15 +68,28 @@ def detect_kind(lines):
 def detect_file_kind(path, lines=DETECT_LINES, max_bytes=DETECT_BYTES):
     """`detect_kind` over the first non-blank lines of a file (at most `max_bytes` of it: a row too long
     or too deep is skipped, never read whole)."""
-    head, read = [], 0
+    return detect_kind(_head(path, lines, max_bytes)[0])
+
+
+def head_problems(path, lines=DETECT_LINES, max_bytes=DETECT_BYTES):
+    """["line N: the row is too long / too deep ..."] of the first lines `detect_file_kind` skipped: why a
+    file whose kind cannot be told may not have been read."""
+    return _head(path, lines, max_bytes)[1]
+
+
+def _head(path, lines, max_bytes):
+    head, skipped, read = [], [], 0
     with open(path, "rb") as f:
-        for raw, size in lines_within(f):
+        for lineno, (raw, size) in enumerate(lines_within(f), 1):
             read += size
-            if raw.strip() and row_problem(raw, size) is None:
-                head.append(raw[3:] if not head and raw.startswith(b"\xef\xbb\xbf") else raw)
+            if raw.strip():
+                if problem := row_problem(raw, size):
+                    skipped.append(f"line {lineno}: {problem}")
+                else:
+                    head.append(raw[3:] if not head and raw.startswith(b"\xef\xbb\xbf") else raw)
             if len(head) >= lines or read >= max_bytes:
                 break
-    return detect_kind(head)
+    return head, skipped
 
 
 def role_problem(messages):
