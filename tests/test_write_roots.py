@@ -145,3 +145,16 @@ def test_the_probe_export_paths_are_refused_and_write_nothing(tmp_path, monkeypa
     assert {p: Path(p).resolve().exists() for p in paths} == before
     assert not elsewhere.exists() and not (home / "exp").exists()
     assert api.list_jobs() == []
+
+
+def test_an_import_inside_the_root_writes_where_it_was_checked(world, tmp_path):
+    """The importer runs in the repository root: it is handed the prefix as the act resolved and checked it
+    (relative to the caller's working directory), so it writes there and nowhere else."""
+    from _trainer_helpers import save_random_weights
+
+    source = save_random_weights(tmp_path / "weights", "upstream", seed=1)
+    before_out = tree(world["outside"])
+    code, output = model_acts.import_weight("mia", str(source), "imported", world["home"], entry=PAGE).value
+    assert code == 0, output
+    assert (world["root"] / "work" / "imported_64.pth").is_file()
+    assert tree(world["outside"]) == before_out

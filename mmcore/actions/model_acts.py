@@ -7,6 +7,7 @@ the evaluation results); members and admins act (`mmcore.access.roles.MODEL_ACTI
 export` goes through `export` too. Every act that writes checks its target against the write roots first
 (`core.write_root`), whichever entry asked.
 """
+import os
 import subprocess
 
 from mmcore.actions import core
@@ -111,11 +112,15 @@ def import_weight(user, source, out_prefix, home=None, entry=PAGE):
     request = {"import": str(source), "out_prefix": str(out_prefix)}
 
     def do():
-        # the file written is `{out_prefix}_{hidden}.pth`, beside the prefix: check a name of that shape
-        if why := core.write_refusal(f"{out_prefix}_0.pth", home):
-            return refused(why)
+        # the file written is `{out_prefix}_{hidden}.pth`, beside the prefix: check a name of that shape, and
+        # hand the importer the prefix resolved as checked (it runs in the repository root)
+        name = os.path.basename(str(out_prefix))
         try:
-            code, output = export_job.run_import(source, out_prefix)
+            prefix = core.write_root(f"{out_prefix}_0.pth" if name else "", home).with_name(name)
+        except core.OutsideRoots as exc:
+            return refused(exc.args[0])
+        try:
+            code, output = export_job.run_import(source, prefix)
         except (OSError, subprocess.SubprocessError) as exc:
             return refused(t("models.import.failed", error=exc))
         if code != 0:
