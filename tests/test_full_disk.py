@@ -78,3 +78,48 @@ def test_a_job_whose_supervisor_died_on_a_full_disk_is_failed_with_that_reason(t
     other = store.create("pretrain", "other", {}, ["true"], str(tmp_path), {})
     store.update(other, status="running", supervisor_pid=dead.pid, supervisor_start=0.0)
     assert store.reconcile() == [other] and store.get(other).status == "lost"  # its log says nothing of space
+
+
+FILL_THEN_FAIL = """
+import sys
+print("step 1 loss 2.0", flush=True)
+try:
+    with open(sys.argv[1], "wb") as f:
+        while True:
+            f.write(b"\\0" * 65536)
+            f.flush()
+except OSError as exc:
+    print(f"OSError: {exc}", flush=True)
+    sys.exit(1)
+"""
+
+
+def test_a_job_that_fills_a_tmpfs_home_is_failed_no_space_not_lost(tmp_path):
+    """The home on a small tmpfs, filled by the job itself: once someone makes room, the job's end is
+    recorded as failed for want of space (the supervisor waited), with the trainer's last line kept."""
+    import time
+
+    with small_tmpfs(tmp_path / "disk", size="4m") as disk:
+        store = JobStore(disk / "home" / "jobs.db")
+        filler = disk / "home" / "filler"
+        job_id = store.create("pretrain", "fill", {}, [sys.executable, "-c", FILL_THEN_FAIL, str(filler)],
+                              str(tmp_path), {})
+        supervisor = subprocess.Popen([sys.executable, "-m", "mmcore.jobs.runner", str(job_id), "--db", str(store.path)])
+        try:
+            deadline = time.monotonic() + 60
+            while not (filler.exists() and diskspace.free_bytes(filler) < diskspace.LOW_SPACE_BYTES):
+                assert time.monotonic() < deadline, "the job did not fill the disk"
+                time.sleep(0.2)
+            time.sleep(20)  # longer than a busy database's retries: only a full disk is waited for
+            assert supervisor.poll() is None, "the supervisor gave up before there was room"
+            filler.unlink()
+            supervisor.wait(timeout=120)
+        finally:
+            if supervisor.poll() is None:
+                supervisor.kill()
+        job = JobStore(store.path).get(job_id)
+        assert job.status == "failed", (job.status, jobnote.english(job.note))
+        assert "no space left on device" in jobnote.english(job.note)
+        lines = open(job.log_path).read().splitlines()
+        assert any("No space left on device" in line for line in lines)
+        assert sum("cannot write to the job store" in line for line in lines) <= 1
