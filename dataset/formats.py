@@ -19,6 +19,8 @@ the 1-based line number. This module must not import torch: the dashboard never 
 """
 import json
 import os
+import re
+import stat
 from array import array
 
 from trainer.rules.specs import SPECS
@@ -33,6 +35,66 @@ ROLES = ("system", "user", "assistant", "tool")
 
 class DataFormatError(ValueError):
     """A training data file that cannot be used: names the file and, for a bad line, its number."""
+
+
+#: Limits of one row, so that no file can make a reader run out of memory or stack: its bytes
+#: (MINIMIND_DATA_MAX_ROW_KB) and how deep its JSON nests (a row of real data nests a few levels).
+MAX_ROW_BYTES = int(float(os.environ.get("MINIMIND_DATA_MAX_ROW_KB", 1024)) * 1024)
+MAX_DEPTH = 64
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKET = re.compile(rb"[^\[\]{}]+")
+
+
+def lines_within(f, limit=None):
+    """(raw line, its length in bytes) of binary file `f`, reading at most `limit` (MAX_ROW_BYTES) + 1 bytes
+    of any line: a longer line comes as its start only (the rest is skipped a block at a time), its length
+    saying how long it was (`row_problem` then calls it too long)."""
+    limit = MAX_ROW_BYTES if limit is None else limit
+    while raw := f.readline(limit + 1):
+        size = len(raw)
+        if size > limit and not raw.endswith(b"\n"):
+            while rest := f.readline(1 << 20):
+                size += len(rest)
+                if rest.endswith(b"\n"):
+                    break
+        yield raw, size
+
+
+def depth(raw):
+    """How deep the JSON text `raw` (bytes) nests, counted up to just past MAX_DEPTH (strings skipped)."""
+    if raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH:
+        return 0 if not (b"[" in raw or b"{" in raw) else 1  # cannot exceed the limit: no need to count
+    level = peak = 0
+    for c in _NOT_BRACKET.sub(b"", _STRING.sub(b'""', raw)):
+        level += 1 if c in b"[{" else -1
+        if level > peak:
+            peak = level
+            if peak > MAX_DEPTH:
+                break
+    return peak
+
+
+def row_problem(raw, size=None):
+    """Why a raw line may not even be parsed, or None: longer than MAX_ROW_BYTES (`size`: its whole length
+    when `raw` is only its start) or nested deeper than MAX_DEPTH."""
+    size = len(raw) if size is None else size
+    if size > MAX_ROW_BYTES + (1 if raw.endswith(b"\n") else 0):
+        return (f"the row is too long: {size} bytes, over the {MAX_ROW_BYTES} a row may hold "
+                f"(MINIMIND_DATA_MAX_ROW_KB)")
+    if depth(raw) > MAX_DEPTH:
+        return f"the row is too deep: its JSON nests more than {MAX_DEPTH} levels"
+    return None
+
+
+def regular_file_problem(path):
+    """Why `path` is not a regular file that can be read without waiting (a FIFO, a device), or None."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None  # missing: said by the caller
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    return f"{path} is not a regular file (a pipe or a device): it is not read"
 
 
 def chat_tools(messages):
@@ -147,18 +209,22 @@ def scan_file(path, kind, max_lines=None):
         raise FileNotFoundError(f"data file not found: {path} (absolute: {os.path.abspath(path)})")
     if os.path.isdir(path):
         raise DataFormatError(f"{path} is a folder, not a jsonl data file")
+    if problem := regular_file_problem(path):
+        raise DataFormatError(problem)
     offsets = array("q")
     with open(path, "rb") as f:
         offset, lineno = 0, 0
-        for raw in f:
+        for raw, size in lines_within(f):
             lineno += 1
             if max_lines is not None and lineno > max_lines:
                 break
-            start, offset = offset, offset + len(raw)
+            start, offset = offset, offset + size
             if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):  # UTF-8 byte-order mark
-                raw, start = raw[3:], start + 3
+                raw, start, size = raw[3:], start + 3, size - 3
             if not raw.strip():
                 continue
+            if problem := row_problem(raw, size):
+                raise DataFormatError(f"{path} line {lineno}: {problem}")
             try:
                 obj = json.loads(raw.decode("utf-8"))
             except UnicodeDecodeError as e:

@@ -32,7 +32,6 @@ from mmcore.actions import core, job_acts, model_acts
 from mmcore.base.paths import ROOT, default_home
 from mmcore.data import report as data_report
 from mmcore.jobs import storeguard
-from trainer.rules import roots as trainer_roots
 from trainer.rules.export_options import add_export_options
 
 
@@ -218,8 +217,6 @@ def add_export(sub):
     def run(args):
         options = {k: getattr(args, k) for k in ("format", "gguf_type", "hidden_size", "num_hidden_layers", "use_moe",
                                                  "lora", "tokenizer_path", "dtype", "verify")}
-        if problem := trainer_roots.configured().problem(args.out_dir, "write", base=os.getcwd()):
-            raise api.Refused(str(problem))  # the folders a job may write: the page's exports go to out/hf/
         outcome = model_acts.export(args.user, args.weight, args.out_dir, capture=False, entry=core.CLI, timeout=None,
                                     **options)
         if outcome.refused:
@@ -278,7 +275,7 @@ def add_data(sub):
             report = api.check_data(args.file, args.type, args.max_seq_len, tokenizer=args.tokenizer,
                                     sample=args.sample, batch_size=args.batch_size,
                                     accumulation_steps=args.accumulation_steps)
-        except ValueError as exc:  # a file that cannot be opened: DataFileError
+        except (ValueError, RuntimeError) as exc:  # a file that cannot be opened (DataFileError), a failed scan
             print(f"python -m mmcore data check: {exc}", file=sys.stderr)
             return 2
         if args.json:
@@ -306,6 +303,8 @@ def main(argv=None):
     args = build_parser().parse_args(argv)
     try:
         with api.called_from(core.CLI):
+            if problem := core.roles_file_problem():  # reads too: a broken roles file closes every door
+                raise api.Refused(problem)
             return args.handler(args) or 0
     except api.AuditUnavailable as exc:  # nothing was done: the act could not be recorded (exit 2, as a usage error)
         print(f"python -m mmcore {args.command}: {exc}", file=sys.stderr)

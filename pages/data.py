@@ -22,7 +22,7 @@ if chosen is None:
     st.info(t("data.choose"))
     st.stop()
 try:
-    path = sources.check(chosen, home, base=sources.ROOT)
+    path = sources.check(chosen, home, base=sources.ROOT, upload_folders=data_panels.visible_uploads(home))
     detected = checkup.detect_file_kind(path)  # the first rows: fast on any size
 except (sources.DataFileError, OSError) as exc:
     st.error(md(exc))

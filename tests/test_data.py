@@ -102,7 +102,7 @@ def test_unreadable_file(tmp_path):
 
 def test_upload_is_stored_in_the_roots_and_limited(tmp_path):
     path = sources.save_upload(b'{"text": "a"}\n', "../../evil name.jsonl", home=tmp_path)
-    assert path.parent == sources.uploads_dir(tmp_path) and path.name == "evil_name.jsonl"
+    assert path.parent == sources.upload_folder(tmp_path, "user") and path.name == "evil_name.jsonl"
     assert sources.check(path, home=tmp_path) == path.resolve()
     with pytest.raises(sources.DataFileError):
         sources.save_upload(b"x", "a.exe", home=tmp_path)
@@ -226,7 +226,7 @@ def test_members_upload_data_files_viewers_may_not(tmp_path, monkeypatch):
     assert data_acts.upload_data(home, b'{"text": "a"}\n', "a.jsonl", user="vic").refused
     assert data_acts.upload_refusal("vic") and not data_acts.upload_refusal("bob")
     done = data_acts.upload_data(home, b'{"text": "a"}\n', "a.jsonl", user="bob")
-    assert done.done and done.value == sources.uploads_dir(home) / "bob" / "a.jsonl"
+    assert done.done and done.value == sources.upload_folder(home, "bob") / "a.jsonl"
     assert done.value.resolve() in sources.candidates(home)
     assert [(e.user, e.action) for e in audit.entries(home=home)][:1] == [("bob", "upload")]
 

@@ -251,6 +251,8 @@ def field_messages(tmp_path):
              commandline._convert(args.Arg("flag", bool, False, "a flag"), "maybe")[1]]
     outside = roots.Roots(read=(Path("/data"), Path("/tmp")), write=(Path("/out"),))
     found += [outside.problem("/etc", "read"), outside.problem("/etc", "write")]
+    from mmcore.actions import core
+    found += [core.write_refusal("a\0b")]  # an act's write target that is no path (mmcore.actions.core)
     checked = commandline.check("sft", {"epochs": "abc", "batch_size": "1.5", "learning_rate": "inf", "grad_clip": "abc",
                                     "save_weight": "-x",
                                     "data_path": "a\nb", "save_dir": "", "device": "tpu", "gpus": "a",

@@ -115,6 +115,37 @@ def test_a_restore_while_a_job_runs_adopts_it_and_never_starts_it_twice(queue, m
     assert sum(line.startswith("start a ") for line in (back.home.parent / "marks.txt").read_text().splitlines()) == 1
 
 
+def test_a_restore_of_a_backup_older_than_a_running_job_keeps_it_with_its_id(queue, monkeypatch, capsys):
+    """The backup was taken before the job was launched: the job stays (running, same id, one trainer), and
+    neither its id nor that of a job that ended since the backup is given to the next launch."""
+    store, job, mark = queue
+    old = job("old", "older_old")
+    store.update(old, status="succeeded", waiting=0, exit_code=0)
+    made = storeguard.backup(store.path)  # the backup holds job "old" only, ended
+    ended = job("ended", "older_ended")
+    store.update(ended, status="succeeded", waiting=0, exit_code=0)
+    Path(store.get(ended).log_path).write_text("# finished: succeeded (exit code 0)\n")
+    running = job("running", "older_running")
+    scheduler_lock.ensure_running(store)
+    wait_for(lambda: mark("start", "running"), 30, what="the job to start")
+    supervisor = store.get(running).supervisor_pid
+    monkeypatch.setenv("MINIMIND_DASHBOARD_HOME", str(store.home))
+    assert storeguard.backups(store.home)[0] == made  # no newer one was taken since
+    assert cli.main(["restore", str(made), "--adopt-running"]) == 0
+    assert f"{running}: running, adopted" in capsys.readouterr().out
+    back = JobStore(store.path)
+    kept = back.get(running)
+    assert (kept.status, kept.supervisor_pid, kept.name, kept.user) == ("running", supervisor, "running", "alice")
+    assert back.get(ended) is None  # not running: the backup's history is what was restored
+    following = job("next", "older_next")
+    assert following > max(running, ended)
+    scheduler_lock.ensure_running(back)
+    wait_for(lambda: mark("start", "next"), 30, what="the next job to start")
+    trainers = [p for p in psutil.process_iter(["environ"]) if (p.info["environ"] or {}).get("JOB") == "running"]
+    assert len(trainers) == 1
+    assert sum(line.startswith("start running ") for line in (back.home.parent / "marks.txt").read_text().splitlines()) == 1
+
+
 def test_a_restored_job_that_ran_is_marked_with_what_its_log_says(tmp_path):
     store = JobStore(tmp_path / "home" / "jobs.db")
     ran, never = (store.create("pretrain", n, {}, ["true"], "/tmp", {}, waiting=1) for n in ("ran", "never"))

@@ -176,8 +176,14 @@ def refusals(limit=200, home=None):
 
 
 def entries(job_id=None, limit=200, home=None):
-    """Entries newest first, of one job or of all; `limit=None` for every entry."""
-    where, args = ("WHERE job_id = ?", [int(job_id)]) if job_id is not None else ("", [])
+    """Entries newest first, of one job or of all; `limit=None` for every entry. A job's entries include
+    the acts on its pipeline that named it: the queueing that made it a stage, a stop that stopped it."""
+    where, args = ("", [])
+    if job_id is not None:
+        where = ("WHERE job_id = ? OR (action IN ('queue_pipeline', 'stop_pipeline') AND ("
+                 "EXISTS (SELECT 1 FROM json_each(detail, '$.result.jobs') WHERE value = ?) OR "
+                 "EXISTS (SELECT 1 FROM json_each(detail, '$.result.stopped') WHERE value = ?)))")
+        args = [int(job_id)] * 3
     rows = _run(home, lambda conn: conn.execute(
         f"SELECT id, at, user, action, job_id, detail FROM audit {where} ORDER BY id DESC LIMIT ?",
         (*args, -1 if limit is None else int(limit))).fetchall())

@@ -3,8 +3,9 @@
 - viewer: sees every job, log and chart;
 - member: also launches jobs and pipelines, and stops, deletes, resumes, retries or moves in the queue the
   jobs it owns; on the Models page it chats with, compares, evaluates and exports checkpoints (each runs a
-  model or writes files); on the Logs page it uploads logs (they are kept on the server's disk);
-- admin: everything, on every job, and the dashboard's settings (queue priorities among them) and restores;
+  model or writes files); on the Logs page it uploads logs and on the Data page data files (they are kept
+  on the server's disk);
+- admin: everything, on every job, the dashboard's settings, queue priorities and restores;
   a launch of theirs may write over another user's weight, LoRA and resume files (`overwrite_others`).
 
 Everyone may also look (`view`), which covers keeping their own saved views of the Logs page.
@@ -45,12 +46,12 @@ MODEL_ACTIONS = frozenset({"chat", "compare", "evaluate", "export"})
 #: What each role may do (an admin may do everything).
 _ALLOWED = {
     "viewer": frozenset({"view"}),
-    "member": frozenset({"view", "launch", "clone", "upload"}) | OWN_JOB_ACTIONS | MODEL_ACTIONS,
+    "member": frozenset({"view", "launch", "clone", "upload", "upload_data"}) | OWN_JOB_ACTIONS | MODEL_ACTIONS,
     "admin": None,
 }
 # Actions with a wording of their own in messages ("role.verb.<action>" in the language files).
 _VERBS = frozenset({"launch", "clone", "stop", "delete", "resume", "retry", "move", "settings", "restore", "view",
-                    "chat", "compare", "evaluate", "export", "audit_repair", "upload"})
+                    "chat", "compare", "evaluate", "export", "audit_repair", "upload", "upload_data", "priority"})
 
 
 class RolesFileError(ValueError):

@@ -19,10 +19,14 @@ admin's `job_acts.repair_audit`, which keeps the damaged file aside and starts a
 The pages, the widgets, `mmcore.api` and `mmcore.cli` change things only through these acts, and no other
 module checks a role or writes to the audit trail; a page that disables a button asks `refusal` here.
 """
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
-from mmcore.access import audit, roles
+from mmcore.access import audit, dashboard_roots, roles
 from mmcore.base.i18n import t
+from trainer.rules import roots as trainer_roots
+from trainer.rules.messages import message
 
 PAGE, API, CLI = audit.ENTRIES  # where an act was asked from: a page, mmcore.api, python -m mmcore
 AUDIT_DOWN = "audit_down"  # `Outcome.cause` of an act refused because its record could not be written
@@ -65,6 +69,46 @@ def refused_for(heading, reasons):
     return refused(heading + "\n" + "\n".join(f"- {reason}" for reason in reasons), reasons)
 
 
+#: The longest path an act writes to, and the longest name in it (Linux's PATH_MAX and NAME_MAX): a longer
+#: one is refused before anything is written rather than failing half-way.
+PATH_MAX, PART_MAX = 4096, 255
+
+
+class OutsideRoots(ValueError):
+    """A path an act would write to that lies outside the write roots (or is no usable path); the message
+    (a `Message`: English, and worded for the reader on a page) says which and why."""
+
+
+def write_root(path, home=None, base=None, roots=None):
+    """`path` resolved (relative to `base`, default the working directory; `~`, `..` and symlinks followed,
+    as the write will follow them), when it lies inside a write root: the folders a job may write to
+    (`mmcore.access.dashboard_roots.current(home)`), or `roots` when given (an act that writes the
+    dashboard's own files passes its home). Raises OutsideRoots otherwise, with the message
+    `python -m mmcore export` has always given. Every act that writes a path it was given calls this
+    before writing anything."""
+    text = os.fspath(path) if isinstance(path, os.PathLike) else str(path)
+    if "\0" in text or not text.strip():
+        raise OutsideRoots(message("field.path_unusable", value=repr(text[:200])))
+    if len(text.encode()) > PATH_MAX or any(len(part.encode()) > PART_MAX for part in Path(text).parts):
+        raise OutsideRoots(message("field.path_unusable", value=repr(text[:200] + "...")))
+    allowed = dashboard_roots.current(home)
+    if roots is not None:
+        allowed = trainer_roots.Roots(read=(), write=tuple(Path(r).resolve() for r in roots))
+    base = base or os.getcwd()
+    if problem := allowed.problem(text, "write", base=base):
+        raise OutsideRoots(problem)
+    return trainer_roots.resolved(text, base)
+
+
+def write_refusal(path, home=None, base=None, roots=None):
+    """Why an act may not write `path` (see `write_root`), or None: a refusal message for `Outcome`."""
+    try:
+        write_root(path, home, base, roots)
+    except OutsideRoots as exc:
+        return exc.args[0]
+    return None
+
+
 def job_or_refusal(store, job_id):
     """(the job, None), or (None, a refusal naming the unknown id)."""
     try:
@@ -86,6 +130,16 @@ def refusal(user, action, owner=None, subject=None):
         return roles.refusal(acting(user), action, owner=owner, job_id=subject)
     except roles.RolesFileError as exc:
         return t("role.file_unusable", error=exc)
+
+
+def roles_file_problem():
+    """Why the roles file cannot be used (the sentence every refusal then gives), or None: `python -m mmcore`
+    refuses every command with it, reads included, as the pages show nothing else."""
+    try:
+        roles.load()
+    except roles.RolesFileError as exc:
+        return t("role.file_unusable", error=exc)
+    return None
 
 
 def may_overwrite_others(user):

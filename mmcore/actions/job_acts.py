@@ -212,7 +212,8 @@ def restore_store(home, backup, user=None, entry=PAGE, adopt_running=False):
     (the backup used, where the replaced file was kept or None).
 
     Restored rows are reconciled with what happened since the backup (`mmcore.jobs.restored`): a job
-    whose supervisor runs is adopted, a job that ran is marked with what its log says. While supervisors
+    whose supervisor runs is adopted (kept with its id when the backup is older than it), a job that ran is
+    marked with what its log says; no id in use is given again. While supervisors
     of the store run, the restore is refused unless `adopt_running` says to adopt their jobs."""
     live = restored.live_supervisors(home / DB_NAME)
 
@@ -221,10 +222,13 @@ def restore_store(home, backup, user=None, entry=PAGE, adopt_running=False):
             return refused(t("action.restore_running", jobs=", ".join(f"{job} (pid {pid})" for job, (pid, _)
                                                                          in sorted(live.items()))))
         changed = {}
+
+        def adjusted(staged):  # jobs launched since the backup that run now come along, with their ids
+            restored.keep_live_jobs(staged, home / DB_NAME, live)
+            return restored.reconcile(JobStore(staged), live)
         try:
             source, aside = storeguard.restore(home / DB_NAME, backup,
-                                               adjust=lambda staged: changed.update(
-                                                   restored.reconcile(JobStore(staged), live)))
+                                               adjust=lambda staged: changed.update(adjusted(staged)))
         except (OSError, sqlite3.Error, RuntimeError, storeguard.StoreDamaged) as exc:
             return refused(t("action.not_restored", error=exc))
         message = (t("action.restored_aside", db=home / DB_NAME, source=source, aside=aside) if aside

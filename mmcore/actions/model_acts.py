@@ -4,10 +4,11 @@ Chat, compare and evaluate run a model; export writes a folder. A viewer may onl
 the evaluation results); members and admins act (`mmcore.access.roles.MODEL_ACTIONS`). Each act is one
 `core.perform` (role checked before anything runs, one audit row for what ran), answered with a
 `core.Outcome` in the acting user's language; `entry` and `user` as in `job_acts`. `python -m mmcore
-export` goes through `export` too.
+export` goes through `export` too. Every act that writes checks its target against the write roots first
+(`core.write_root`), whichever entry asked.
 """
+import os
 import subprocess
-from pathlib import Path
 
 from mmcore.actions import core
 from mmcore.actions.core import PAGE, did, perform, refused
@@ -66,33 +67,41 @@ def evaluate(store, user, targets, entries, data_path, settings, entry=PAGE):
 def export(user, weight, out_dir, home=None, capture=True, entry=PAGE, **options):
     """Export `weight` to `out_dir` and wait for it (see `mmcore.models.export_job.run_export`; `format`,
     `gguf_type`... among `options`); the value is (exit status, output). An export that fails is recorded
-    with its exit status."""
-    out_dir = Path(out_dir).resolve()
+    with its exit status. A folder outside the write roots (`core.write_root`) is refused before anything
+    is written."""
     request = {"weight": str(weight), "out_dir": str(out_dir), **{k: v for k, v in options.items() if k != "timeout"}}
 
     def do():
         try:
-            code, output = run_export(weight, out_dir, capture=capture, **options)
+            folder = core.write_root(out_dir, home)
+        except core.OutsideRoots as exc:
+            return refused(exc.args[0])
+        try:
+            code, output = run_export(weight, folder, capture=capture, **options)
         except (OSError, subprocess.SubprocessError) as exc:  # it could not run (or ran out of time)
-            return refused(t("models.export.failed", folder=out_dir) + f" ({exc})")
-        message = t("models.export.done" if code == 0 else "models.export.failed", folder=out_dir)
+            return refused(t("models.export.failed", folder=folder) + f" ({exc})")
+        message = t("models.export.done" if code == 0 else "models.export.failed", folder=folder)
         return did("success" if code == 0 else "error", message, {"exit_code": code}, (code, output))
     return perform(home, user, "export", entry, request, do)
 
 
 def launch_export(store, user, weight, out_dir, entry=PAGE, **options):
     """Queue the export of `weight` to `out_dir` as a job owned by `user` (progress and log on Jobs, so a
-    large model never blocks the page); the value is the job id."""
+    large model never blocks the page); the value is the job id. A folder outside the write roots is
+    refused: no job is queued."""
     user = core.acting(user)
-    out_dir = Path(out_dir).resolve()
     request = {"weight": str(weight), "out_dir": str(out_dir), "job": True, **options}
 
     def do():
         try:
-            job_id = export_job.launch(store, weight, out_dir, user=user, **options)
+            folder = core.write_root(out_dir, store.home)
+        except core.OutsideRoots as exc:
+            return refused(exc.args[0])
+        try:
+            job_id = export_job.launch(store, weight, folder, user=user, **options)
         except (OSError, ValueError) as exc:
-            return refused(t("models.export.failed", folder=out_dir) + f" ({exc})")
-        return did("success", t("models.export.started", job_id=job_id, folder=out_dir), {"job": job_id}, job_id)
+            return refused(t("models.export.failed", folder=folder) + f" ({exc})")
+        return did("success", t("models.export.started", job_id=job_id, folder=folder), {"job": job_id}, job_id)
     return perform(store.home, user, "export", entry, request, do)
 
 
@@ -103,8 +112,15 @@ def import_weight(user, source, out_prefix, home=None, entry=PAGE):
     request = {"import": str(source), "out_prefix": str(out_prefix)}
 
     def do():
+        # the file written is `{out_prefix}_{hidden}.pth`, beside the prefix: check a name of that shape, and
+        # hand the importer the prefix resolved as checked (it runs in the repository root)
+        name = os.path.basename(str(out_prefix))
         try:
-            code, output = export_job.run_import(source, out_prefix)
+            prefix = core.write_root(f"{out_prefix}_0.pth" if name else "", home).with_name(name)
+        except core.OutsideRoots as exc:
+            return refused(exc.args[0])
+        try:
+            code, output = export_job.run_import(source, prefix)
         except (OSError, subprocess.SubprocessError) as exc:
             return refused(t("models.import.failed", error=exc))
         if code != 0:

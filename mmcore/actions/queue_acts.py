@@ -39,7 +39,7 @@ def set_priority(store, job_id, priority, user=None, entry=PAGE):
     whether it was still waiting."""
     return _change_waiting(store, job_id, user, entry, "priority", {"priority": priority},
                            lambda job: jobqueue.set_priority(store, job.id, priority), "queue.priority_set",
-                           role_action="settings")
+                           role_action="priority")
 
 
 def _change_waiting(store, job_id, user, entry, action, asked, change, done_key, role_action=None):

@@ -12,6 +12,7 @@ from pathlib import Path
 from mmcore.actions import core
 from mmcore.actions.core import PAGE, did, perform, refused
 from mmcore.base.i18n import t
+from mmcore.data import sources
 from mmcore.logs import logfiles, savedviews
 from mmcore.runs import health
 
@@ -86,7 +87,10 @@ def upload_log(home, upload, name, user=None, entry=PAGE):
 
     def do():
         try:
-            path = logfiles.save_upload(upload, name, folder=logfiles.upload_folder(home, user))
+            folder = logfiles.upload_folder(home, user)
+            if why := core.write_refusal(folder, roots=[home]):
+                return refused(why)
+            path = logfiles.save_upload(upload, name, folder=folder, counted=[sources.upload_folder(home, user)])
         except (logfiles.UploadTooLarge, OSError) as exc:
             return refused(str(exc))
         return did("success", "", {"file": path.name, "bytes": path.stat().st_size}, path)

@@ -52,10 +52,17 @@ def _tighten(path, mode):
 
 
 def private_dir(path):
-    """Create `path` (and missing parents) as a folder only its owner can use; tighten it if it is
-    looser. Returns it as a Path."""
+    """Create `path` (and missing parents, each owner-only too) as a folder only its owner can use; tighten
+    it if it is looser. Returns it as a Path."""
     path = Path(path)
-    path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
+    missing = []
+    folder = path
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    for folder in reversed(missing):  # the folders made on the way are private too (mkdir's parents are not)
+        folder.mkdir(exist_ok=True, mode=PRIVATE_DIR_MODE)
+        _tighten(folder, PRIVATE_DIR_MODE)
     _tighten(path, PRIVATE_DIR_MODE)
     return path
 

@@ -14,13 +14,14 @@ import os
 import re
 from collections import Counter
 
-from dataset.formats import KIND_OF_TYPE, KINDS, check_record, rlaif_roles
+from dataset.formats import KIND_OF_TYPE, KINDS, check_record, lines_within, rlaif_roles, row_problem
 from mmcore.base.i18n import t
 
 #: Problem lists, in the order the page shows them.
 PROBLEMS = ("bad", "duplicate", "empty_answer", "role_order", "dpo_identical", "missing_tags")
 LIST_CAP = 1000
 DETECT_LINES = 200  # lines read to guess a file's kind
+DETECT_BYTES = 4 * 2**20  # and at most this much of it: the page's own read stays small whatever the file
 REASON_TYPES = ("distill_reason",)
 _TAGS = re.compile(r"<think>.*?</think>.*?<answer>.*?</answer>", re.DOTALL)
 
@@ -42,8 +43,12 @@ def file_format(file_kind, result):
     return kind, [key for key in KIND_OF_TYPE if key in reading]
 
 
-def parse_line(raw, lineno):
-    """(object, None) or (None, reason) for one raw line, worded as `dataset.formats.scan_file` words it."""
+def parse_line(raw, lineno, size=None):
+    """(object, None) or (None, reason) for one raw line, worded as `dataset.formats.scan_file` words it.
+    A line too long or too deep to parse (`dataset.formats.row_problem`; `size`: its whole length when
+    `raw` is its start only) is not parsed."""
+    if problem := row_problem(raw, size):
+        return None, f"line {lineno}: {problem}"
     try:
         if b"\0" in raw or raw.startswith(b"\xef\xbb\xbf"):  # json would guess UTF-16 or skip a BOM: not the trainers
             return json.loads(raw.decode("utf-8")), None
@@ -52,6 +57,8 @@ def parse_line(raw, lineno):
         return None, f"line {lineno}: not UTF-8 text ({e.reason} at byte {e.start})"
     except json.JSONDecodeError as e:
         return None, f"line {lineno}: invalid JSON ({e.msg} at column {e.colno})"
+    except RecursionError:  # deeper than the interpreter's stack: row_problem counts on MAX_DEPTH below it
+        return None, f"line {lineno}: the row is too deep to read"
 
 
 def detect_kind(lines):
@@ -68,16 +75,31 @@ def detect_kind(lines):
     return max(votes, key=lambda k: (votes[k], -KINDS.index(k))) if votes else None
 
 
-def detect_file_kind(path, lines=DETECT_LINES):
-    """`detect_kind` over the first non-blank lines of a file."""
-    head = []
+def detect_file_kind(path, lines=DETECT_LINES, max_bytes=DETECT_BYTES):
+    """`detect_kind` over the first non-blank lines of a file (at most `max_bytes` of it: a row too long
+    or too deep is skipped, never read whole)."""
+    return detect_kind(_head(path, lines, max_bytes)[0])
+
+
+def head_problems(path, lines=DETECT_LINES, max_bytes=DETECT_BYTES):
+    """["line N: the row is too long / too deep ..."] of the first lines `detect_file_kind` skipped: why a
+    file whose kind cannot be told may not have been read."""
+    return _head(path, lines, max_bytes)[1]
+
+
+def _head(path, lines, max_bytes):
+    head, skipped, read = [], [], 0
     with open(path, "rb") as f:
-        for raw in f:
+        for lineno, (raw, size) in enumerate(lines_within(f), 1):
+            read += size
             if raw.strip():
-                head.append(raw[3:] if not head and raw.startswith(b"\xef\xbb\xbf") else raw)
-            if len(head) >= lines:
+                if problem := row_problem(raw, size):
+                    skipped.append(f"line {lineno}: {problem}")
+                else:
+                    head.append(raw[3:] if not head and raw.startswith(b"\xef\xbb\xbf") else raw)
+            if len(head) >= lines or read >= max_bytes:
                 break
-    return detect_kind(head)
+    return head, skipped
 
 
 def role_problem(messages):
@@ -142,8 +164,9 @@ class HealthScan:
         if len(self.lists[name]) < LIST_CAP:
             self.lists[name].append({"line": line, "reason": reason})
 
-    def feed(self, raw):
-        """Judge one raw line (bytes); returns the parsed object of a valid row, else None."""
+    def feed(self, raw, size=None):
+        """Judge one raw line (bytes; `size`: its whole length when `raw` is its start only, as
+        `dataset.formats.lines_within` reads a line too long); returns the parsed object of a valid row, else None."""
         self.lines += 1
         line = self.lines
         if line == 1 and self.first_chunk and raw.startswith(b"\xef\xbb\xbf"):
@@ -152,7 +175,7 @@ class HealthScan:
         if not body:
             self.blank += 1
             return None
-        obj, reason = parse_line(body, line)
+        obj, reason = parse_line(body, line, None if size is None else size - (len(raw) - len(body)))
         if obj is None:
             self._add("bad", line, reason.split(": ", 1)[1])
             return None
@@ -273,12 +296,12 @@ def scan_range(path, kind, start, end, on_row=None, progress=None, every_bytes=8
     with open(path, "rb", buffering=2**20) as f:
         f.seek(start)
         left = end - start
-        for raw in f:
+        for raw, size in lines_within(f):
             if left <= 0:
                 break
-            left -= len(raw)
-            done += len(raw)
-            obj = health.feed(raw)
+            left -= size
+            done += size
+            obj = health.feed(raw, size)
             if obj is not None and on_row is not None:
                 on_row(health.lines, raw, obj)
             if progress is not None and done >= next_report:

@@ -58,8 +58,8 @@ def check(value, train_type=None, max_seq_len=None, home=None, tokenizer=None, s
     cannot be opened or matches no format; RuntimeError when the scan fails."""
     path = sources.check(value, home, base)
     kind = KIND_OF_TYPE[train_type] if train_type else checkup.detect_file_kind(path)
-    if kind is None:
-        raise sources.DataFileError(t("data.err.no_kind", path=path))
+    if kind is None:  # and the rows it could not even read, if any: a row too long or too deep says so
+        raise sources.DataFileError("\n".join([t("data.err.no_kind", path=path), *checkup.head_problems(path)[:3]]))
     if train_type is None:
         train_type = next(k for k, v in KIND_OF_TYPE.items() if v == kind)
     state = scans.run(path, kind, home, tokenizer, sample)

@@ -6,6 +6,8 @@ to it; a search stops after `limit` hits or `budget` bytes, and says how far it 
 import json
 from dataclasses import dataclass
 
+from dataset.formats import lines_within, row_problem
+
 SEARCH_BUDGET = 256 * 2**20
 MAX_LINE_CHARS = 200_000  # longer rows are shown cut (the worker still gets the whole line)
 
@@ -17,11 +19,14 @@ class Row:
     obj: object  # the parsed JSON, or None when the line is not JSON
 
 
-def _row(line, raw):
+def _row(line, raw, size=None):
+    """A row; one too long or too deep to parse (`dataset.formats.row_problem`) is shown as its start, unparsed."""
+    if row_problem(raw, size):
+        return Row(line, raw[:MAX_LINE_CHARS].decode("utf-8", errors="replace").strip(), None)
     text = raw.decode("utf-8", errors="replace").strip()
     try:
         obj = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         obj = None
     return Row(line, text, obj)
 
@@ -30,10 +35,10 @@ def read(path, start=1, count=20):
     """Up to `count` non-blank rows from line `start` on."""
     out = []
     with open(path, "rb") as f:
-        for line, raw in enumerate(f, 1):
+        for line, (raw, size) in enumerate(lines_within(f), 1):
             if line < start or not raw.strip():
                 continue
-            out.append(_row(line, raw))
+            out.append(_row(line, raw, size))
             if len(out) >= count:
                 break
     return out
@@ -50,10 +55,10 @@ def search(path, text, limit=50, budget=SEARCH_BUDGET):
     needle = text.lower().encode("utf-8")
     found, done = [], 0
     with open(path, "rb") as f:
-        for number, raw in enumerate(f, 1):
-            done += len(raw)
-            if needle in raw.lower() or needle in _unescaped(raw):
-                found.append(_row(number, raw))
+        for number, (raw, size) in enumerate(lines_within(f), 1):
+            done += size
+            if needle in raw.lower() or (size == len(raw) and needle in _unescaped(raw)):
+                found.append(_row(number, raw, size))
                 if len(found) >= limit:
                     return found, done, False
             if done >= budget:
@@ -65,7 +70,9 @@ def _unescaped(raw):
     """A line with JSON's \\uXXXX escapes decoded (upstream files escape every Chinese character)."""
     if b"\\u" not in raw:
         return b""
+    if row_problem(raw):
+        return b""
     try:
         return json.dumps(json.loads(raw), ensure_ascii=False).lower().encode("utf-8")
-    except ValueError:
+    except (ValueError, RecursionError):
         return b""

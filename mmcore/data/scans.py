@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mmcore.base.paths import ROOT, default_home, private_dir
+from mmcore.base.paths import ROOT, default_home, open_private, private_dir
 from mmcore.data.sizing import TokenTable
 from trainer.rules.roots import BUNDLED_TOKENIZER
 from trainer.rules.weight_meta import tokenizer_fingerprint
@@ -122,15 +122,17 @@ def start(path, kind, home=None, tokenizer=None, sample=PAGE_SAMPLE, retry=False
     home = home or default_home()
     key = scan_key(path, kind, tokenizer, sample)
     folder = scans_dir(home)
-    with open(folder / "start.lock", "w") as lock:
+    with open(open_private(folder / "start.lock", os.O_WRONLY | os.O_CREAT), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if retry:
             _file(home, key, ".error.txt").unlink(missing_ok=True)
         now = state(home, key)
+        if now.status != "running":
+            _remove_leftovers(home, key)  # of a worker that was killed (no exit path of its own ran)
         if now.status in ("done", "running", "failed"):
             return key
         _prune(folder)
-        with open(_file(home, key, ".log"), "ab") as log:
+        with open(open_private(_file(home, key, ".log")), "ab") as log:
             proc = subprocess.Popen(worker_argv(path, kind, key, home, tokenizer, sample), cwd=ROOT,
                                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                     start_new_session=True)
@@ -149,12 +151,20 @@ def run(path, kind, home=None, tokenizer=None, sample=0, timeout=None):
         return now
     _file(home, key, ".error.txt").unlink(missing_ok=True)
     if now.status != "running":
-        with open(_file(home, key, ".log"), "ab") as log:
+        with open(open_private(_file(home, key, ".log")), "ab") as log:
             subprocess.run(worker_argv(path, kind, key, home, tokenizer, sample), cwd=ROOT, stdin=subprocess.DEVNULL,
                            stdout=log, stderr=subprocess.STDOUT, timeout=timeout, check=False)
     while running(home, key):  # another caller's worker: wait for it
         time.sleep(0.2)
+    _remove_leftovers(home, key)  # a worker killed from outside (memory, a signal) ran no exit path of its own
     return state(home, key)
+
+
+def _remove_leftovers(home, key):
+    """The temporary files of a scan that no worker runs: its rows copy, the copy's parts, its progress."""
+    folder = scans_dir(home)
+    for path in [*folder.glob(f"{key}.rows.jsonl*"), folder / f"{key}.progress.json"]:
+        path.unlink(missing_ok=True)
 
 
 def _prune(folder):

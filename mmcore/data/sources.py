@@ -10,12 +10,17 @@ from pathlib import Path
 
 from mmcore.access import dashboard_roots
 from mmcore.base.i18n import t
-from mmcore.base.paths import ROOT, TRAINER_DIR, default_home, private_dir
+from mmcore.base.paths import ROOT, TRAINER_DIR, default_home
+from mmcore.logs import logfiles
 from trainer.rules.records import RECORDS_SUBDIR
 
 #: Uploads go under the records folder: a write root, so jobs may read them and the roots need no change.
+#: Each user's go to a folder of their own (`upload_folder`), within the quota they share with their log
+#: uploads (`mmcore.logs.logfiles.UPLOAD_QUOTA_MB`), and go after UPLOAD_KEEP_S (longer than a log's: a
+#: queued job may still need the file).
 UPLOADS_SUBDIR = "data_uploads"
 MAX_UPLOAD_BYTES = 200 * 2**20
+UPLOAD_KEEP_S = float(os.environ.get("MINIMIND_DATA_UPLOAD_KEEP_H", 7 * 24)) * 3600
 SUFFIXES = (".jsonl", ".json")
 LIST_LIMIT = 500  # files listed per root, and folders looked into: a huge tree must not slow the page
 WALK_LIMIT = 2000
@@ -30,14 +35,25 @@ def uploads_dir(home=None):
     return Path(home or default_home()) / RECORDS_SUBDIR / UPLOADS_SUBDIR
 
 
+def upload_folder(home, user):
+    """The folder of one user's data uploads: `<uploads_dir>/<name>-<digest>`, as for log uploads."""
+    return uploads_dir(home) / logfiles.folder_name(user)
+
+
+def _in(path, folders):
+    path = Path(path).resolve()
+    return any(path == f or f in path.parents for f in (Path(f).resolve() for f in folders))
+
+
 def roots(home=None):
     """The read roots in force (write roots may be read too)."""
     current = dashboard_roots.current(home)
     return tuple(dict.fromkeys(current.read + current.write))
 
 
-def candidates(home=None):
-    """The jsonl files a user may pick: dataset/ first, then the other roots and the uploads, sorted."""
+def candidates(home=None, upload_folders=None):
+    """The jsonl files a user may pick: dataset/ first, then the other roots and the uploads, sorted. Of the
+    uploads, only those in `upload_folders` (the viewer's own; None: all, for an admin)."""
     found = []
     seen = set()
     records = (Path(home or default_home()) / RECORDS_SUBDIR).resolve()
@@ -53,6 +69,8 @@ def candidates(home=None):
                 dirnames[:] = []
             for name in sorted(filenames):
                 path = Path(dirpath) / name
+                if upload_folders is not None and _in(path, [uploads_dir(home)]) and not _in(path, upload_folders):
+                    continue  # another user's upload: not even its name is shown
                 if name.endswith(".jsonl") and path not in seen and count < LIST_LIMIT:
                     seen.add(path)
                     found.append(path.resolve())
@@ -84,18 +102,23 @@ def resolve(value, base=None):
     return (Path(base or os.getcwd()) / os.path.expanduser(str(value))).resolve()
 
 
-def check(value, home=None, base=None):
-    """The resolved path of a data file the user may open, or DataFileError saying why not."""
+def check(value, home=None, base=None, upload_folders=None):
+    """The resolved path of a data file the user may open, or DataFileError saying why not. Of the uploads,
+    only those in `upload_folders` may be opened (None: all)."""
     if not str(value).strip():
         raise DataFileError(t("data.err.no_path"))
     path = resolve(value, base)
     allowed = roots(home)
     if not any(path == r or r in path.parents for r in allowed):
         raise DataFileError(t("data.err.outside", path=value, roots=", ".join(str(r) for r in allowed)))
+    if upload_folders is not None and _in(path, [uploads_dir(home)]) and not _in(path, upload_folders):
+        raise DataFileError(t("data.err.private"))  # whether it exists is not said either
     if not path.exists():
         raise DataFileError(t("data.err.missing", path=path))
     if path.is_dir():
         raise DataFileError(t("data.err.folder", path=path))
+    if not path.is_file():  # a FIFO or a device: opening it could wait for ever
+        raise DataFileError(t("data.err.not_regular", path=path))
     try:
         with open(path, "rb") as f:
             head = f.read(SNIFF_BYTES)
@@ -121,19 +144,19 @@ def _plain(name, fallback):
     return "".join(c if c.isalnum() or c in "._-" else "_" for c in str(name).lstrip("."))[:100] or fallback
 
 
-def save_upload(data, name, home=None, user=None):
-    """Store an uploaded data file (bytes) in the uploads folder (`user`'s own folder in it); returns its
-    path. DataFileError when it is too large or not a .jsonl/.json file. Names are reduced to plain ones."""
-    if len(data) > MAX_UPLOAD_BYTES:
-        raise DataFileError(t("data.err.too_large", mb=MAX_UPLOAD_BYTES // 2**20))
+def save_upload(data, name, home=None, user=None, counted=()):
+    """Store an uploaded data file (bytes, or a binary file: streamed to disk a block at a time) in `user`'s
+    uploads folder under its plain name (the user's earlier file of that name is replaced); returns its path.
+    DataFileError when it is too large, not a .jsonl/.json file, or over the user's quota (shared with
+    their uploads in the `counted` folders: their logs)."""
     safe = _plain(os.path.basename(str(name)), "upload.jsonl")
     if not safe.endswith(SUFFIXES):
         raise DataFileError(t("data.err.suffix"))
-    folder = private_dir(uploads_dir(home) / _plain(user, "user") if user else uploads_dir(home))
-    path = folder / safe
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
-    return path
+    try:
+        return logfiles.save_upload(data, name, upload_folder(home, user or "user"), max_mb=MAX_UPLOAD_BYTES / 2**20,
+                                    counted=counted, file_name=safe, keep_s=UPLOAD_KEEP_S,
+                                    quota_key="data.err.over_quota")
+    except logfiles.UploadTooLarge as exc:
+        if exc.args and getattr(exc.args[0], "key", "") == "data.err.over_quota":
+            raise DataFileError(str(exc)) from None
+        raise DataFileError(t("data.err.too_large", mb=MAX_UPLOAD_BYTES // 2**20)) from None

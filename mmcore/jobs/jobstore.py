@@ -24,7 +24,7 @@ from pathlib import Path
 from mmcore.base import paths
 from mmcore.base.paths import DB_NAME, default_home
 from mmcore.base.process_identity import process_problem
-from mmcore.jobs import jobnote, storeguard
+from mmcore.jobs import diskspace, jobnote, storeguard
 from mmcore.jobs.jobrow import COLUMNS, JSON_COLUMNS, MIGRATIONS, SCHEMA_VERSION, STATUSES, UPDATABLE, Job
 
 # A queued row whose supervisor has not registered by then was never launched (the launching process
@@ -283,7 +283,8 @@ class JobStore:
     # -- reconciliation -----------------------------------------------------------------------
 
     def reconcile(self):
-        """Mark `lost` every queued/running job whose supervisor is gone; return their ids.
+        """Mark `lost` every queued/running job whose supervisor is gone (`failed` with "no space left on
+        device" when its log ends saying the disk filled up); return their ids.
 
         Gone: its pid is dead or a zombie, or now belongs to a process with another start time (pid
         reuse). A queued job whose supervisor never registered within `queued_grace` seconds of its
@@ -293,7 +294,7 @@ class JobStore:
         # comes from Slurm: mmcore.queue.backends); a dispatched job's grace starts when it was dispatched.
         with self._connect() as conn:
             rows = conn.execute(
-                "SELECT id, status, supervisor_pid, supervisor_start,"
+                "SELECT id, status, supervisor_pid, supervisor_start, log_path,"
                 " COALESCE(dispatched_at, created_at) AS created_at FROM jobs"
                 " WHERE status IN ('queued', 'running') AND waiting = 0 AND backend = 'local'").fetchall()
         if not rows:
@@ -314,12 +315,16 @@ class JobStore:
                     note = jobnote.stored("note.supervisor_pid_reused", pid=pid)
                 else:
                     note = jobnote.stored("note.supervisor_exited", pid=pid)
+            # A supervisor that could not record the end for want of space: its log says what happened.
+            status = "lost"
+            if pid is not None and row["status"] == "running" and diskspace.log_says_no_space(row["log_path"]):
+                status, note = "failed", jobnote.stored("note.no_space")
             # Conditional on the state we read: a supervisor that finished in between wins.
             with self._write() as conn:
                 cur = conn.execute(
-                    "UPDATE jobs SET status = 'lost', ended_at = ?, note = ?"
+                    "UPDATE jobs SET status = ?, ended_at = ?, note = ?"
                     " WHERE id = ? AND status = ? AND supervisor_pid IS ?",
-                    (now, note, row["id"], row["status"], pid))
+                    (status, now, note, row["id"], row["status"], pid))
             if cur.rowcount:
                 lost.append(row["id"])
         return lost

@@ -34,7 +34,7 @@ from mmcore.access import dashboard_roots
 from mmcore.base import paths, proctree
 from mmcore.base.paths import ROOT, default_home
 from mmcore.base.process_identity import process_matches, process_start_time
-from mmcore.jobs import jobnote
+from mmcore.jobs import diskspace, jobnote
 from mmcore.jobs.jobstore import JobStore
 from mmcore.runs.metric_stream import job_run_dir, with_run_dir
 from mmcore.train import file_owners
@@ -44,8 +44,6 @@ from trainer.rules.specs import SPECS
 DEFAULT_GRACE_S = float(os.environ.get("MINIMIND_STOP_GRACE_S", 60))
 POLL_S = 0.5  # how often the supervisor checks its trainer and the stop flag
 HEARTBEAT_S = 1.0  # how often it makes sure the queue's scheduler runs (a killed one comes back by itself)
-#: What a trainer (Python, torch, SQLite) prints when the disk is full.
-NO_SPACE_SIGNS = ("No space left on device", "[Errno 28]", "database or disk is full")
 LEFTOVER_GRACE_S = 5.0  # for processes a finished trainer left behind in its group
 FINAL_WRITE_ATTEMPTS = 5  # tries (1, 2, 4, 8 s apart) to record a job's ending in a busy database
 FULL_DISK_WRITE_ATTEMPTS = 25  # on a full disk: about ten minutes for someone to make room
@@ -219,15 +217,7 @@ class Supervisor:
 
     def _out_of_space(self):
         """Whether the job ran out of disk space: the log could not be written, or the trainer said so."""
-        if self.disk_full:
-            return True
-        try:
-            with open(self.job.log_path, "rb") as f:
-                f.seek(max(0, os.path.getsize(self.job.log_path) - 64 * 1024))
-                tail = f.read().decode("utf-8", "replace")
-        except (OSError, AttributeError, TypeError):
-            return False
-        return any(sign in tail for sign in NO_SPACE_SIGNS)
+        return self.disk_full or (self.job is not None and diskspace.log_says_no_space(self.job.log_path))
 
     def _stop_requested(self):
         if self.signalled:
@@ -253,8 +243,9 @@ class Supervisor:
             except KeyError:
                 return  # the row was deleted meanwhile: nothing to record into
             except sqlite3.OperationalError as exc:
-                self._write_log(f"# supervisor: cannot write to the job store ({exc})\n")
-                full = "disk is full" in str(exc)
+                if attempt == 0:  # once: retries must not bury the log's last line (the trainer's own)
+                    self._write_log(f"# supervisor: cannot write to the job store ({exc}); retrying\n")
+                full = diskspace.no_space(exc, self.store.path)
                 self.disk_full = self.disk_full or full
                 if full and fields.get("status") == "failed":
                     fields["note"] = jobnote.stored("note.no_space")

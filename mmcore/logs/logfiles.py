@@ -70,10 +70,16 @@ class UploadTooLarge(MessageError):
     in the language of whoever reads it."""
 
 
-def upload_folder(home, user):
-    """The folder of one user's uploads: `<home>/uploads/<name>-<digest>` (a plain name for any identity)."""
+def folder_name(user):
+    """The name of one identity's uploads folder: `<name>-<digest>`, a plain name for any identity that no
+    other identity maps to (the digest is of the whole identity: a+b@x and a_b@x differ)."""
     name = re.sub(r"[^\w.-]+", "_", str(user))[:40] or "user"
-    return Path(home) / "uploads" / f"{name}-{hashlib.sha256(str(user).encode()).hexdigest()[:8]}"
+    return f"{name}-{hashlib.sha256(str(user).encode()).hexdigest()[:8]}"
+
+
+def upload_folder(home, user):
+    """The folder of one user's uploads: `<home>/uploads/<name>-<digest>` (`folder_name`)."""
+    return Path(home) / "uploads" / folder_name(user)
 
 
 def _folder_bytes(folder):
@@ -110,12 +116,14 @@ def _size(data):
     return size
 
 
-def save_upload(data, name, folder=None, max_mb=None, quota_mb=None):
+def save_upload(data, name, folder=None, max_mb=None, quota_mb=None, counted=(), file_name=None, keep_s=None,
+                quota_key="logs.upload_over_quota"):
     """Write an uploaded log (bytes, or a binary file such as Streamlit's UploadedFile, read a block at a
     time: no whole copy of it is made) to a file named by its hash, so the same upload is saved once, and
     return its path; the Logs page then reads it like any other log. Uploads over `max_mb`, or over what
-    `quota_mb` (the folder's total: one user's uploads) has left, raise UploadTooLarge; uploads older than
-    UPLOAD_KEEP_S are removed on the way."""
+    `quota_mb` (the folder's total with the `counted` folders': one user's uploads) has left, raise
+    UploadTooLarge; uploads older than `keep_s` (default UPLOAD_KEEP_S) are removed on the way.
+    `file_name`: keep it under this plain name instead (a file of that name is replaced)."""
     max_mb = UPLOAD_MAX_MB if max_mb is None else max_mb
     quota_mb = UPLOAD_QUOTA_MB if quota_mb is None else quota_mb
     size = _size(data)
@@ -124,8 +132,8 @@ def save_upload(data, name, folder=None, max_mb=None, quota_mb=None):
                                      max=f"{max_mb:g}", env="MINIMIND_UPLOAD_MAX_MB"))
     folder = Path(folder) if folder is not None else Path(tempfile.gettempdir()) / "minimind-dashboard-uploads"
     paths.private_dir(folder)
-    prune_uploads(folder)
-    used = _folder_bytes(folder)
+    prune_uploads(folder, keep_s)
+    used = _folder_bytes(folder) + sum(_folder_bytes(other) for other in counted if Path(other).is_dir())
     safe = re.sub(r"[^\w.-]+", "_", Path(name).name)[:80] or "upload.log"
     tmp = folder / f".{safe}.{os.getpid()}.tmp"
     digest = hashlib.sha256()
@@ -138,11 +146,12 @@ def save_upload(data, name, folder=None, max_mb=None, quota_mb=None):
                 chunk = view[start:start + _CHUNK] if view is not None else data.read(_CHUNK)
                 digest.update(chunk)
                 out.write(chunk)
-        path = folder / f"{digest.hexdigest()[:16]}-{safe}"
-        if path.exists():
+        path = folder / (file_name or f"{digest.hexdigest()[:16]}-{safe}")
+        if path.exists() and file_name is None:
             return path  # the same upload again: it costs nothing more
-        if used + size > quota_mb * 1024 * 1024:
-            raise UploadTooLarge(message("logs.upload_over_quota", name=name, used=f"{used / 1024 / 1024:.0f}",
+        replaced = path.stat().st_size if path.is_file() else 0  # a file of the same name goes: it counts no more
+        if used - replaced + size > quota_mb * 1024 * 1024:
+            raise UploadTooLarge(message(quota_key, name=name, used=f"{used / 1024 / 1024:.0f}",
                                          max=f"{quota_mb:g}", env="MINIMIND_UPLOAD_QUOTA_MB"))
         os.replace(tmp, path)
         return path

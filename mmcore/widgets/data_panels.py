@@ -26,9 +26,14 @@ UPLOAD_KEY = "data.upload"
 UPLOAD_MESSAGE_KEY = "data.upload_message"
 
 
+def visible_uploads(home):
+    """The upload folders this session's user may list and open (None: all, for an admin)."""
+    return data_acts.visible_uploads(home, auth.session_user(st.session_state))
+
+
 def choose_file(home, query):
     """The file picker: listed files (dataset/ first), another path, or `?file=` -> the chosen path text."""
-    listed = [str(p) for p in sources.candidates(home)]
+    listed = [str(p) for p in sources.candidates(home, visible_uploads(home))]
     asked = query.get("file")
     if asked and st.session_state.get("data.asked") != asked:  # a link from Train: once, then the user's choice
         st.session_state["data.asked"] = asked
@@ -60,7 +65,7 @@ def _uploaded(home, user):
     upload = st.session_state.get(UPLOAD_KEY)
     if upload is None:
         return
-    outcome = data_acts.upload_data(home, upload.getvalue(), upload.name, user)
+    outcome = data_acts.upload_data(home, upload, upload.name, user)  # streamed to disk, never one bytes object
     if outcome.done:
         st.session_state[FILE_KEY] = str(outcome.value.resolve())
     else:

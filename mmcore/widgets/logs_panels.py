@@ -27,6 +27,7 @@ JOBS_KEY = "logs.jobs"
 FILES_KEY = "logs.files"
 FOLDERS_KEY = "logs.folders"
 UPLOADS_KEY = "logs.kept_uploads"
+REFUSED_UPLOADS_KEY = "logs.refused_uploads"
 METRICS_KEY = "logs.metrics"
 PARSERS_KEY = "logs.parsers"  # an upload's path -> its LogParser: each rerun reads only what was appended
 SMOOTH_KEY = "logs.smoothing"
@@ -74,17 +75,24 @@ def kept_uploads(store, uploads, user=None):
     """[(label, path)] of the uploaded logs, each kept on disk once per session (`view_acts.upload_log`:
     streamed, within its user's quota); a refusal is shown where the chart would be."""
     kept = st.session_state.setdefault(UPLOADS_KEY, {})  # the upload's id -> its file
+    # the upload's id -> why it was refused: asked once, its refusal shown again at each rerun
+    refused = st.session_state.setdefault(REFUSED_UPLOADS_KEY, {})
     runs = []
     for upload in uploads:
+        if upload.file_id in refused:
+            st.error(md_lines(refused[upload.file_id]))
+            continue
         if upload.file_id not in kept:
             outcome = view_acts.upload_log(store.home, upload, upload.name, user)
             if outcome.refused:
+                refused[upload.file_id] = outcome.message
                 st.error(md_lines(outcome.message))
                 continue
             kept[upload.file_id] = str(outcome.value)
         runs.append((t("logs.uploaded", name=upload.name), kept[upload.file_id]))
-    for gone in set(kept) - {u.file_id for u in uploads}:  # removed from the uploader
-        del kept[gone]
+    for table in (kept, refused):
+        for gone in set(table) - {u.file_id for u in uploads}:  # removed from the uploader
+            del table[gone]
     return runs
 
 

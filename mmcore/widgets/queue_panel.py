@@ -156,7 +156,7 @@ def queue_details(store, job, identity=None):
         col.button(label, key=f"queue.{where_to}", on_click=_move, args=(store, job.id, where_to, identity),
                    disabled=bool(may_not), help=md(may_not) if may_not else None)
     key = f"queue.priority.{job.id}"
-    no_priority = queue_acts.refusal(_who(identity), "settings")  # priorities are an admin's
+    no_priority = queue_acts.refusal(_who(identity), "priority")  # priorities are an admin's
     cols[3].number_input(t("queue.priority"), -1000, 1000, value=int(job.priority), step=1,
                          key=key, on_change=_priority, args=(store, job.id, key, identity),
                          disabled=bool(no_priority), help=md(no_priority) if no_priority else None)

@@ -156,8 +156,32 @@ def health_pass(path, kind, sample, rows_path, progress, workers):
     return merged.result(), lines
 
 
+#: The most memory a scan may take (MB; MINIMIND_SCAN_MEMORY_MB): past it an allocation fails inside the
+#: worker, which records the failure and removes its files, instead of the machine running short.
+MEMORY_MB = float(os.environ.get("MINIMIND_SCAN_MEMORY_MB", 4096))
+
+
+def limit_memory(mb=None):
+    """Cap this process's data segment (heap and anonymous mappings: what rows and token tables take; not the
+    shared libraries) at `mb` MB; forked chunk scans inherit it."""
+    import resource
+    limit = int((MEMORY_MB if mb is None else mb) * 2**20)
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
+
+
+def remove_temporary(base):
+    """The scan's temporary files: the rows copy and its chunks' parts, the progress file."""
+    folder, name = Path(base).parent, Path(base).name
+    for path in [*folder.glob(f"{name}.rows.jsonl*"), folder / f"{name}.progress.json", *folder.glob(f"{name}*.tmp*")]:
+        path.unlink(missing_ok=True)
+
+
 def scan(path, kind, tokenizer_dir, sample, base):
     """The whole scan (see the module docstring); returns an exit status."""
+    os.umask(0o077)  # its files (the rows copy, the reports) are the home's: owner-only, as docs/SECURITY.md says
     lock = open(f"{base}.lock", "w")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -171,6 +195,7 @@ def scan(path, kind, tokenizer_dir, sample, base):
     rows_path = f"{base}.rows.jsonl"
     started = time.monotonic()
     try:
+        limit_memory()
         total = os.path.getsize(path)
         workers = min(4, os.cpu_count() or 1) if total > PARALLEL_BYTES else 1
         if workers > 1:
@@ -198,13 +223,14 @@ def scan(path, kind, tokenizer_dir, sample, base):
             os.replace(tmp, f"{base}.npz")
         _write_json(f"{base}.json", report)
         return 0
-    except Exception as exc:  # the page shows why; the traceback goes to the scan's log
+    except Exception as exc:  # the page shows why (a MemoryError too); the traceback goes to the scan's log
         traceback.print_exc()
-        Path(f"{base}.error.txt").write_text(f"{type(exc).__name__}: {exc}", encoding="utf-8")
+        why = f"the scan went over its memory limit of {MEMORY_MB:g} MB (MINIMIND_SCAN_MEMORY_MB)" \
+            if isinstance(exc, MemoryError) else f"{type(exc).__name__}: {exc}"
+        Path(f"{base}.error.txt").write_text(why, encoding="utf-8")
         return 1
     finally:
-        Path(rows_path).unlink(missing_ok=True)
-        Path(f"{base}.progress.json").unlink(missing_ok=True)
+        remove_temporary(base)
 
 
 def _peak_rss_mb():

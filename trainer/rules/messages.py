@@ -25,6 +25,7 @@ TEMPLATES = {
                         "(no folders)",
     "field.outside_read": "{value} is outside the folders a job may read from ({roots})",
     "field.outside_write": "{value} is outside the folders a job may write to ({roots})",
+    "field.path_unusable": "{value} is not a path a job may write to (empty, a NUL character, or too long)",
     "field.symlink_out": "the job would write {path}, which resolves to {target}: outside the folders a job may "
                          "write to (a symlink?)",
 }

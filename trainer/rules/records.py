@@ -250,6 +250,32 @@ class RunRecords:
         if rollouts:
             self.rollouts = RolloutWriter(self.run_dir, resume_step, keep_groups, every, max_mb,
                                           meta={"train_type": train_type, **(meta or {})})
+        self._keep_private()
+
+    def _keep_private(self):
+        """Inside the dashboard's home (its records folder) the run's folder and files are the OS user's only
+        (0700/0600), as everything else there; a run folder chosen elsewhere keeps the umask's modes."""
+        home = os.path.realpath(records_home())
+        run_dir = os.path.realpath(self.run_dir)
+        if os.path.commonpath([home, run_dir]) != home:
+            return
+        try:
+            self._tighten(home, run_dir)
+        except OSError:  # another user's folder, or gone: the run goes on
+            pass
+
+    @staticmethod
+    def _tighten(home, run_dir):
+        folder = run_dir
+        while True:  # the run's folder and the folders made for it up to the records folder
+            os.chmod(folder, 0o700)
+            if folder == home or os.path.dirname(folder) == folder:
+                break
+            folder = os.path.dirname(folder)
+        for name in os.listdir(run_dir):
+            path = os.path.join(run_dir, name)
+            if os.path.isfile(path):
+                os.chmod(path, 0o600)
 
     def log(self, global_step, epoch, step, metrics, samples, tokens):
         if self.metrics is not None:
@@ -266,6 +292,8 @@ class RunRecords:
         for part in (self.metrics, self.rollouts):
             if part is not None:
                 part.close()
+        if self.enabled:
+            self._keep_private()  # files the run made since it started
 
 
 class StepTimer:
