@@ -49,9 +49,9 @@ def test_demo_chain_runs_end_to_end_from_one_click(tmp_path):
                 assert len(codes) == 4 and "--from_weight pretrain --weight_dir ../out/demo" in codes[1], codes
                 page.get_by_role("button", name="Run pipeline").click()  # the one click
                 browser.wait_for_rerun(page)
-                queued = page.get_by_text(re.compile(r"Queued pipeline \d+\.")).first
+                queued = page.get_by_text(re.compile(r"Queued pipeline \d+: jobs")).first
                 queued.wait_for()
-                pid = int(re.search(r"Queued pipeline (\d+)\.", queued.inner_text()).group(1))
+                pid = int(re.search(r"Queued pipeline (\d+):", queued.inner_text()).group(1))
                 browser.screenshot(page, "pipeline-01-queued")
 
                 browser.go_to(page, "Jobs")

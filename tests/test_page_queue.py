@@ -88,8 +88,30 @@ def test_train_shows_the_pipeline_templates_with_linked_commands():
     assert any("train_grpo.py" in c and "--reasoning 1" in c for c in codes)
     next(b for b in at.button if b.label == "Run pipeline").click().run()
     assert not at.exception, at.exception
-    assert any("Queued pipeline" in s for s in texts(at.success))
-    assert len(JobStore().list(limit=None)) == 4
+    (pid,) = [p.id for p in pipelines.list_pipelines(JobStore())]
+    jobs = pipelines.get(JobStore(), pid).job_ids
+    assert len(jobs) == 4 and len(JobStore().list(limit=None)) == 4
+    # It says which jobs it queued and which starts first, and links to that one on Jobs (not to a bare Jobs page)
+    said = f"Queued pipeline {pid}: jobs {jobs[0]}–{jobs[-1]}; job {jobs[0]} (Pretrain) starts first"
+    assert any(s.startswith(said) for s in texts(at.success)), texts(at.success)
+    assert [e.proto.query_string for e in at.get("page_link") if e.proto.label == f"Open job {jobs[0]} on Jobs"] \
+        == [f"job={jobs[0]}"]
+    at.run()  # a later run of the page (the live sidebar's) keeps the message and the link
+    assert any(s.startswith(said) for s in texts(at.success))
+    assert any(e.proto.label == f"Open job {jobs[0]} on Jobs" for e in at.get("page_link"))
+
+
+def test_train_says_which_jobs_a_pipeline_queued_in_chinese():
+    with i18n.language("zh"):  # AppTest formats widget options in the test's thread
+        at = open_page(state={i18n.STATE_KEY: "zh"})
+        at.radio(key="queue.launch_what").set_value("pipeline").run()
+        next(b for b in at.button if b.label == "运行流水线").click().run()
+    assert not at.exception, at.exception
+    jobs = pipelines.list_pipelines(JobStore())[0].job_ids
+    assert any(f"任务 {jobs[0]}–{jobs[-1]}；任务 {jobs[0]}（预训练）最先开始" in s for s in texts(at.success)), \
+        texts(at.success)
+    assert any(e.proto.label == f"在“任务”页打开任务 {jobs[0]}" and e.proto.query_string == f"job={jobs[0]}"
+               for e in at.get("page_link"))
 
 
 def test_logs_charts_every_stage_of_a_pipeline():

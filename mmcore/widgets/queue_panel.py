@@ -110,9 +110,11 @@ def pipeline_section(store, gpu_count, identity=None):
             else:
                 st.error(md_lines(outcome.message))
         launched = st.session_state.get("queue.pipeline.launched")
-        if launched is not None:
-            st.success(t("queue.queued", id=launched))
-            st.page_link("pages/jobs.py", label=t("train.watch"), icon=":material/list:")
+        pipeline = pipelines.get(store, launched) if launched is not None else None
+        if pipeline is not None and pipeline.stages:  # its jobs, and a link to the one that starts first
+            st.success(md(pipelines.queued_text(pipeline)))
+            st.page_link("pages/jobs.py", label=t("queue.open_job", job_id=pipeline.stages[0].id),
+                         icon=":material/list:", query_params={"job": str(pipeline.stages[0].id)})
 
 
 # -- Jobs ----------------------------------------------------------------------------------------
