@@ -14,7 +14,7 @@ from mmcore.jobs.jobstore import JobStore
 from mmcore.logs import logfiles, tailview
 from mmcore.runs import health, metric_stream, resumes
 from mmcore.runs.trend_watch import RunWatch
-from mmcore.train import train_types
+from mmcore.train import lossnote, train_types
 from mmcore.widgets import audit_panel, confirm, livefeed, livepage, livetable, navigation, queue_panel
 
 navigation.ensure_app_navigation()
@@ -182,6 +182,7 @@ def table(jobs, settings):
     order[order.index("metric") + 1:order.index("metric") + 1] = ["trend", "health"]
     headers = {column: t(f"jobs.col.{column}") for column in order if column != "id"} | {"id": "ID"}
     helps = {column: t(f"jobs.col.{column}.help") for column in ("trend", "health", "started")}
+    helps["metric"] = lossnote.metric_column_help()  # why a Reasoning distill loss reads in the tens
     return rows, order, headers, helps, jobs
 
 
