@@ -201,7 +201,7 @@ def csv_button():
 
 def jobs_and_selection(live):
     """The pipelines, the jobs table and the selected job."""
-    live.fixed(queue_panel.pipelines_section, store, user)
+    live.fixed(queue_panel.pipelines_section, store, user, select=select)
     jobs, total = listed()
     if not jobs:
         live.fixed(st.info, t("jobs.none_yet") if total == 0 and not (status_filter or type_filter) else t("jobs.none_match"))

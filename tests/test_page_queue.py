@@ -68,14 +68,18 @@ def test_jobs_groups_a_pipeline_and_retries_its_failed_stage():
     store.update(p.stages[0].id, status="failed", waiting=0, exit_code=1)
     for j in p.stages[1:]:
         store.update(j.id, status="blocked", waiting=0)
-    at = open_page("pages/jobs.py")
+    at = open_page("pages/jobs.py", query={"job": str(p.stages[2].id)})  # another stage selected
     assert not at.exception, at.exception
+    assert at.session_state["jobs.selected"] == p.stages[2].id
     assert any(f"Pipeline {pid} · chain" in s and "failed" in s for s in texts(at.markdown))
     assert any("✗ 1 Pretrain (failed" in s and "⏸ 2 SFT (blocked" in s for s in texts(at.text))
     next(b for b in at.button if b.label == "Resume failed stage").click().run()
     assert not at.exception, at.exception
     p = pipelines.get(store, pid)
     assert [j.status for j in p.stages] == ["queued"] * 4 and p.stages[0].params["from_resume"] == "1"
+    # It says it queued the stage's job, which the page selects: its details are shown under the message
+    assert f"Queued job {p.stages[0].id}: the pipeline continues from there." in texts(at.success), texts(at.success)
+    assert at.session_state["jobs.selected"] == p.stages[0].id and at.query_params["job"] == str(p.stages[0].id)
 
 
 def test_train_shows_the_pipeline_templates_with_linked_commands():
