@@ -14,7 +14,7 @@ from mmcore.jobs.jobstore import JobStore
 from mmcore.logs import logfiles, tailview
 from mmcore.runs import health, metric_stream, resumes
 from mmcore.runs.trend_watch import RunWatch
-from mmcore.train import train_types
+from mmcore.train import lossnote, train_types
 from mmcore.widgets import audit_panel, confirm, livefeed, livepage, livetable, navigation, queue_panel
 
 navigation.ensure_app_navigation()
@@ -182,6 +182,7 @@ def table(jobs, settings):
     order[order.index("metric") + 1:order.index("metric") + 1] = ["trend", "health"]
     headers = {column: t(f"jobs.col.{column}") for column in order if column != "id"} | {"id": "ID"}
     helps = {column: t(f"jobs.col.{column}.help") for column in ("trend", "health", "started")}
+    helps["metric"] = lossnote.metric_column_help()  # why a Reasoning distill loss reads in the tens
     return rows, order, headers, helps, jobs
 
 
@@ -200,7 +201,7 @@ def csv_button():
 
 def jobs_and_selection(live):
     """The pipelines, the jobs table and the selected job."""
-    live.fixed(queue_panel.pipelines_section, store, user)
+    live.fixed(queue_panel.pipelines_section, store, user, select=select)
     jobs, total = listed()
     if not jobs:
         live.fixed(st.info, t("jobs.none_yet") if total == 0 and not (status_filter or type_filter) else t("jobs.none_match"))

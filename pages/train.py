@@ -10,7 +10,7 @@ from mmcore.data import links
 from mmcore.jobs import storeguard
 from mmcore.jobs.jobstore import JobStore
 from mmcore.queue import queuetext
-from mmcore.train import train_types
+from mmcore.train import lossnote, train_types
 from mmcore.widgets import navigation, queue_panel, train_form
 
 navigation.ensure_app_navigation()
@@ -40,6 +40,8 @@ i18n.relabel(state, train_form.TYPE_KEY)
 train_type = st.selectbox(t("train.type"), list(labels), format_func=lambda k: t(f"type.{k}"), key=train_form.TYPE_KEY,
                           on_change=lambda: state.pop(train_form.LAUNCHED_KEY, None),  # it was about the other form
                           help=t("train.type.help"))
+if loss_note := lossnote.loss_note(train_type):  # a loss that reads unlike SFT's (Reasoning distill's)
+    st.caption(loss_note)
 if cloned:
     st.info(t("train.cloned", id=cloned[1]))
 if from_data:

@@ -49,9 +49,13 @@ def test_demo_chain_runs_end_to_end_from_one_click(tmp_path):
                 assert len(codes) == 4 and "--from_weight pretrain --weight_dir ../out/demo" in codes[1], codes
                 page.get_by_role("button", name="Run pipeline").click()  # the one click
                 browser.wait_for_rerun(page)
-                queued = page.get_by_text(re.compile(r"Queued pipeline \d+\.")).first
+                queued = page.get_by_text(re.compile(r"Queued pipeline \d+: jobs")).first
                 queued.wait_for()
-                pid = int(re.search(r"Queued pipeline (\d+)\.", queued.inner_text()).group(1))
+                pid = int(re.search(r"Queued pipeline (\d+):", queued.inner_text()).group(1))
+                first = pipelines.get(JobStore(home), pid).job_ids[0]
+                assert f"job {first} (Pretrain) starts first" in queued.inner_text()
+                link = page.get_by_role("link", name=f"Open job {first} on Jobs")  # the first stage's job
+                assert f"job={first}" in link.get_attribute("href")
                 browser.screenshot(page, "pipeline-01-queued")
 
                 browser.go_to(page, "Jobs")

@@ -209,8 +209,10 @@ def test_resume_creates_a_new_job_with_from_resume(store, tmp_path):
     at.run()
     button(at, "Resume").click().run()
     assert not at.exception, at.exception
-    assert any("resuming job" in s for s in texts(at.success)), texts(at.error)
     new = store.list(limit=1)[0]
+    # The new job only queued: the message says so (never "Started"), and the page selects it (below)
+    assert f"Queued job {new.id}, resuming job {job_id} from its last checkpoint." in texts(at.success), \
+        (texts(at.success), texts(at.error))
     assert new.id != job_id and new.name == "tiny-resume"
     assert new.argv[new.argv.index("--from_resume") + 1] == "1"
     assert new.params["from_resume"] == "1"
@@ -330,3 +332,13 @@ def test_the_table_is_a_live_table_sent_whole_at_each_full_run(store, tmp_path, 
     at.run()
     again = live_table(at)
     assert again["op"] == "draw" and again["epoch"] != draw["epoch"]
+
+
+def test_the_latest_loss_columns_tooltip_explains_reasoning_distills_weighted_loss(store):
+    finished_job(store, "distill_reason", train_form.preset_form("distill_reason"), name="reason")
+    at = open_page("pages/jobs.py")
+    assert not at.exception, at.exception
+    bodies = [h.proto.body for h in at.get("html") if 'data-column="metric"' in h.proto.body]
+    headers = [re.search(r'<th data-column="metric" title="([^"]*)"', body) for body in bodies]
+    (help_text,) = [html.unescape(found.group(1)) for found in headers if found]
+    assert help_text.startswith("The latest loss in the job's log") and "four reply tags 10×" in help_text

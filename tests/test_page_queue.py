@@ -68,14 +68,18 @@ def test_jobs_groups_a_pipeline_and_retries_its_failed_stage():
     store.update(p.stages[0].id, status="failed", waiting=0, exit_code=1)
     for j in p.stages[1:]:
         store.update(j.id, status="blocked", waiting=0)
-    at = open_page("pages/jobs.py")
+    at = open_page("pages/jobs.py", query={"job": str(p.stages[2].id)})  # another stage selected
     assert not at.exception, at.exception
+    assert at.session_state["jobs.selected"] == p.stages[2].id
     assert any(f"Pipeline {pid} · chain" in s and "failed" in s for s in texts(at.markdown))
     assert any("✗ 1 Pretrain (failed" in s and "⏸ 2 SFT (blocked" in s for s in texts(at.text))
     next(b for b in at.button if b.label == "Resume failed stage").click().run()
     assert not at.exception, at.exception
     p = pipelines.get(store, pid)
     assert [j.status for j in p.stages] == ["queued"] * 4 and p.stages[0].params["from_resume"] == "1"
+    # It says it queued the stage's job, which the page selects: its details are shown under the message
+    assert f"Queued job {p.stages[0].id}: the pipeline continues from there." in texts(at.success), texts(at.success)
+    assert at.session_state["jobs.selected"] == p.stages[0].id and at.query_params["job"] == str(p.stages[0].id)
 
 
 def test_train_shows_the_pipeline_templates_with_linked_commands():
@@ -88,8 +92,30 @@ def test_train_shows_the_pipeline_templates_with_linked_commands():
     assert any("train_grpo.py" in c and "--reasoning 1" in c for c in codes)
     next(b for b in at.button if b.label == "Run pipeline").click().run()
     assert not at.exception, at.exception
-    assert any("Queued pipeline" in s for s in texts(at.success))
-    assert len(JobStore().list(limit=None)) == 4
+    (pid,) = [p.id for p in pipelines.list_pipelines(JobStore())]
+    jobs = pipelines.get(JobStore(), pid).job_ids
+    assert len(jobs) == 4 and len(JobStore().list(limit=None)) == 4
+    # It says which jobs it queued and which starts first, and links to that one on Jobs (not to a bare Jobs page)
+    said = f"Queued pipeline {pid}: jobs {jobs[0]}–{jobs[-1]}; job {jobs[0]} (Pretrain) starts first"
+    assert any(s.startswith(said) for s in texts(at.success)), texts(at.success)
+    assert [e.proto.query_string for e in at.get("page_link") if e.proto.label == f"Open job {jobs[0]} on Jobs"] \
+        == [f"job={jobs[0]}"]
+    at.run()  # a later run of the page (the live sidebar's) keeps the message and the link
+    assert any(s.startswith(said) for s in texts(at.success))
+    assert any(e.proto.label == f"Open job {jobs[0]} on Jobs" for e in at.get("page_link"))
+
+
+def test_train_says_which_jobs_a_pipeline_queued_in_chinese():
+    with i18n.language("zh"):  # AppTest formats widget options in the test's thread
+        at = open_page(state={i18n.STATE_KEY: "zh"})
+        at.radio(key="queue.launch_what").set_value("pipeline").run()
+        next(b for b in at.button if b.label == "运行流水线").click().run()
+    assert not at.exception, at.exception
+    jobs = pipelines.list_pipelines(JobStore())[0].job_ids
+    assert any(f"任务 {jobs[0]}–{jobs[-1]}；任务 {jobs[0]}（预训练）最先开始" in s for s in texts(at.success)), \
+        texts(at.success)
+    assert any(e.proto.label == f"在“任务”页打开任务 {jobs[0]}" and e.proto.query_string == f"job={jobs[0]}"
+               for e in at.get("page_link"))
 
 
 def test_logs_charts_every_stage_of_a_pipeline():

@@ -358,3 +358,16 @@ def test_the_dtype_a_cpu_form_shows_is_the_dtype_its_job_uses():
     assert any("dtype bfloat16 applies on CUDA only: this CPU job trains in float32" in w for w in texts(at.warning))
     [b for b in at.button if b.label == "Reset to defaults"][0].click().run()
     assert value(at, "sft", "dtype") == "float32"
+
+
+def test_reasoning_distills_weighted_loss_is_explained_under_the_type():
+    at = train_page("distill_reason")
+    assert any("four tags" in c and "far above SFT's" in c for c in texts(at.caption)), texts(at.caption)
+    at.selectbox(key="train.type").set_value("sft").run()
+    assert not any("four tags" in c for c in texts(at.caption))
+    from mmcore.base import i18n
+    with i18n.language("zh"):
+        at = open_page(state={i18n.STATE_KEY: "zh"})
+        at.selectbox(key="train.type").set_value("distill_reason").run()
+    assert not at.exception, at.exception
+    assert any("推理蒸馏的损失" in c and "加权 10 倍" in c for c in texts(at.caption)), texts(at.caption)

@@ -166,3 +166,15 @@ def test_a_launch_says_queued_started_or_ended_as_the_job_stands_in_both_languag
         assert queuetext.launched_text(job_id, store.get(job_id)) == f"任务 {job_id} 已结束：失败。"
         store.update(job_id, status="queued")
         assert queuetext.launched_text(job_id, store.get(job_id)).startswith(f"已作为任务 {job_id} 排队：队列第 1 位")
+
+
+def test_a_queued_pipeline_names_its_jobs_and_the_one_that_starts_first():
+    stages = [(5, "pretrain"), (6, "sft"), (7, "distill_reason"), (8, "grpo")]
+    assert queuetext.job_ids_text([5, 6, 7, 8]) == "5–8"
+    assert queuetext.job_ids_text([5, 7, 9]) == "5, 7, 9"  # another user's launch came between two stages
+    assert queuetext.job_ids_text([5]) == "5"
+    assert queuetext.pipeline_queued_text(2, stages).startswith(
+        "Queued pipeline 2: jobs 5–8; job 5 (Pretrain) starts first")
+    with i18n.language("zh"):
+        assert queuetext.job_ids_text([5, 7, 9]) == "5、7、9"
+        assert queuetext.pipeline_queued_text(2, stages[1:]).startswith("已将流水线 2 加入队列：任务 6–8；任务 6（SFT")

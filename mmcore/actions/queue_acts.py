@@ -76,8 +76,9 @@ def queue_pipeline(store, name, stages, user=None, backend=None, gpu_count=None,
             return refused_for(t("queue.refused"), exc.reasons)
         except (OSError, sqlite3.Error) as exc:
             return refused(t("queue.failed", error=exc))
-        return did("success", t("queue.queued", id=pipeline_id),
-                   {"pipeline": pipeline_id, "jobs": pipelines.get(store, pipeline_id).job_ids}, pipeline_id)
+        pipeline = pipelines.get(store, pipeline_id)
+        return did("success", pipelines.queued_text(pipeline),
+                   {"pipeline": pipeline_id, "jobs": pipeline.job_ids}, pipeline_id)
     return perform(store.home, user, "queue_pipeline", entry, request, do, role_action="launch")
 
 

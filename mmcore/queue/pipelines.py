@@ -191,6 +191,11 @@ def get(store, pipeline_id):
                     [latest[k] for k in sorted(latest)])
 
 
+def queued_text(pipeline):
+    """What queuing `pipeline` did, in the current language: its jobs and the one that starts first."""
+    return queuetext.pipeline_queued_text(pipeline.id, [(j.id, j.train_type) for j in pipeline.stages])
+
+
 def list_pipelines(store, limit=50):
     """Pipelines newest first."""
     with store._connect() as conn:

@@ -79,3 +79,21 @@ def launched_text(job_id, job):
     if job.status == "running":
         return t("train.launched.running", id=job_id)
     return t("train.launched.ended", id=job_id, status=t(f"status.{job.status}"))
+
+
+def job_ids_text(ids):
+    """Job ids as one piece of text: "5–8" for a run of consecutive ids, else "5, 7, 9" (the current language's
+    list separator); a single id as it is."""
+    ids = [int(i) for i in ids]
+    if len(ids) > 1 and ids == list(range(ids[0], ids[0] + len(ids))):
+        return f"{ids[0]}–{ids[-1]}"
+    return t("sep.list").join(str(i) for i in ids)
+
+
+def pipeline_queued_text(pipeline_id, stages):
+    """What the act that queued pipeline `pipeline_id` says of it: its jobs and the one that starts first, e.g.
+    "Queued pipeline 2: jobs 5–8; job 5 (Pretrain) starts first, ...". `stages`: (job id, train type) in stage
+    order."""
+    first_id, first_type = stages[0]
+    return t("queue.queued", id=pipeline_id, jobs=job_ids_text(job_id for job_id, _ in stages), first=first_id,
+             type=t(f"type.{first_type}"))

@@ -20,8 +20,8 @@ from mmcore.base.safetext import md, md_lines
 from mmcore.jobs import jobtable, run_selection
 from mmcore.logs import charts, logfiles, urlstate
 from mmcore.runs import health, metric_stream, rlview
+from mmcore.train import lossnote
 from mmcore.widgets import livechart, livechart_cache, livefeed, livepage, rollouts_panel
-from trainer.rules import specs  # (torch-free)
 
 JOBS_KEY = "logs.jobs"
 FILES_KEY = "logs.files"
@@ -187,7 +187,7 @@ def show_charts(runs, url_defaults):
     names, train_type, x_options = _chart_names(readings)
     view = chart_controls(tables, names, train_type, x_options, url_defaults) if tables else None
     if view is not None and "loss" in view["metrics"] and any(run.train_type == "distill_reason" for run in runs):
-        st.caption(t("logs.reason_loss", weight=f"{specs.REASON_TAG_WEIGHT:g}"))  # why it reads ~30 where SFT reads ~2
+        st.caption(lossnote.loss_note("distill_reason"))  # why it reads ~30 where SFT reads ~2
     return (names, x_options), view
 
 

@@ -110,9 +110,11 @@ def pipeline_section(store, gpu_count, identity=None):
             else:
                 st.error(md_lines(outcome.message))
         launched = st.session_state.get("queue.pipeline.launched")
-        if launched is not None:
-            st.success(t("queue.queued", id=launched))
-            st.page_link("pages/jobs.py", label=t("train.watch"), icon=":material/list:")
+        pipeline = pipelines.get(store, launched) if launched is not None else None
+        if pipeline is not None and pipeline.stages:  # its jobs, and a link to the one that starts first
+            st.success(md(pipelines.queued_text(pipeline)))
+            st.page_link("pages/jobs.py", label=t("queue.open_job", job_id=pipeline.stages[0].id),
+                         icon=":material/list:", query_params={"job": str(pipeline.stages[0].id)})
 
 
 # -- Jobs ----------------------------------------------------------------------------------------
@@ -162,16 +164,20 @@ def queue_details(store, job, identity=None):
                          disabled=bool(no_priority), help=md(no_priority) if no_priority else None)
 
 
-def _retry(store, pipeline_id, resume, identity):
-    _flash(queue_acts.retry_pipeline(store, pipeline_id, resume, _who(identity)))
+def _retry(store, pipeline_id, resume, identity, select=None):
+    outcome = queue_acts.retry_pipeline(store, pipeline_id, resume, _who(identity))
+    if outcome.done and select is not None:
+        select(outcome.value)  # the queued job, shown under the message (as a resume does)
+    _flash(outcome)
 
 
 def _stop_pipeline(store, pipeline_id, identity=None):
     _flash(queue_acts.stop_pipeline(store, pipeline_id, _who(identity)))
 
 
-def pipelines_section(store, identity=None, limit=10):
-    """Every recent pipeline as one group: each stage's state, and what can be done next."""
+def pipelines_section(store, identity=None, limit=10, select=None):
+    """Every recent pipeline as one group: each stage's state, and what can be done next. `select(job_id)`
+    selects the job a retry queued on the page."""
     found = pipelines.list_pipelines(store, limit)
     if not found:
         return
@@ -186,9 +192,9 @@ def pipelines_section(store, identity=None, limit=10):
             failed = p.status in ("failed", "stopped", "lost")
             no_retry, no_stop = (queue_acts.pipeline_refusal(_who(identity), action, p) for action in ("retry", "stop"))
             cols[0].button(t("queue.retry"), key=f"pipe.retry.{p.id}", disabled=not failed or bool(no_retry),
-                           on_click=_retry, args=(store, p.id, False, identity), help=md(no_retry) if no_retry else None)
+                           on_click=_retry, args=(store, p.id, False, identity, select), help=md(no_retry) if no_retry else None)
             cols[1].button(t("queue.resume"), key=f"pipe.resume.{p.id}", disabled=not failed or bool(no_retry),
-                           on_click=_retry, args=(store, p.id, True, identity),
+                           on_click=_retry, args=(store, p.id, True, identity, select),
                            help=md(no_retry) if no_retry else t("queue.resume.help"))
             cols[2].button(t("queue.stop"), key=f"pipe.stop.{p.id}",
                            disabled=p.status not in ("running", "queued") or bool(no_stop),
