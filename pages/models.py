@@ -72,6 +72,7 @@ def catalogue_section():
             "Job": st.column_config.LinkColumn("Job", display_text=r"/jobs\?job=(\d+)"),
             "Logs": st.column_config.LinkColumn("Logs", display_text=r"/logs\?job=(\d+)"),
             "Step": st.column_config.NumberColumn("Step", format="%d"),
+            "Size": st.column_config.TextColumn(t("models.size"), help=t("models.size.help")),
             "Tokenizer": st.column_config.TextColumn(t("models.tokenizer"), help=t("models.tokenizer.help"))})
 
 

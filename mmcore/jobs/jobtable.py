@@ -22,7 +22,7 @@ import unicodedata
 import zlib
 from dataclasses import dataclass
 
-from mmcore.base import message_chain
+from mmcore.base import i18n, message_chain
 from mmcore.jobs.jobrow import ACTIVE_STATUSES
 from mmcore.train import train_types
 
@@ -59,9 +59,13 @@ def format_time(ts):
 
 
 def type_short(train_type):
-    """The short name of a training type ("GRPO"), or the key itself for a type this version lacks."""
+    """The short name of a job's type in the viewer's language ("GRPO", "预训练", "导出" for an export
+    job), or the key itself for a type this version lacks."""
     t = train_types.TYPES.get(train_type)
-    return t.short if t else train_type
+    if t:
+        return t.short_label
+    key = f"type.short.{train_type}"  # the jobs that are not training: export, evaluate
+    return i18n.t(key) if key in i18n.table(i18n.DEFAULT) else train_type
 
 
 def submitted_by(job):

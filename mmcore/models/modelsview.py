@@ -45,10 +45,19 @@ def _time(ts):
     return datetime.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
 
 
+def size_label(entry):
+    """A weight's shape in words: "hidden 64 · 2 layers" ("?" where its file does not tell)."""
+    if entry.hidden_size is None:
+        return "?"
+    layers = "?" if entry.num_hidden_layers is None else entry.num_hidden_layers
+    size = t("models.size.value", hidden=entry.hidden_size, layers=layers)
+    return t("models.size.moe", size=size) if entry.use_moe else size
+
+
 def catalogue_rows(entries):
     """One dict per weight file, for st.dataframe (the Job column is a link to the Jobs page)."""
     return [{
-        "File": e.label, "Type": e.train_type or "", "Kind": e.kind, "Size": e.size_text,
+        "File": e.label, "Type": e.train_type or "", "Kind": e.kind, "Size": size_label(e),
         "Job": f"/jobs?job={e.job_id}" if e.job_id is not None else None,
         "Logs": f"/logs?job={e.job_id}" if e.job_id is not None else None,
         "Step": e.step, "Saved": _time(e.saved_at), "File size": catalogue.human_size(e.size_bytes),
