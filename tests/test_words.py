@@ -1,0 +1,81 @@
+"""The dashboard's own words say what things are, in the viewer's language (issue 40, point 8): the job
+type names and the type's parameter card, the catalogue's model size, the not-a-log message, the CLI's
+usage line and `data check`'s lists. (The job log's header is checked in test_runner.py.)"""
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from mmcore import cli
+from mmcore.base import i18n
+from mmcore.base.paths import ROOT
+from mmcore.data import report as data_report
+from mmcore.jobs import jobtable
+from mmcore.models import modelsview
+from mmcore.train import train_types
+
+
+def test_type_names_and_the_types_own_card_follow_the_language():
+    with i18n.language("zh"):
+        assert train_types.group_label("type_specific", "pretrain") == "预训练 参数"
+        assert train_types.group_label("type_specific", "grpo") == "GRPO 参数"
+        assert jobtable.type_short("pretrain") == "预训练"
+        assert jobtable.type_short("export") == "导出" and jobtable.type_short("evaluate") == "评测"
+    with i18n.language("en"):
+        assert train_types.group_label("type_specific", "pretrain") == "Pretrain parameters"
+        assert jobtable.type_short("distill_reason") == "Reason"
+        assert jobtable.type_short("export") == "Export"
+    assert jobtable.type_short("no_such_type") == "no_such_type"
+
+
+def test_the_catalogue_says_a_models_size_in_words():
+    dense = SimpleNamespace(hidden_size=64, num_hidden_layers=2, use_moe=False)
+    moe = SimpleNamespace(hidden_size=512, num_hidden_layers=8, use_moe=True)
+    with i18n.language("en"):
+        assert modelsview.size_label(dense) == "hidden 64 · 2 layers"
+        assert modelsview.size_label(moe) == "hidden 512 · 8 layers · MoE"
+        assert modelsview.size_label(SimpleNamespace(hidden_size=None, num_hidden_layers=None, use_moe=False)) == "?"
+    with i18n.language("zh"):
+        assert modelsview.size_label(dense) == "隐藏层 64 · 2 层"
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_messages_shown_as_literal_text_hold_no_markdown(lang):
+    """The Logs page shows why a log has no chart as literal text (safetext.md_lines): backticks would
+    show as backticks."""
+    for key, value in i18n.file_table(lang).items():
+        if key.startswith("logfile."):
+            assert "`" not in value, (key, value)
+
+
+def test_minimind_help_names_the_command_it_was_started_as(capsys):
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--help"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.startswith("usage: minimind ")
+    module = subprocess.run([sys.executable, "-m", "mmcore", "--help"], cwd=ROOT, capture_output=True, text=True)
+    assert module.returncode == 0 and module.stdout.startswith("usage: python -m mmcore "), module.stdout[:200]
+    with pytest.raises(SystemExit):
+        cli.main(["status"])  # a usage error names the command too
+    assert "minimind status: error:" in capsys.readouterr().err
+
+
+def _report(duplicates):
+    items = [{"line": 2 * i + 2, "reason": f"same as line {2 * i + 1}"} for i in range(duplicates)]
+    return {"file": "demo.jsonl", "kind": "sft", "rows": 3000, "types": ["sft"], "bad_rows": [],
+            "problems": {"duplicate": items}, "counts": {"duplicate": duplicates}, "max_seq_len": 340,
+            "truncated_rows": 0, "answer_tokens_lost": 0}
+
+
+@pytest.mark.parametrize("lang, more", [("en", "  … and 1,434 more"), ("zh", "  …… 另有 1,434 条")])
+def test_data_check_says_how_many_rows_it_does_not_list(lang, more):
+    with i18n.language(lang):
+        lines = data_report.text(_report(1454))
+    listed = [line for line in lines if line.startswith("  ") and not line.startswith("  …")]
+    assert len(listed) == data_report.CLI_ROWS
+    assert lines[lines.index(listed[-1]) + 1] == more
+    with i18n.language(lang):
+        short = data_report.text(_report(3))
+    assert not any(line.startswith("  …") for line in short)
+    assert sum(line.startswith("  ") for line in short) == 3
