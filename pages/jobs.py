@@ -181,7 +181,7 @@ def table(jobs, settings):
     order = list(jobtable.COLUMNS)
     order[order.index("metric") + 1:order.index("metric") + 1] = ["trend", "health"]
     headers = {column: t(f"jobs.col.{column}") for column in order if column != "id"} | {"id": "ID"}
-    helps = {column: t(f"jobs.col.{column}.help") for column in ("trend", "health", "started")}
+    helps = {column: t(f"jobs.col.{column}.help") for column in ("metric", "trend", "health", "started")}
     return rows, order, headers, helps, jobs
 
 
@@ -208,6 +208,7 @@ def jobs_and_selection(live):
         return
     settings = health.load_settings(store.home)  # read once for the table and the selected job
     rows, order, headers, helps, jobs = table(jobs, settings)
+    order = jobtable.shown_columns(rows, order)
     # Drawn once; then only the cells that changed (a running job's progress and sparkline).
     live.table(rows, order, headers, helps, key=TABLE_KEY, changing=[job.active for job in jobs])
     live.fixed(csv_button)

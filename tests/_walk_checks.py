@@ -18,10 +18,16 @@ DATA_AREAS = ('[data-testid="stCode"], [data-testid="stText"], [data-testid="stD
               '[data-testid="stChatMessage"], .minimind-log-tail, pre, code, [data-testid="stJson"], '
               '[data-testid="stExpander"] [data-testid="stText"], .js-plotly-plot')
 
-# The visible text of the main area and the sidebar, without the data areas.
-_OWN_TEXT_JS = """(skip) => {
+# The page's areas: the main one (a page with a chat input scrolls in another container and keeps the
+# input in a bottom block) and the sidebar.
+AREAS = ('[data-testid="stMain"], [data-testid="stAppScrollToBottomContainer"], [data-testid="stBottom"], '
+         '[data-testid="stSidebar"]')
+MAIN = '[data-testid="stMainBlockContainer"]'
+
+# The visible text of the page's areas, without the data areas.
+_OWN_TEXT_JS = """([areas, skip]) => {
     const parts = [];
-    for (const root of document.querySelectorAll('[data-testid="stMain"], [data-testid="stSidebar"]')) {
+    for (const root of document.querySelectorAll(areas)) {
         const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
         let node;
         while ((node = walker.nextNode())) {
@@ -41,11 +47,10 @@ _OWN_TEXT_JS = """(skip) => {
 
 # Elements whose text is clipped (scrollWidth beyond clientWidth where overflow hides it), boxes wider
 # than their column, placeholders wider than their input, tables wider than the main area.
-_CUT_JS = """() => {
+_CUT_JS = """(mainSelector) => {
     const found = [];
-    const main = document.querySelector('[data-testid="stMain"] [data-testid="stMainBlockContainer"]')
-              || document.querySelector('[data-testid="stMain"]');
-    if (!main) return ['no stMain'];
+    const main = document.querySelector(mainSelector);
+    if (!main) return ['no main block on the page'];
     const mainBox = main.getBoundingClientRect();
     const name = (el) => (el.innerText || el.placeholder || el.getAttribute('aria-label') || '').trim().slice(0, 60);
     const visible = (el) => el.checkVisibility && el.checkVisibility({visibilityProperty: true})
@@ -68,7 +73,7 @@ _CUT_JS = """() => {
     }
     // selectbox values and placeholders, text and number inputs: the text against the field's inner width
     const canvas = document.createElement('canvas').getContext('2d');
-    for (const input of document.querySelectorAll('[data-testid="stMain"] input, [data-testid="stMain"] textarea')) {
+    for (const input of main.querySelectorAll('input, textarea')) {
         if (!visible(input) || input.type === 'range' || input.type === 'file' || input.type === 'checkbox'
             || input.type === 'radio') continue;
         const text = input.value || input.placeholder;
@@ -83,7 +88,7 @@ _CUT_JS = """() => {
             found.push(`${what} cut: "${text.slice(0, 60)}" (${Math.round(width)} px in ${Math.round(room)} px)`);
     }
     // boxes wider than the column (or the page) that holds them
-    const boxes = document.querySelectorAll('[data-testid="stMain"] [data-testid="stElementContainer"] > *, .minimind-table');
+    const boxes = main.querySelectorAll('[data-testid="stElementContainer"] > *, .minimind-table');
     for (const el of boxes) {
         if (!visible(el)) continue;
         const column = el.parentElement.closest('[data-testid="stColumn"]') || main;
@@ -104,13 +109,12 @@ _CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
 
 def page_text(page):
     """All visible text of the page (main area and sidebar), data areas included."""
-    return page.evaluate("""() => [...document.querySelectorAll('[data-testid="stMain"], [data-testid="stSidebar"]')]
-                                  .map(e => e.innerText).join('\\n')""")
+    return page.evaluate("(areas) => [...document.querySelectorAll(areas)].map(e => e.innerText).join('\\n')", AREAS)
 
 
 def own_text(page):
     """The visible text pieces of the dashboard's own (data areas left out), placeholders included."""
-    return page.evaluate(_OWN_TEXT_JS, DATA_AREAS)
+    return page.evaluate(_OWN_TEXT_JS, [AREAS, DATA_AREAS])
 
 
 def python_text(page):
@@ -125,7 +129,7 @@ def python_text(page):
 
 def cut_text(page):
     """Elements whose text is cut or wider than their column, as short descriptions."""
-    return page.evaluate(_CUT_JS)
+    return page.evaluate(_CUT_JS, MAIN)
 
 
 def cjk_text(page):

@@ -98,9 +98,18 @@ def walk(tmp_path_factory, demo_models):
     home = tmp / "home"
     server = browser.StreamlitServer(app_dir, home=home, log_path=tmp / "streamlit.log", start_timeout=120)
     saved = os.environ.get(roots.WRITE_ENV)
-    os.environ[roots.WRITE_ENV] = str(app_dir / "out")  # the catalogue walks only the app's out/
     try:
-        with server, browser.chromium() as chromium:
+        # The server's catalogue walks only the app's out/ and checkpoints/ (the tests' write roots hold all of /tmp); the
+        # server's jobs inherit that. The jobs made here check their paths against the tests' roots.
+        os.environ[roots.WRITE_ENV] = os.pathsep.join([str(app_dir / "out"), str(app_dir / "checkpoints")])
+        try:
+            server.__enter__()
+        finally:
+            if saved is None:
+                os.environ.pop(roots.WRITE_ENV, None)
+            else:
+                os.environ[roots.WRITE_ENV] = saved
+        with browser.chromium() as chromium:
             store = JobStore(home / "jobs.db")
             grpo_id = _grpo_job(store, app_dir)
             queued_id = _queued_job(store, app_dir)
@@ -111,11 +120,8 @@ def walk(tmp_path_factory, demo_models):
             assert job.status == "succeeded", open(job.log_path).read()[-3000:]
             yield Walk(server, chromium, app_dir, grpo_id, queued_id)
     finally:
+        server.stop()
         browser.stop_jobs(home)
-        if saved is None:
-            os.environ.pop(roots.WRITE_ENV, None)
-        else:
-            os.environ[roots.WRITE_ENV] = saved
         info = chat_client.status(home)
         if info:
             os.kill(info["pid"], signal.SIGTERM)
@@ -170,6 +176,7 @@ def test_every_page_reads_right(walk, lang):
             # Jobs: the list (a queued and a finished job), then each of them
             walk.open(page, "jobs")
             browser.wait_for_table_cell(page, "walk queued", timeout=90)
+            browser.wait_for_table_cell(page, tr("status.succeeded"), timeout=90)
             look(page, "jobs-list", lang, findings)
             walk.open(page, f"jobs?job={walk.grpo_id}")
             look(page, "jobs-finished", lang, findings)

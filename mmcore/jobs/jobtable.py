@@ -150,6 +150,7 @@ border-bottom:1px solid rgba(128,128,128,0.15);vertical-align:middle}}
 background:rgba(128,128,128,0.25);vertical-align:middle}}
 .minimind-table .bar>span{{display:block;height:100%;border-radius:3px;background:#ff4b4b}}
 .minimind-table img{{vertical-align:middle}}
+.minimind-table .wrap{{display:inline-block;white-space:normal;max-width:22ch;overflow-wrap:anywhere;vertical-align:middle}}
 .minimind-table-head,.minimind-table-rows{{border:none;border-radius:0;overflow:visible}}
 .minimind-table table.fixed{{table-layout:fixed}}
 .minimind-table table.fixed td,.minimind-table table.fixed th{{overflow:hidden}}
@@ -214,6 +215,8 @@ def _cell_body(column, value, inline_svg=False):
         return f'<span class="bar"><span style="width:{percent:.1f}%"></span></span>{percent:.0f}%'
     if column == "trend":
         return _inline_sparkline(tuple(value or ())) if inline_svg else sparkline_img(value)
+    if column in _WRAP_CH:  # a long name wraps instead of widening the table past the page
+        return f'<span class="wrap">{html.escape("" if value is None else str(value))}</span>'
     return html.escape("" if value is None else str(value))
 
 
@@ -270,6 +273,8 @@ def _row(columns, row):
 
 # Least widths of the columns drawn as pictures: a progress bar and its "100%", a sparkline.
 _PICTURE_CH = {"progress": 13, "trend": 12}
+# Most widths of the columns whose text wraps (the `.wrap` span's max-width).
+_WRAP_CH = {"name": 22}
 
 
 def text_width_ch(text):
@@ -284,7 +289,17 @@ def column_widths(rows, columns, headers):
     for c in columns:
         cells = [0.0] if c in _PICTURE_CH else [text_width_ch("" if row.get(c) is None else row[c]) for row in rows]
         widths[c] = math.ceil(max(cells + [_PICTURE_CH.get(c, 0), 1.1 * text_width_ch(headers.get(c, c))]))
+        if c in _WRAP_CH:
+            widths[c] = min(widths[c], _WRAP_CH[c])
     return widths
+
+
+def shown_columns(rows, columns):
+    """The columns worth a place on the page: "submitted_by" only when the rows were submitted by more
+    than one user@host (the selected job's details say who submitted it); the CSV keeps every column."""
+    if "submitted_by" in columns and len({row.get("submitted_by") for row in rows}) <= 1:
+        return [c for c in columns if c != "submitted_by"]
+    return list(columns)
 
 
 ROW_PX, HEAD_PX = 33, 40  # a drawn row's and the header's height
