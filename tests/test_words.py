@@ -1,6 +1,7 @@
 """The dashboard's own words say what things are, in the viewer's language (issue 40, point 8): the job
 type names and the type's parameter card, the catalogue's model size, the not-a-log message, the CLI's
 usage line and `data check`'s lists. (The job log's header is checked in test_runner.py.)"""
+import re
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -79,3 +80,20 @@ def test_data_check_says_how_many_rows_it_does_not_list(lang, more):
         short = data_report.text(_report(3))
     assert not any(line.startswith("  …") for line in short)
     assert sum(line.startswith("  ") for line in short) == 3
+
+
+@pytest.mark.parametrize("lang, button, limit", [("en", '"Upload"', '"50 MB per file · JSONL, JSON"'),
+                                                 ("zh", '"上传"', '"每个文件最多 50 MB · JSONL, JSON"')])
+def test_the_file_uploaders_own_words_follow_the_language(lang, button, limit):
+    """Streamlit writes "Upload" and "50MB per file • ..." itself: the style puts the language's words in
+    their place, for the one uploader it is drawn for."""
+    from mmcore.widgets import uploader_words
+    with i18n.language(lang):
+        css = uploader_words.style("data.upload", ("jsonl", "json"), 50)
+    assert css.startswith("<style>") and css.endswith("</style>")
+    rules = dict(re.findall(r"([^{}]+)\{([^}]*)\}", css.removeprefix("<style>").removesuffix("</style>")))
+    scoped = [selector for selector in rules if not selector.startswith(".st-key-data-upload ")]
+    assert not scoped, scoped
+    assert any(r == f"content:{button}" for r in rules.values()), rules
+    assert any(r.startswith(f"content:{limit};") for r in rules.values()), rules
+    assert sum(r == "display:none" for r in rules.values()) == 2  # Streamlit's own two texts

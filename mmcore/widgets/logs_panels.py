@@ -20,7 +20,7 @@ from mmcore.base.safetext import md, md_lines
 from mmcore.jobs import jobtable, run_selection
 from mmcore.logs import charts, logfiles, urlstate
 from mmcore.runs import health, metric_stream, rlview
-from mmcore.widgets import livechart, livechart_cache, livefeed, livepage, rollouts_panel
+from mmcore.widgets import livechart, livechart_cache, livefeed, livepage, rollouts_panel, uploader_words
 
 JOBS_KEY = "logs.jobs"
 FILES_KEY = "logs.files"
@@ -61,6 +61,8 @@ def sources(store, jobs, log_files, run_folders, user=None):
         t("logs.folders"), [p.name for p in run_folders], key=FOLDERS_KEY,
         placeholder=t("logs.folders.placeholder"), help=t("logs.folders.help", folder=metric_stream.records_dir(store.home)))
     why_not = view_acts.upload_refusal(user)
+    with cols[3]:
+        uploader_words.localize("logs.upload", ("log", "txt"))
     uploads = cols[3].file_uploader(
         t("logs.upload"), type=["log", "txt"], accept_multiple_files=True, key="logs.upload",
         help=t("logs.upload_viewers", reason=why_not) if why_not else t("logs.upload.help"), disabled=bool(why_not))
