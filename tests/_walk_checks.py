@@ -37,6 +37,11 @@ _OWN_TEXT_JS = """([areas, skip]) => {
             const text = node.textContent.trim();
             if (text) parts.push(text);
         }
+        // a data grid's column titles are the dashboard's words (its cells are data)
+        for (const th of root.querySelectorAll('[data-testid="stDataFrame"] table[role="grid"] thead th')) {
+            const text = th.innerText.trim();
+            if (text) parts.push(text);
+        }
         for (const input of root.querySelectorAll('input[placeholder], textarea[placeholder]')) {
             if (!input.closest(skip) && input.checkVisibility() && !input.value && input.placeholder)
                 parts.push(input.placeholder);

@@ -97,3 +97,15 @@ def test_the_file_uploaders_own_words_follow_the_language(lang, button, limit):
     assert any(r == f"content:{button}" for r in rules.values()), rules
     assert any(r.startswith(f"content:{limit};") for r in rules.values()), rules
     assert sum(r == "display:none" for r in rules.values()) == 2  # Streamlit's own two texts
+
+
+def test_the_jobs_tables_latest_metric_is_named_in_the_viewers_language():
+    from mmcore.jobs import progress
+    reward = progress.Progress(reward=0.51234, reward_name="Reward", loss=2.0, loss_name="loss")
+    actor = progress.Progress(loss=0.12344, loss_name="Actor Loss")
+    with i18n.language("en"):
+        assert jobtable.metric_text(reward) == "Reward 0.5123" and jobtable.metric_text(actor) == "Actor Loss 0.1234"
+        assert jobtable.metric_text(progress.Progress()) == ""
+    with i18n.language("zh"):
+        assert jobtable.metric_text(reward) == "奖励 0.5123" and jobtable.metric_text(actor) == "Actor 损失 0.1234"
+        assert jobtable.metric_text(progress.Progress(loss=1.0, loss_name="Some Loss")) == "Some Loss 1"

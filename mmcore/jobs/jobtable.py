@@ -68,6 +68,19 @@ def type_short(train_type):
     return i18n.t(key) if key in i18n.table(i18n.DEFAULT) else train_type
 
 
+def metric_text(prog, digits=4):
+    """The latest reward (first: it is what RL runs watch) or loss, named in the viewer's language:
+    "Reward 0.5123", "奖励 0.5123"; "" when the log has printed neither."""
+    if prog.reward is not None:
+        name, value = prog.reward_name, prog.reward
+    elif prog.loss is not None:
+        name, value = prog.loss_name, prog.loss
+    else:
+        return ""
+    key = "metric.name." + re.sub(r"\W+", "_", str(name).strip().lower())  # "Actor Loss" -> actor_loss
+    return f"{i18n.t(key) if key in i18n.table(i18n.DEFAULT) else name} {value:.{digits}g}"
+
+
 def submitted_by(job):
     """"user@host" of a job."""
     return f"{job.user}@{job.host}" if job.host else job.user
@@ -130,7 +143,7 @@ def job_row(job, prog, now=None):
         # A job that succeeded is done even when its last log line came before the last step.
         "progress": 100.0 if job.status == "succeeded" else round(prog.percent or 0.0, 1),
         "step": step,
-        "metric": prog.latest_metric_text(),
+        "metric": metric_text(prog),
         "eta": format_duration(prog.eta_s) if job.status == "running" else "",
         "started": format_started(job.started_at, now),
         "duration": format_duration(duration),
