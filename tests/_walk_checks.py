@@ -153,6 +153,8 @@ def _english_patterns():
         words = re.sub(r"\{[^}]*\}", " ", value)
         if len(re.findall(r"[A-Za-z]{3,}", words)) < 1 or not re.search(r"[a-z]", words):
             continue  # "GRPO", "MoE", "{n} MB": the same in every language
+        if re.fullmatch(r"[\w./-]*_[\w./-]*", value):
+            continue  # an option's own name (max_seq_len) is shown as it is in every language
         parts = re.split(r"\{[^}]*\}", value)
         regex = ".+?".join(re.escape(p) for p in parts)
         patterns.append((re.compile(rf"^{regex}$", re.S), key))

@@ -242,6 +242,11 @@ def test_a_negative_learning_rate_launches_as_shown_or_is_refused(walk):
     page = walk.page("en")
     with browser.screenshot_on_failure(page, f"{WALK}/train-negative-lr-en"):
         walk.open(page, "")
+        # the demo preset: a form that launches (its data and sizes are there), so only the rate decides
+        page.get_by_role("button", name="Demo preset").click()
+        page.wait_for_function("""() => [...document.querySelectorAll('input[aria-label="Hidden size"]')]
+                                  .some(i => i.value === '64')""", timeout=90_000)
+        browser.wait_for_rerun(page, 90)
         browser.fill(page, "Learning rate", "-0.001", timeout=90)
         preview = " ".join(page.locator('[data-testid="stCode"]').first.inner_text().split())
         page.get_by_role("button", name="Launch", exact=True).click()
