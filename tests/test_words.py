@@ -109,3 +109,16 @@ def test_the_jobs_tables_latest_metric_is_named_in_the_viewers_language():
     with i18n.language("zh"):
         assert jobtable.metric_text(reward) == "奖励 0.5123" and jobtable.metric_text(actor) == "Actor 损失 0.1234"
         assert jobtable.metric_text(progress.Progress(loss=1.0, loss_name="Some Loss")) == "Some Loss 1"
+
+
+def test_every_column_of_a_prompts_history_has_a_title_in_both_languages():
+    """Logs → Rollouts → Follow a prompt: the table's columns are titled in the viewer's language."""
+    import pandas as pd
+
+    from mmcore.runs import rlview
+    rows = pd.DataFrame({"step": [1, 1, 2], "reward": [0.5, 1.0, 2.0], "length": [10, 12, 8],
+                         "truncated": [0, 1, 0], "accuracy": [0.0, 1.0, 1.0]})
+    for frame in (rlview.history_table(rows), rlview.history_table(rows.iloc[0:0])):
+        for lang in ("en", "zh"):
+            table = i18n.file_table(lang)
+            assert all(f"logs.history.{c}" in table for c in frame.columns), (lang, list(frame.columns))
