@@ -122,3 +122,13 @@ def test_every_column_of_a_prompts_history_has_a_title_in_both_languages():
         for lang in ("en", "zh"):
             table = i18n.file_table(lang)
             assert all(f"logs.history.{c}" in table for c in frame.columns), (lang, list(frame.columns))
+
+
+def test_a_runs_summary_on_logs_names_its_loss_and_reward_in_the_viewers_language():
+    from mmcore.jobs import progress, run_selection
+    prog = progress.Progress(step=1, total=1, percent=100.0, loss=0.0, loss_name="Actor Loss", reward=0.0,
+                             reward_name="Reward")
+    with i18n.language("zh"):
+        assert run_selection.summary_parts(prog)[1:] == ["Actor 损失 0", "奖励 0"]
+    with i18n.language("en"):
+        assert run_selection.summary_parts(prog)[1:] == ["Actor Loss 0", "Reward 0"]

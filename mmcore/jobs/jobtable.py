@@ -77,8 +77,13 @@ def metric_text(prog, digits=4):
         name, value = prog.loss_name, prog.loss
     else:
         return ""
+    return f"{metric_name(name)} {value:.{digits}g}"
+
+
+def metric_name(name):
+    """A loss's or reward's printed name ("Actor Loss") in the viewer's language; unknown names as printed."""
     key = "metric.name." + re.sub(r"\W+", "_", str(name).strip().lower())  # "Actor Loss" -> actor_loss
-    return f"{i18n.t(key) if key in i18n.table(i18n.DEFAULT) else name} {value:.{digits}g}"
+    return i18n.t(key) if key in i18n.table(i18n.DEFAULT) else name
 
 
 def submitted_by(job):
