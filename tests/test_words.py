@@ -132,3 +132,15 @@ def test_a_runs_summary_on_logs_names_its_loss_and_reward_in_the_viewers_languag
         assert run_selection.summary_parts(prog)[1:] == ["Actor 损失 0", "奖励 0"]
     with i18n.language("en"):
         assert run_selection.summary_parts(prog)[1:] == ["Actor Loss 0", "Reward 0"]
+
+
+def test_a_pipelines_stages_are_named_in_the_viewers_language():
+    """Train → A pipeline in 中文: "第 3 阶段：推理蒸馏", not the English type name."""
+    from _pages_helpers import open_page, texts
+    at = open_page(state={i18n.STATE_KEY: "zh", "queue.launch_what": "pipeline"})
+    assert not at.exception, at.exception
+    shown = texts(at.markdown)
+    with i18n.language("zh"):
+        wanted = [i18n.t("queue.stage", n=n, type=i18n.t(f"type.{k}"))
+                  for n, k in enumerate(("pretrain", "sft", "distill_reason", "grpo"), 1)]
+    assert all(line in shown for line in wanted), [s for s in shown if "阶段" in s]
