@@ -8,7 +8,6 @@
   text boxes, tables drawn on canvas, chat messages, log tails);
 - `untranslated`: the English locale's strings shown on a page in another language.
 """
-import json
 import re
 
 from mmcore.base import i18n
