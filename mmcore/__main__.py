@@ -1,6 +1,6 @@
 """`python -m mmcore COMMAND ...`: the same as the `minimind` command (mmcore/cli.py)."""
 import sys
 
-from mmcore.cli import main
+from mmcore.cli import MODULE_NAME, main
 
-sys.exit(main())
+sys.exit(main(prog=MODULE_NAME))

@@ -276,7 +276,7 @@ def add_data(sub):
                                     sample=args.sample, batch_size=args.batch_size,
                                     accumulation_steps=args.accumulation_steps)
         except (ValueError, RuntimeError) as exc:  # a file that cannot be opened (DataFileError), a failed scan
-            print(f"python -m mmcore data check: {exc}", file=sys.stderr)
+            print(f"{args.prog} data check: {exc}", file=sys.stderr)
             return 2
         if args.json:
             print(json.dumps(report, ensure_ascii=False))
@@ -291,26 +291,33 @@ COMMANDS = [add_submit, add_status, add_stop, add_delete, add_list, add_history,
             add_export, add_queue, add_data]
 
 
-def build_parser():
-    parser = argparse.ArgumentParser(prog="python -m mmcore", description="MiniMind dashboard jobs from the shell.")
+#: The program's name in usage and error lines, as it was started: the installed command (`minimind`, from
+#: pyproject's scripts) or the module (`python -m mmcore`, mmcore/__main__.py).
+COMMAND_NAME = "minimind"
+MODULE_NAME = "python -m mmcore"
+
+
+def build_parser(prog=COMMAND_NAME):
+    parser = argparse.ArgumentParser(prog=prog, description="MiniMind dashboard jobs from the shell.")
+    parser.set_defaults(prog=prog)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in COMMANDS:
         add(sub)
     return parser
 
 
-def main(argv=None):
-    args = build_parser().parse_args(argv)
+def main(argv=None, prog=COMMAND_NAME):
+    args = build_parser(prog).parse_args(argv)
     try:
         with api.called_from(core.CLI):
             if problem := core.roles_file_problem():  # reads too: a broken roles file closes every door
                 raise api.Refused(problem)
             return args.handler(args) or 0
     except api.AuditUnavailable as exc:  # nothing was done: the act could not be recorded (exit 2, as a usage error)
-        print(f"python -m mmcore {args.command}: {exc}", file=sys.stderr)
+        print(f"{args.prog} {args.command}: {exc}", file=sys.stderr)
         return 2
     except api.Refused as exc:
-        print(f"python -m mmcore {args.command}: {exc}", file=sys.stderr)
+        print(f"{args.prog} {args.command}: {exc}", file=sys.stderr)
         return 1
 
 

@@ -209,6 +209,7 @@ def jobs_and_selection(live):
         return
     settings = health.load_settings(store.home)  # read once for the table and the selected job
     rows, order, headers, helps, jobs = table(jobs, settings)
+    order = jobtable.shown_columns(rows, order)
     # Drawn once; then only the cells that changed (a running job's progress and sparkline).
     live.table(rows, order, headers, helps, key=TABLE_KEY, changing=[job.active for job in jobs])
     live.fixed(csv_button)

@@ -70,9 +70,15 @@ def catalogue_section():
     else:
         st.caption(t("models.catalogue_count", n=len(entries)))
         st.dataframe(modelsview.catalogue_rows(entries), hide_index=True, use_container_width=True, column_config={
-            "Job": st.column_config.LinkColumn("Job", display_text=r"/jobs\?job=(\d+)"),
-            "Logs": st.column_config.LinkColumn("Logs", display_text=r"/logs\?job=(\d+)"),
-            "Step": st.column_config.NumberColumn("Step", format="%d"),
+            "File": st.column_config.TextColumn(t("models.col.file")),
+            "Type": st.column_config.TextColumn(t("models.col.type")),
+            "Kind": st.column_config.TextColumn(t("models.col.kind")),
+            "Job": st.column_config.LinkColumn(t("models.col.job"), display_text=r"/jobs\?job=(\d+)"),
+            "Logs": st.column_config.LinkColumn(t("models.col.logs"), display_text=r"/logs\?job=(\d+)"),
+            "Step": st.column_config.TextColumn(t("models.col.step")),
+            "Saved": st.column_config.TextColumn(t("models.col.saved")),
+            "File size": st.column_config.TextColumn(t("models.col.file_size")),
+            "Size": st.column_config.TextColumn(t("models.size"), help=t("models.size.help")),
             "Tokenizer": st.column_config.TextColumn(t("models.tokenizer"), help=t("models.tokenizer.help"))})
 
 

@@ -409,7 +409,8 @@ def screenshot(page, name):
     path = ARTIFACTS / f"{name}.png"
     size = page.viewport_size
     height = page.evaluate("""() => {
-        const main = document.querySelector('[data-testid="stMain"]');
+        // a page with a chat input scrolls in another container
+        const main = document.querySelector('[data-testid="stMain"], [data-testid="stAppScrollToBottomContainer"]');
         const side = document.querySelector('[data-testid="stSidebarContent"]');
         return Math.max(main ? main.scrollHeight : 0, side ? side.scrollHeight : 0, window.innerHeight);
     }""")

@@ -48,8 +48,9 @@ def test_catalogue_lists_the_demo_weights_with_their_jobs(demo_models):
     ours = rows[rows["File"].str.startswith(str(demo_models / "out"))]
     by_name = {os.path.basename(f): r for f, r in zip(ours["File"], ours.to_dict("records"))}
     assert {"reason_64.pth", "grpo_64.pth", "full_sft_64.pth"} <= set(by_name)
-    assert by_name["grpo_64.pth"]["Type"] == "grpo" and by_name["grpo_64.pth"]["Job"].startswith("/jobs?job=")
-    assert by_name["reason_64.pth"]["Type"] == "distill_reason" and by_name["reason_64.pth"]["Size"] == "64x2"
+    assert by_name["grpo_64.pth"]["Type"] == "GRPO" and by_name["grpo_64.pth"]["Job"].startswith("/jobs?job=")
+    assert by_name["reason_64.pth"]["Type"] == "Reason" and by_name["reason_64.pth"]["Size"] == "hidden 64 · 2 layers"
+    assert by_name["full_sft_64.pth"]["Job"] == "" and by_name["full_sft_64.pth"]["Kind"] == "full"  # no job, no "None"
 
 
 def test_chat_streams_the_workers_greedy_reply_as_text(demo_models):

@@ -141,6 +141,12 @@ def test_more_gpus_than_the_machine_has_is_said(store):
     assert "asks for 5 GPUs; this machine has 2" in decide(store, SimNVML(2))[big].reason
 
 
+
+def test_one_gpu_on_a_machine_without_one_is_said_in_the_singular(store):
+    one = job(store, {"gpus": 1})
+    assert "asks for a GPU; this machine has 0" in decide(store, SimNVML(0))[one].reason
+
+
 def test_cpu_slots_first_come_first_served(store):
     running = job(store, user="alice", status="running")
     first, second, third = job(store), job(store), job(store)

@@ -68,6 +68,9 @@ def check(value, train_type=None, max_seq_len=None, home=None, tokenizer=None, s
     return build(state, train_type, max_seq_len or default_max_seq_len(train_type), **steps)
 
 
+CLI_ROWS = 20  # rows listed under each problem; the rest are counted
+
+
 def text(report):
     """The report as lines of text for a terminal."""
     lines = [t("data.cli.head", file=report["file"], kind=report["kind"], rows=report["rows"],
@@ -77,7 +80,10 @@ def text(report):
     for name, items in report["problems"].items():
         if items:
             lines.append(t("data.cli.problem", name=t(f"data.problem.{name}"), n=report["counts"][name]))
-            lines.extend(f"  line {i['line']}: {i['reason']}" for i in items[:20])
+            shown = items[:CLI_ROWS]
+            lines.extend(t("data.cli.problem_row", line=i["line"], reason=i["reason"]) for i in shown)
+            if report["counts"][name] > len(shown):  # say how many the list leaves out
+                lines.append(t("data.cli.more", n=report["counts"][name] - len(shown)))
     lines.append(t("data.cli.size", max_seq_len=report["max_seq_len"], truncated=report["truncated_rows"],
                    lost=report["answer_tokens_lost"], p95=report.get("p95", 0), p99=report.get("p99", 0)))
     if "optimizer_steps_per_epoch" in report:

@@ -22,7 +22,7 @@ import unicodedata
 import zlib
 from dataclasses import dataclass
 
-from mmcore.base import message_chain
+from mmcore.base import i18n, message_chain
 from mmcore.jobs.jobrow import ACTIVE_STATUSES
 from mmcore.train import train_types
 
@@ -59,9 +59,31 @@ def format_time(ts):
 
 
 def type_short(train_type):
-    """The short name of a training type ("GRPO"), or the key itself for a type this version lacks."""
+    """The short name of a job's type in the viewer's language ("GRPO", "预训练", "导出" for an export
+    job), or the key itself for a type this version lacks."""
     t = train_types.TYPES.get(train_type)
-    return t.short if t else train_type
+    if t:
+        return t.short_label
+    key = f"type.short.{train_type}"  # the jobs that are not training: export, evaluate
+    return i18n.t(key) if key in i18n.table(i18n.DEFAULT) else train_type
+
+
+def metric_text(prog, digits=4):
+    """The latest reward (first: it is what RL runs watch) or loss, named in the viewer's language:
+    "Reward 0.5123", "奖励 0.5123"; "" when the log has printed neither."""
+    if prog.reward is not None:
+        name, value = prog.reward_name, prog.reward
+    elif prog.loss is not None:
+        name, value = prog.loss_name, prog.loss
+    else:
+        return ""
+    return f"{metric_name(name)} {value:.{digits}g}"
+
+
+def metric_name(name):
+    """A loss's or reward's printed name ("Actor Loss") in the viewer's language; unknown names as printed."""
+    key = "metric.name." + re.sub(r"\W+", "_", str(name).strip().lower())  # "Actor Loss" -> actor_loss
+    return i18n.t(key) if key in i18n.table(i18n.DEFAULT) else name
 
 
 def submitted_by(job):
@@ -126,7 +148,7 @@ def job_row(job, prog, now=None):
         # A job that succeeded is done even when its last log line came before the last step.
         "progress": 100.0 if job.status == "succeeded" else round(prog.percent or 0.0, 1),
         "step": step,
-        "metric": prog.latest_metric_text(),
+        "metric": metric_text(prog),
         "eta": format_duration(prog.eta_s) if job.status == "running" else "",
         "started": format_started(job.started_at, now),
         "duration": format_duration(duration),
@@ -146,6 +168,7 @@ border-bottom:1px solid rgba(128,128,128,0.15);vertical-align:middle}}
 background:rgba(128,128,128,0.25);vertical-align:middle}}
 .minimind-table .bar>span{{display:block;height:100%;border-radius:3px;background:#ff4b4b}}
 .minimind-table img{{vertical-align:middle}}
+.minimind-table .wrap{{display:inline-block;white-space:normal;max-width:22ch;overflow-wrap:anywhere;vertical-align:middle}}
 .minimind-table-head,.minimind-table-rows{{border:none;border-radius:0;overflow:visible}}
 .minimind-table table.fixed{{table-layout:fixed}}
 .minimind-table table.fixed td,.minimind-table table.fixed th{{overflow:hidden}}
@@ -210,6 +233,8 @@ def _cell_body(column, value, inline_svg=False):
         return f'<span class="bar"><span style="width:{percent:.1f}%"></span></span>{percent:.0f}%'
     if column == "trend":
         return _inline_sparkline(tuple(value or ())) if inline_svg else sparkline_img(value)
+    if column in _WRAP_CH:  # a long name wraps instead of widening the table past the page
+        return f'<span class="wrap">{html.escape("" if value is None else str(value))}</span>'
     return html.escape("" if value is None else str(value))
 
 
@@ -266,6 +291,8 @@ def _row(columns, row):
 
 # Least widths of the columns drawn as pictures: a progress bar and its "100%", a sparkline.
 _PICTURE_CH = {"progress": 13, "trend": 12}
+# Most widths of the columns whose text wraps (the `.wrap` span's max-width).
+_WRAP_CH = {"name": 22}
 
 
 def text_width_ch(text):
@@ -280,7 +307,17 @@ def column_widths(rows, columns, headers):
     for c in columns:
         cells = [0.0] if c in _PICTURE_CH else [text_width_ch("" if row.get(c) is None else row[c]) for row in rows]
         widths[c] = math.ceil(max(cells + [_PICTURE_CH.get(c, 0), 1.1 * text_width_ch(headers.get(c, c))]))
+        if c in _WRAP_CH:
+            widths[c] = min(widths[c], _WRAP_CH[c])
     return widths
+
+
+def shown_columns(rows, columns):
+    """The columns worth a place on the page: "submitted_by" only when the rows were submitted by more
+    than one user@host (the selected job's details say who submitted it); the CSV keeps every column."""
+    if "submitted_by" in columns and len({row.get("submitted_by") for row in rows}) <= 1:
+        return [c for c in columns if c != "submitted_by"]
+    return list(columns)
 
 
 ROW_PX, HEAD_PX = 33, 40  # a drawn row's and the header's height

@@ -260,9 +260,9 @@ def summary_parts(prog):
     while it runs, the ETA."""
     parts = [t("logs.step_of", step=f"{prog.step:,}", total=f"{prog.total:,}", percent=f"{prog.percent:.0f}")]
     if prog.loss is not None:
-        parts.append(f"{prog.loss_name} {prog.loss:.4g}")
+        parts.append(f"{jobtable.metric_name(prog.loss_name)} {prog.loss:.4g}")
     if prog.reward is not None:
-        parts.append(f"{prog.reward_name} {prog.reward:.4g}")
+        parts.append(f"{jobtable.metric_name(prog.reward_name)} {prog.reward:.4g}")
     if prog.eta_s is not None:
         parts.append(t("logs.eta", eta=jobtable.format_duration(prog.eta_s)))
     return parts

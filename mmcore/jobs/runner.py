@@ -351,9 +351,9 @@ class Supervisor:
                   f"# cwd: {job.cwd}"]
         if job.env:
             header.append(f"# env: {' '.join(f'{k}={shlex.quote(v)}' for k, v in sorted(job.env.items()))}")
-        header += [f"# started: {_now_iso()}",
-                   f"开始训练 {job.train_type} 进程",
-                   f"命令: {command}"]
+        # The dashboard's own header only, in English whatever the viewer's language (a log is read by
+        # people and tools of either); the trainer's own lines follow unchanged.
+        header.append(f"# started: {_now_iso()}")
         self._write_log("\n".join(header) + "\n")
 
         if self._stop_requested():

@@ -17,10 +17,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from mmcore.base import i18n
 from mmcore.base.i18n import MessageError, message, t
 from mmcore.base.paths import ROOT
 from mmcore.models import catalogue, chat_client
-from mmcore.train import preflight
+from mmcore.train import preflight, train_types
 from trainer.rules import roots as trainer_roots
 from trainer.rules import specs, weight_meta
 
@@ -45,13 +46,34 @@ def _time(ts):
     return datetime.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M")
 
 
+def size_label(entry):
+    """A weight's shape in words: "hidden 64 · 2 layers" ("?" where its file does not tell)."""
+    if entry.hidden_size is None:
+        return "?"
+    layers = "?" if entry.num_hidden_layers is None else entry.num_hidden_layers
+    size = t("models.size.value", hidden=entry.hidden_size, layers=layers)
+    return t("models.size.moe", size=size) if entry.use_moe else size
+
+
+def _type_label(train_type):
+    known = train_types.TYPES.get(train_type)
+    return known.short_label if known else train_type or ""
+
+
+def _kind_label(kind):
+    key = f"models.kind.{kind}"
+    return t(key) if key in i18n.table(i18n.DEFAULT) else kind
+
+
 def catalogue_rows(entries):
-    """One dict per weight file, for st.dataframe (the Job column is a link to the Jobs page)."""
+    """One dict per weight file, for st.dataframe (the Job column is a link to the Jobs page), in the
+    viewer's language; what a file does not tell is an empty cell (the grid would write "None")."""
     return [{
-        "File": e.label, "Type": e.train_type or "", "Kind": e.kind, "Size": e.size_text,
-        "Job": f"/jobs?job={e.job_id}" if e.job_id is not None else None,
-        "Logs": f"/logs?job={e.job_id}" if e.job_id is not None else None,
-        "Step": e.step, "Saved": _time(e.saved_at), "File size": catalogue.human_size(e.size_bytes),
+        "File": e.label, "Type": _type_label(e.train_type), "Kind": _kind_label(e.kind), "Size": size_label(e),
+        "Job": f"/jobs?job={e.job_id}" if e.job_id is not None else "",
+        "Logs": f"/logs?job={e.job_id}" if e.job_id is not None else "",
+        "Step": "" if e.step is None else str(e.step), "Saved": _time(e.saved_at),
+        "File size": catalogue.human_size(e.size_bytes),
         "Tokenizer": e.tokenizer_fingerprint or "",
     } for e in entries]
 

@@ -55,8 +55,11 @@ TEMPLATES = {
 
 
 def _effective(train_type, values):
+    """The stage's values as its script takes them; a field the checks refuse (a save folder outside the
+    allowed ones) keeps its given (or default) value here, so the chain is still linked and `check` says
+    what is wrong."""
     checked = commandline.check(train_type, values)
-    return checked.effective()
+    return {**train_types.defaults(train_type), **values, **checked.effective()}
 
 
 def link(stages):

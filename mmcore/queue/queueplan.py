@@ -161,8 +161,8 @@ def plan(waiting, active, gpus, cpu_slots, foreign_memory_mib=1024, our_pids=fro
             takeable = [i for i in ids if i in free and i not in reserved]
         else:
             if count > len(present):
-                decisions.append(Decision(job.id, False, why=(message("reason.too_many_gpus", count=count,
-                                                                      n=len(present)),)))
+                key = "reason.too_many_gpus" if count > 1 else "reason.too_many_gpus.one"
+                decisions.append(Decision(job.id, False, why=(message(key, count=count, n=len(present)),)))
                 continue
             takeable = [i for i in free if i not in reserved][:count]
         if len(takeable) == count:

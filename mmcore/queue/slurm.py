@@ -111,7 +111,6 @@ def batch_script(job, settings, extra_env=None):
         trainer += ["--device", "cuda:0" if gpus else "cpu"]
     quoted = " ".join(a if a.startswith("$") else shlex.quote(a) for a in launch)
     run = f"srun --kill-on-bad-exit=1 {quoted} {shlex.join(trainer)}"
-    display = shlex.join(trainer)
     name = " ".join(job.name.splitlines())
     env = {**job.env, **(extra_env or {}), "PYTHONUNBUFFERED": "1", "PYTHONPATH": paths.python_path(job.cwd)}
     env.pop("CUDA_VISIBLE_DEVICES", None)  # Slurm sets it from the allocation
@@ -125,8 +124,6 @@ def batch_script(job, settings, extra_env=None):
              f"echo {shlex.quote('# cwd: ' + job.cwd)}",
              'echo "# slurm: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST (first node $head)"',
              'echo "# started: $(date -Iseconds)"',
-             f"echo {shlex.quote(f'开始训练 {job.train_type} 进程')}",
-             f"echo {shlex.quote('命令: ' + display)}",
              run, ""]
     return "\n".join(lines)
 

@@ -94,6 +94,13 @@ class TrainType:
         return self.spec.short
 
     @property
+    def short_label(self):
+        """The short name in the viewer's language ("预训练"); the same as `short` where both languages
+        say it alike ("GRPO")."""
+        key = f"type.short.{self.key}"
+        return i18n.t(key) if key in i18n.table(i18n.DEFAULT) else self.spec.short
+
+    @property
     def script(self):
         return self.spec.script
 
@@ -193,7 +200,7 @@ def group_label(group, train_type):
     """A form section's title in the viewer's language: "Training", or "GRPO parameters" for the
     type's own parameters."""
     if group == "type_specific":
-        return i18n.t("group.type_specific", type=get_type(train_type).short)
+        return i18n.t("group.type_specific", type=get_type(train_type).short_label)
     return i18n.t(f"group.{group}")
 
 

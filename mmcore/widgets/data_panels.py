@@ -14,6 +14,7 @@ from mmcore.base.i18n import t
 from mmcore.base.safetext import md, md_lines
 from mmcore.data import checkup, estimates, links, maskview, report, row_client, rows, scans, sizing, sources
 from mmcore.train import train_types
+from mmcore.widgets import uploader_words
 
 FILE_KEY = "data.file"
 OTHER_KEY = "data.other"
@@ -23,6 +24,7 @@ SEARCH_KEY = "data.search"
 FIRST_ROWS = 20
 OTHER = "__other__"
 UPLOAD_KEY = "data.upload"
+UPLOAD_TYPES = ("jsonl", "json")
 UPLOAD_MESSAGE_KEY = "data.upload_message"
 
 
@@ -50,7 +52,9 @@ def choose_file(home, query):
                             help=t("data.file.help"))
     user = auth.session_user(st.session_state)
     may_not = data_acts.upload_refusal(user)
-    right.file_uploader(t("data.upload"), type=["jsonl", "json"], key=UPLOAD_KEY, disabled=bool(may_not),
+    with right:
+        uploader_words.localize(UPLOAD_KEY, UPLOAD_TYPES)
+    right.file_uploader(t("data.upload"), type=list(UPLOAD_TYPES), key=UPLOAD_KEY, disabled=bool(may_not),
                         on_change=_uploaded, args=(home, user),
                         help=md(may_not) if may_not else t("data.upload.help", mb=sources.MAX_UPLOAD_BYTES // 2**20))
     if message := st.session_state.pop(UPLOAD_MESSAGE_KEY, None):

@@ -21,7 +21,7 @@ from mmcore.jobs import jobtable, run_selection
 from mmcore.logs import charts, logfiles, urlstate
 from mmcore.runs import health, metric_stream, rlview
 from mmcore.train import lossnote
-from mmcore.widgets import livechart, livechart_cache, livefeed, livepage, rollouts_panel
+from mmcore.widgets import livechart, livechart_cache, livefeed, livepage, rollouts_panel, uploader_words
 
 JOBS_KEY = "logs.jobs"
 FILES_KEY = "logs.files"
@@ -65,6 +65,8 @@ def sources(store, jobs, log_files, run_folders, user=None):
         t("logs.folders"), [p.name for p in run_folders], key=FOLDERS_KEY,
         placeholder=t("logs.folders.placeholder"), help=t("logs.folders.help", folder=metric_stream.records_dir(store.home)))
     why_not = view_acts.upload_refusal(user)
+    with cols[3]:
+        uploader_words.localize("logs.upload", ("log", "txt"))
     uploads = cols[3].file_uploader(
         t("logs.upload"), type=["log", "txt"], accept_multiple_files=True, key="logs.upload",
         help=t("logs.upload_viewers", reason=why_not) if why_not else t("logs.upload.help"), disabled=bool(why_not))
@@ -215,7 +217,7 @@ def chart_controls(tables, names, train_type, x_options, url_defaults):
     if state.get(SMOOTH_KEY) not in SMOOTHING_CHOICES:
         state[SMOOTH_KEY] = "auto"
     state[LOG_KEY] = [m for m in state.get(LOG_KEY, []) if m in chosen]
-    controls = st.columns([2.2, 1.2, 1.8, 0.9, 0.9, 1.3, 1.3])
+    controls = st.columns([2.0, 1.2, 1.6, 0.9, 0.9, 1.4, 1.4])
     smoothing = controls[0].select_slider(
         t("logs.smoothing"), SMOOTHING_CHOICES, key=SMOOTH_KEY,
         format_func=lambda v: t("logs.auto") if v == "auto" else f"{v:.2f}", help=t("logs.smoothing.help"))
@@ -228,13 +230,14 @@ def chart_controls(tables, names, train_type, x_options, url_defaults):
                                       help=t("logs.from.help"))
     x_to = controls[4].number_input(t("logs.to"), min_value=0, value=None, key=TO_KEY, placeholder=t("logs.to.placeholder"),
                                     help=t("logs.to.help"))
-    with controls[5], st.popover(t("logs.y_range"), icon=":material/height:"):
+    with controls[5], st.popover(t("logs.y_range"), icon=":material/height:", width="stretch"):
         for metric in chosen:  # with the other controls: under each chart they would be sent at each update
             st.caption(charts.chart_title(metric))
             low, high = st.columns(2)
             low.number_input(t("logs.y_from"), value=None, key=f"logs.ylo.{metric}", format="%g", placeholder=t("logs.auto"))
             high.number_input(t("logs.y_to"), value=None, key=f"logs.yhi.{metric}", format="%g", placeholder=t("logs.auto"))
-    with controls[6], st.popover(t("logs.copy_link"), icon=":material/link:", help=t("logs.copy_link.help")):
+    with controls[6], st.popover(t("logs.copy_link"), icon=":material/link:", help=t("logs.copy_link.help"),
+                                  width="stretch"):
         st.caption(t("logs.copy_link.caption"))
         st.code(view_link(url_defaults), language=None, wrap_lines=True)
     if not chosen:

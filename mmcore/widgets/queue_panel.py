@@ -16,6 +16,7 @@ from mmcore.actions import queue_acts
 from mmcore.base import i18n
 from mmcore.base.i18n import t
 from mmcore.base.safetext import md, md_lines
+from mmcore.jobs import jobtable
 from mmcore.queue import pipelines, queueconf, queuetext, slurm
 from mmcore.widgets import train_form
 
@@ -93,7 +94,7 @@ def pipeline_section(store, gpu_count, identity=None):
         backend = backend_choice(store, "queue.pipeline.backend")
         shown = pipelines.commands(stages)
         for i, ((train_type, _), cmd) in enumerate(zip(stages, shown)):
-            st.markdown(t("queue.stage", n=i + 1, type=pipelines.specs.spec(train_type).label))
+            st.markdown(t("queue.stage", n=i + 1, type=t(f"type.{train_type}")))
             st.code(cmd, language="bash", wrap_lines=True)
         problems = pipelines.check(stages, gpu_count if backend == "local" else 1024)
         for problem in problems:
@@ -184,7 +185,7 @@ def pipelines_section(store, identity=None, limit=10, select=None):
     with st.container(border=True):
         st.markdown(f"**{t('queue.pipelines')}**")
         for p in found:
-            stages = " → ".join(f"{STAGE_MARK.get(j.status, '')} {j.stage + 1} {pipelines.specs.spec(j.train_type).short}"
+            stages = " → ".join(f"{STAGE_MARK.get(j.status, '')} {j.stage + 1} {jobtable.type_short(j.train_type)}"
                                 + t("queue.stage_state", status=_status(j.status), id=j.id) for j in p.stages)
             st.markdown(t("queue.pipeline_heading", id=p.id, name=md(p.name), status=_status(p.status)))
             st.text(stages)

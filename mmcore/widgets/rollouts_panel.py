@@ -75,7 +75,9 @@ def show(stored):
     prompts = {f"{text} (#{pid})": pid for pid, text in choices}  # plain strings: the prompt's id keeps them apart
     pid = prompts[st.selectbox(t("logs.prompt"), list(prompts), key="logs.rollouts.follow")]
     later = rollout_store.query(run_dir, prompt_id=pid)
-    st.dataframe(rlview.history_table(later), hide_index=True, width="stretch")
+    history = rlview.history_table(later)
+    st.dataframe(history, hide_index=True, width="stretch",
+                 column_config={c: st.column_config.Column(t(f"logs.history.{c}")) for c in history.columns})
     for hstep, rows in list(later.groupby("step"))[-HISTORY_STEPS:]:
         with st.expander(t("logs.best_reward", step=hstep, reward=f"{rows['reward'].max():+.3f}"), expanded=False):
             for _, r in rows.iterrows():
