@@ -208,10 +208,6 @@ def test_every_page_reads_right(walk, lang):
 
 # -- issue 40's points 1 to 4, as a person meets them -----------------------------------------------------
 
-NEEDS_CORE = pytest.mark.xfail(reason="needs branch see-core", strict=False)
-
-
-@NEEDS_CORE
 def test_two_turn_chat_shows_no_python_objects(walk):
     page = walk.page("en")
     with browser.screenshot_on_failure(page, f"{WALK}/chat-two-turns-en"):
@@ -231,7 +227,6 @@ def test_two_turn_chat_shows_no_python_objects(walk):
     page.context.close()
 
 
-@NEEDS_CORE
 def test_a_negative_learning_rate_launches_as_shown_or_is_refused(walk):
     """-0.001 typed as the learning rate: the command preview and the launched job both say -0.001, or
     Launch is refused with the field's message in the preflight box; never a job with another value."""
@@ -268,7 +263,6 @@ def test_a_negative_learning_rate_launches_as_shown_or_is_refused(walk):
     page.context.close()
 
 
-@NEEDS_CORE
 def test_the_reward_band_is_translucent_and_in_the_legend(walk):
     page = walk.page("en")
     with browser.screenshot_on_failure(page, f"{WALK}/logs-reward-band-en"):
@@ -289,7 +283,6 @@ def test_the_reward_band_is_translucent_and_in_the_legend(walk):
     assert any(b["showlegend"] and b["name"] for b in bands), bands
 
 
-@NEEDS_CORE
 def test_an_export_goes_to_the_chosen_checkpoints_folder_and_asks_before_reusing_one(walk):
     """Export A, then choose B: the folder field follows B and the export lands in B's folder; a second
     export into that folder asks first (no job is queued by the click)."""
@@ -325,10 +318,15 @@ def test_an_export_goes_to_the_chosen_checkpoints_folder_and_asks_before_reusing
         while not (hf / folder_b / "minimind_export.json").is_file():
             assert time.monotonic() < deadline, f"the export of grpo_64 did not land in out/hf/{folder_b}"
             time.sleep(1)
-        again, count = export("out/grpo_64.pth")
-        assert again == folder_b
-        assert len(export_jobs()) == count, "a second export into an existing folder was queued without asking"
-        shown = browser.main_text(page)
-        assert folder_b in shown, shown[-2000:]
+        # the same checkpoint again: its folder now holds an export, so Export waits for a confirmation
+        count = len(export_jobs())
+        browser.choose(page, "Checkpoint (a LoRA is merged into its base, or kept apart as a PEFT adapter)",
+                       "out/grpo_64.pth", timeout=90)
+        browser.wait_for_rerun(page, 90)
+        assert browser.input_value(page, "Folder name (under out/hf/)") == folder_b
+        page.get_by_text(f"Export into out/hf/{folder_b} anyway").wait_for(timeout=90_000)
+        assert page.get_by_role("button", name="Export", exact=True).is_disabled(), \
+            "a second export into an existing folder could be queued without asking"
+        assert len(export_jobs()) == count
         browser.screenshot(page, f"{WALK}/models-export-asks-en")
     page.context.close()
