@@ -1,6 +1,8 @@
 """Held-out evaluation during training (trainer/held_out.py), in real tiny runs on CPU: GRPO's greedy and
 sampled answers to held-out prompts, DPO's held-out loss on rows held out of its training file, the
 all-reduced means under torchrun, and a resumed run's eval series."""
+import contextlib
+import io
 import json
 import math
 import signal
@@ -23,7 +25,7 @@ from _trainer_helpers import (
 )
 from test_rl_trainers import RL_TINY
 
-from mmcore import metrics, rollouts
+from mmcore import cli, metrics, rollouts
 from trainer.rules.args import cross_errors
 from trainer.rules.records import EVAL_SPLIT_FILE
 
@@ -85,6 +87,13 @@ def test_grpo_evaluates_held_out_prompts_and_keeps_the_answers(repo, tmp_path):
         assert row["eval/sampled/reward/mean"] == pytest.approx(sampled["reward"].mean(), abs=1e-6)
     # The training responses are stored as before, the held-out ones apart from them.
     assert sorted(set(rollouts.read(run_dir)["step"])) == [1, 2, 3, 4]
+    # A second opinion with the training rule gives back the stored rule part of every response.
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.main(["rescore", str(run_dir), "--reward", "rule", "--json"]) == 0
+    scored = json.loads(out.getvalue())["responses_scored"]
+    assert len(scored) == 16 and all(abs(r["rescore/rule"] - r["reward/rule"]) <= 1e-6 for r in scored)
+    assert {"rescore/rule/mean", "rescore/rule/std"} <= set(metrics.read(run_dir).columns)
 
 
 def test_dpo_holds_out_the_last_rows_of_its_file(repo, tmp_path):

@@ -19,10 +19,13 @@ What is measured goes to the run's metrics stream under stable names (`eval/...`
   temperature, top-k, top-p) under `eval/sampled/...`. The answers themselves go to the rollout
   store's `probes` table (`mmcore.rollouts.probes`).
 
+Each evaluation's seconds are recorded too, as `time/eval_s`.
+
 A script builds one with `losses(...)` or `answers(...)`, which also take the held-out rows out of its
 training set, and hands it to `loop.train(..., evaluation=...)`.
 """
 import os
+import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -87,6 +90,7 @@ class Evaluation:
         return list(range(min(self.run.args.eval_rows, len(self.held_out))))[info.rank::info.world_size]
 
     def evaluate(self, parts, global_step):
+        started = time.perf_counter()
         args, info = self.run.args, self.run.info
         modules = [p.module for p in parts]
         modes = [m.training for m in modules]
@@ -114,6 +118,7 @@ class Evaluation:
         if probes and self.run.records is not None:
             self.run.records.records.add_probes(global_step, probes)
         tu.log(f"Eval step {global_step}: " + " ".join(f"{name}:{value:.6f}" for name, value in means.items()))
+        means["time/eval_s"] = time.perf_counter() - started  # what evaluating cost (bench/bench_eval.py)
         return means
 
 

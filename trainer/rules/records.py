@@ -13,6 +13,8 @@ A run folder (`--run_dir`) holds:
   steps only, and a killed run leaves no half-written step. Its `probes` table holds the answers to
   the held-out prompts of each evaluation (`trainer/evaluation.py`): step, mode (greedy, sampled),
   prompt, response, reward, its parts (JSON, weighted), accuracy, length, truncation.
+  Its `rescores` table holds each step's mean and std under a second reward (`mmcore.runs.rescore`),
+  whose per-response scores are `rescore/<name>` columns of `rollouts`.
 - `eval_split.json`: the held-out set of a run that evaluates (a file, or the training file's rows).
 
 Only rank 0 writes (`RunRecords(..., enabled=False)` elsewhere). On resume from global step S, the
@@ -56,9 +58,19 @@ CREATE TABLE IF NOT EXISTS probes (
     prompt_id INTEGER NOT NULL REFERENCES prompts(id), response TEXT NOT NULL, reward REAL NOT NULL,
     parts TEXT NOT NULL, accuracy REAL NOT NULL, length INTEGER NOT NULL, truncated INTEGER NOT NULL);
 CREATE INDEX IF NOT EXISTS probes_by_step ON probes(step, mode, idx);
+CREATE TABLE IF NOT EXISTS rescores (
+    name TEXT NOT NULL, step INTEGER NOT NULL, mean REAL NOT NULL, std REAL NOT NULL, responses INTEGER NOT NULL,
+    PRIMARY KEY (name, step));
 """
+#: The column of a stored response's score under a second reward (`mmcore.runs.rescore`): `rescore/<name>`.
+RESCORE_PREFIX = "rescore/"
 #: Where a run writes down its held-out set (a second file, or which rows of the training file).
 EVAL_SPLIT_FILE = "eval_split.json"
+
+
+def ensure_schema(conn):
+    """Create the rollout store's tables that `conn`'s file lacks (a store from an earlier version)."""
+    conn.executescript(_SCHEMA)
 
 
 def records_home():
@@ -155,6 +167,7 @@ class RolloutWriter:
             self.conn.execute("DELETE FROM rollouts WHERE step > ?", (last,))
             self.conn.execute("DELETE FROM steps WHERE step > ?", (last,))
             self.conn.execute("DELETE FROM probes WHERE step > ?", (last,))
+            self.conn.execute("DELETE FROM rescores WHERE step > ?", (last,))
             self.conn.execute("DELETE FROM meta WHERE key = 'full_at_step'")
             for key, value in (meta or {}).items():
                 self.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, json.dumps(value)))
