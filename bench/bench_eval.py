@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))  # this checkout's code, whichever one is installe
 from bench_demo_rl import CHAIN, make_layout  # noqa: E402
 
 from mmcore import metrics, rollouts  # noqa: E402
+from mmcore.runs import health  # noqa: E402
 from mmcore.train.commandline import build_command  # noqa: E402
 from mmcore.train.preset_table import demo_preset  # noqa: E402
 
@@ -55,20 +56,25 @@ def bench_rescore(folder, responses=10_000):
 def run_stage(layout, train_type, threads):
     values = {**demo_preset(train_type), "device": "cpu"}
     values["eval_data"] = values["data_path"]
-    values["run_dir"] = str(layout / "records" / train_type)
     command = build_command(train_type, values, trainer_dir=layout / "trainer")
-    env = {**os.environ, **command.env, "OMP_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1"}
+    run_dir = layout / "records" / train_type
+    argv = metrics.with_run_dir(command.argv, run_dir)  # as the dashboard gives a job its records folder
+    env = {**os.environ, **command.env, "OMP_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1",
+           "PYTHONPATH": str(layout)}  # the layout's own trainer, whichever checkout is installed
     log_path = layout / f"{train_type}.log"
     print(f"[{train_type}] {command.display}", flush=True)
     start = time.perf_counter()
     with open(log_path, "wb") as log:
-        proc = subprocess.run(command.argv, cwd=command.cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.run(argv, cwd=command.cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         print(log_path.read_text(errors="replace")[-4000:])
         raise SystemExit(f"{train_type} failed with exit code {proc.returncode} (log: {log_path})")
-    df = metrics.read(values["run_dir"])
+    df = metrics.read(run_dir)
     evals = df["time/eval_s"].dropna() if "time/eval_s" in df else []
+    if train_type == "grpo":  # the demo's rewards are honest: the reward-hacking check must stay quiet
+        found = [f.rule for f in health.evaluate(df)]
+        print(f"[grpo] health findings: {found or 'none'} (reward_hacking must not be among them)")
     return wall, float(sum(evals)), len(evals)
 
 
