@@ -1,0 +1,45 @@
+"""The Logs page's held-out view of RL runs: the training reward and every held-out signal (held-out
+evaluation, rescores) on one chart of steps, and the per-prompt table (`mmcore.runs.prompt_record`),
+sortable, a chosen prompt's groups across steps below it. Drawing only: what is shown comes from
+`mmcore.runs.heldout_view`, `prompt_record`, `metric_stream`, `rollout_store` and `rlview`."""
+import streamlit as st
+
+from mmcore.base.i18n import t
+from mmcore.jobs import run_selection
+from mmcore.runs import heldout_view, metric_stream, prompt_record, rlview, rollout_store
+
+RUN_KEY = "logs.heldout.run"
+TABLE_KEY = "logs.prompts.table"
+
+
+def show(runs):
+    """The held-out chart and the per-prompt table of the chosen runs that keep rollouts."""
+    stored = run_selection.with_rollouts(runs)
+    if stored:
+        st.fragment(_show)(stored)
+
+
+def _show(stored):
+    by_label = dict(stored)
+    label = st.selectbox(t("logs.run"), list(by_label), key=RUN_KEY) if len(by_label) > 1 else stored[0][0]
+    run_dir = by_label[label]
+    df = metric_stream.read(run_dir)
+    if heldout_view.has_held_out(df):
+        st.subheader(t("logs.heldout"))
+        st.line_chart(heldout_view.signals(df), x="global_step", y="value", color="signal",
+                      x_label=t("logs.step"), y_label=t("logs.heldout.value"))
+        st.caption(t("logs.heldout.help"))
+    st.subheader(t("logs.prompts"))
+    table = prompt_record.prompts(run_dir)
+    if not len(table):
+        st.caption(t("logs.prompts.none"))
+        return
+    shown = table.drop(columns=["prompt"]).assign(prompt=[" ".join(p.split())[-80:] for p in table["prompt"]])
+    picked = st.dataframe(shown, hide_index=True, width="stretch", key=TABLE_KEY, on_select="rerun",
+                          selection_mode="single-row")
+    st.caption(t("logs.prompts.help", flagged=int(table["no_advantage"].sum()), total=len(table)))
+    rows = picked.selection.rows if picked is not None else []
+    if rows:
+        pid = int(table.iloc[rows[0]]["prompt_id"])
+        st.markdown(f"**{t('logs.prompts.groups', id=pid)}**")
+        st.dataframe(rlview.history_table(rollout_store.query(run_dir, prompt_id=pid)), hide_index=True, width="stretch")
