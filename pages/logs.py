@@ -104,5 +104,5 @@ if settings is not None:
         with thresholds:
             health_settings_form(settings)
 logs_panels.show_rollouts(runs)
-heldout_panel.show(runs)  # training reward against held-out signals; the per-prompt table
+heldout_panel.show(runs, user, store.home)  # training reward against held-out signals; the per-prompt table
 urlstate.publish("logs", state, st.query_params, defaults=url_defaults)

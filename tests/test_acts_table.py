@@ -226,6 +226,12 @@ def page_thresholds(w, _):
     return said(at)
 
 
+def page_rescore(w, _):
+    at = open_page("pages/logs.py", query={"job": str(w.recorded)})
+    press(at, "logs.rescore.go")
+    return said(at)
+
+
 def page_save_view(w, _):
     at = open_page("pages/logs.py")
     at.text_input(key="views.name").set_value(f"mine-{w.next()}").run()
@@ -359,6 +365,7 @@ ACTS = {
     "evaluate": Act("evaluate", "member", target, {
         "act": direct(lambda w, t: model_acts.evaluate(w.store, ACTOR, [t], [], DEMO / "rlaif.jsonl", {}))}),
     "rescore": Act("rescore", "member", run_records, {
+        "page": page_rescore,
         "act": direct(lambda w, run_dir: run_acts.rescore(run_dir, "rule", user=ACTOR, home=w.home)),
         "api": through_api(lambda w, run_dir: api.rescore(run_dir, "rule", user=ACTOR)),
         "cli": through_cli("rescore", lambda w, run_dir: str(run_dir), "--reward", "rule")}),

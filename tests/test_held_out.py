@@ -163,3 +163,13 @@ def test_a_resumed_run_keeps_its_eval_series(repo, tmp_path):
     assert list(a.index) == [0, 5, 11, 17, 20]
     assert list(b.index) == list(a.index)  # no step lost, none twice
     assert b.to_dict() == pytest.approx(a.to_dict(), abs=1e-5)
+
+
+@pytest.mark.parametrize("acc", [1, 2, 3, 8])
+def test_optimizer_steps_are_counted_at_the_loops_boundaries(acc):
+    from trainer.loop import is_update_step, updates_done
+    iters, taken = 7, 0
+    for epoch in range(3):
+        for step in range(1, iters + 1):
+            taken += is_update_step(step, acc)
+            assert updates_done(epoch, step, iters, acc) == taken, (epoch, step)

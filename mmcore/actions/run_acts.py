@@ -4,9 +4,15 @@ One `core.perform` each (role checked, act run, one audit row), answered with a 
 acting user's language; `entry` and `user` as in `job_acts`. Rescoring adds columns to a run's rollout
 store (nothing stored is changed or lost), a member's act.
 """
+from mmcore.actions import core
 from mmcore.actions.core import PAGE, did, perform, refused
 from mmcore.base.i18n import t
 from mmcore.runs import rescore as rescoring
+
+
+def rescore_refusal(user=None):
+    """Why `user` may not rescore a run (a viewer), or None: what the Logs page asks to disable its button."""
+    return core.refusal(user, "rescore")
 
 
 def rescore(run_dir, reward, name=None, user=None, entry=PAGE, home=None, progress=None):
