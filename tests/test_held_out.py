@@ -47,6 +47,7 @@ def repo(tmp_path_factory):
     head_jsonl(DEMO / "pretrain.jsonl", root / "data" / "pretrain.jsonl", 12)
     head_jsonl(DEMO / "pretrain.jsonl", root / "data" / "pretrain_held.jsonl", 7)
     head_jsonl(DEMO / "dpo.jsonl", root / "data" / "dpo.jsonl", 12)
+    head_jsonl(DEMO / "sft.jsonl", root / "data" / "sft.jsonl", 8)
     return root
 
 
@@ -173,3 +174,23 @@ def test_optimizer_steps_are_counted_at_the_loops_boundaries(acc):
         for step in range(1, iters + 1):
             taken += is_update_step(step, acc)
             assert updates_done(epoch, step, iters, acc) == taken, (epoch, step)
+
+
+@pytest.mark.parametrize("script, options, names", [
+    ("train_spo.py", {**RL_TINY, "data_path": "rlaif.jsonl", "weight_dir": "../base", "save_weight": "spo_eval",
+                      "accumulation_steps": 1}, ["eval/reward/mean", "eval/accuracy", "eval/sampled/reward/mean"]),
+    ("train_lora.py", {"data_path": "sft.jsonl", "from_weight": "full_sft", "weight_dir": "../base",
+                       "lora_name": "lora_eval"}, ["eval/loss"]),
+])
+def test_other_types_evaluate_rows_held_out_of_their_file(repo, tmp_path, script, options, names):
+    """SPO (one answer a prompt, the value baseline) and LoRA (only the adapters train) with --eval_holdout."""
+    run_dir = tmp_path / "run"
+    proc = run_trainer(repo, script, tiny_args(**{**options, "data_path": repo / "data" / options["data_path"],
+                                                  "run_dir": run_dir, "eval_holdout": 4, "eval_interval": 1,
+                                                  "batch_size": 2}))
+    assert proc.returncode == 0, proc_output(proc)
+    assert set(progress_frame(proc.stdout)["total_steps"]) == {2}  # 8 rows, 4 held out, 2 a step
+    df = metrics.read(run_dir)
+    for name in names:
+        assert list(df.dropna(subset=[name])["global_step"]) == [0, 1, 2], name
+        assert df[name].dropna().map(math.isfinite).all(), name
