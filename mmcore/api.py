@@ -221,6 +221,15 @@ def check_data(path, train_type=None, max_seq_len=None, tokenizer=None, sample=0
     return data_report.check(path, train_type, max_seq_len, tokenizer=tokenizer, sample=sample, **steps)
 
 
+def rescore(run_dir, reward, name=None, user=None, progress=None):
+    """Score every stored response of the run recorded in `run_dir` again with `reward` (`rule`, `format` or
+    `py:MODULE:FUNCTION`, an admin-trusted function), recorded as `rescore/<name>` beside each response and
+    as `rescore/<name>/mean|std` per step in `mmcore.metrics.read`. The value is the summary (name,
+    responses, steps, seconds, per_step); `Refused` with the reason for a bad reward or run."""
+    from mmcore.actions import run_acts
+    return _value(run_acts.rescore(run_dir, reward, name=name, user=user, entry=_ENTRY.get(), progress=progress))
+
+
 def export(weight, out_dir, format=None, gguf_type="f16", user=None, wait=True, **options):
     """Export weight file `weight` to the folder `out_dir` as `format` ("llama", the default where the model
     allows it; "minimind", "gguf" or "peft"), verified after writing (see `model.export_hf`). `options`:

@@ -14,6 +14,8 @@ pages' rules; and `minimind-dashboard [STREAMLIT OPTIONS]`, which serves the app
                             [--format llama|minimind|gguf|peft] [--gguf_type f16|f32|q8_0]
     python -m mmcore queue [JOB --move up|down|top|bottom | --priority N]
     python -m mmcore data check dataset/demo/sft.jsonl --type sft --max_seq_len 512 [--json]
+    python -m mmcore rescore RUN_DIR --reward rule|format|py:MODULE:FUNCTION [--name NAME] [--json]
+    python -m mmcore prompts RUN_DIR [--json] [--export FILE --keep learnable]
 
 Each subcommand is one `add_*` function below that registers its parser and handler; a new one is a
 new function added to `COMMANDS`. A handler may return an exit status (None means 0); a refusal
@@ -287,8 +289,68 @@ def add_data(sub):
 
 
 #: Every subcommand, in the order `--help` lists them.
+def add_rescore(sub):
+    p = sub.add_parser("rescore", help="score every stored response of a run again with another reward")
+    p.add_argument("run_dir", help="the run's records folder (its rollouts.sqlite)")
+    p.add_argument("--reward", required=True, help="rule, format, or py:MODULE:FUNCTION (an admin-trusted function)")
+    p.add_argument("--name", default=None, help="recorded as rescore/NAME (default: the reward's name)")
+    p.add_argument("--json", action="store_true", help="the summary and every response's scores, as JSON")
+    _user_option(p)
+
+    def run(args):
+        summary = api.rescore(args.run_dir, args.reward, name=args.name, user=args.user)
+        if args.json:
+            from mmcore.runs import rollout_store
+            stored = rollout_store.read(args.run_dir)
+            columns = ["step", "group", "sample", "reward"] + [c for c in stored.columns if c.startswith("reward/")]
+            column = f"rescore/{summary['name']}"
+            responses = stored[columns + [column]].astype(object).where(stored[columns + [column]].notna(), None)
+            print(json.dumps({**summary, "responses_scored": responses.to_dict("records")}, indent=1))
+            return
+        print(f"rescore/{summary['name']}: {summary['responses']} responses, {summary['steps']} steps, "
+              f"{summary['seconds']} s")
+        for s in summary["per_step"]:
+            print(f"step {s['step']}: mean {s['mean']:.6f} std {s['std']:.6f} ({s['responses']} responses)")
+    p.set_defaults(handler=run)
+
+
+def add_prompts(sub):
+    p = sub.add_parser("prompts", help="one row per training prompt of an RL run: seen, reward, pass rate, flag")
+    p.add_argument("run_dir", help="the run's records folder (its rollouts.sqlite)")
+    p.add_argument("--json", action="store_true", help="the rows as JSON")
+    p.add_argument("--export", metavar="FILE", help="write the kept prompts as an RLAIF file (a new file)")
+    p.add_argument("--keep", nargs="+", default=["learnable"], metavar="FLAG",
+                   help="flags of the prompts --export writes (always_right always_wrong learned forgotten "
+                        "learnable; default: learnable)")
+
+    def run(args):
+        from mmcore.runs import prompt_record
+        unknown = [f for f in args.keep if f not in prompt_record.FLAGS]
+        if unknown:
+            p.error(f"--keep takes {', '.join(prompt_record.FLAGS)}; got {', '.join(unknown)}")
+        if args.export and prompt_record.export_error(args.export):
+            p.error(prompt_record.export_error(args.export))
+        try:
+            table = prompt_record.prompts(args.run_dir)
+        except prompt_record.NoPromptRecord as exc:
+            print(f"python -m mmcore prompts: {exc}", file=sys.stderr)
+            return 1
+        if args.export:
+            written = prompt_record.export(table[table["flag"].isin(args.keep)], args.export)
+            print(f"{written} prompts ({', '.join(args.keep)}) written to {args.export}", file=sys.stderr)
+        if args.json:
+            print(json.dumps(table.to_dict("records"), indent=1, ensure_ascii=False, default=str))
+            return
+        for row in table.itertuples():
+            text = " ".join(row.prompt.split())[-60:]
+            print(f"{row.prompt_id:5d} seen {row.times_seen:3d} reward {row.mean_reward:7.3f} pass {row.pass_rate:5.2f} "
+                  f"equal {row.zero_std_share:4.2f} steps {row.first_step}-{row.last_step} {row.flag:12s}"
+                  f"{' no-advantage' if row.no_advantage else ''}  {text}")
+    p.set_defaults(handler=run)
+
+
 COMMANDS = [add_submit, add_status, add_stop, add_delete, add_list, add_history, add_audit, add_backup, add_restore,
-            add_export, add_queue, add_data]
+            add_export, add_queue, add_data, add_rescore, add_prompts]
 
 
 #: The program's name in usage and error lines, as it was started: the installed command (`minimind`, from

@@ -13,7 +13,7 @@ from mmcore.base.safetext import md, md_lines
 from mmcore.jobs import run_selection, storeguard
 from mmcore.jobs.jobstore import JobStore
 from mmcore.logs import savedviews, urlstate
-from mmcore.widgets import logs_panels, navigation, queue_panel, views_panel
+from mmcore.widgets import heldout_panel, logs_panels, navigation, queue_panel, views_panel
 
 navigation.ensure_app_navigation()
 
@@ -105,4 +105,5 @@ if settings is not None:
         with thresholds:
             health_settings_form(settings)
 logs_panels.show_rollouts(runs)
+heldout_panel.show(runs, user, store.home)  # training reward against held-out signals; the per-prompt table
 urlstate.publish("logs", state, st.query_params, defaults=url_defaults)

@@ -23,12 +23,13 @@ from pathlib import Path
 
 import pytest
 from _pages_helpers import open_page, texts
+from _rescore_helpers import write_run
 from _trainer_helpers import DEMO
 from test_page_records import recorded_job
 
 from mmcore import api, cli
 from mmcore.access import audit, roles
-from mmcore.actions import core, job_acts, model_acts, queue_acts, view_acts
+from mmcore.actions import core, job_acts, model_acts, queue_acts, run_acts, view_acts
 from mmcore.jobs import storeguard
 from mmcore.jobs.jobstore import JobStore
 from mmcore.logs import savedviews
@@ -115,6 +116,10 @@ def pipeline(w, owner, failed=False):
 
 def view(w, owner):
     return savedviews.ViewStore(w.store.path).save(owner, f"view-{w.next()}", {"job": "1"}, shared=True)
+
+
+def run_records(w, owner):
+    return write_run(w.tmp / f"run-{w.next()}", steps=1)
 
 
 def target(w, owner):
@@ -218,6 +223,12 @@ def page_thresholds(w, _):
     offered(at, label="Save thresholds")  # (disabled, unlike the fields: an admin's to change)
     change(at, at.number_input(key="logs.health.zero_std_max"), round(health.load_settings(w.home).zero_std_max / 2, 3))
     press(at, label="Save thresholds")
+    return said(at)
+
+
+def page_rescore(w, _):
+    at = open_page("pages/logs.py", query={"job": str(w.recorded)})
+    press(at, "logs.rescore.go")
     return said(at)
 
 
@@ -353,6 +364,11 @@ ACTS = {
         "act": direct(lambda w, t: model_acts.compare(ACTOR, [t, t], [{"messages": []}], {}, w.home))}),
     "evaluate": Act("evaluate", "member", target, {
         "act": direct(lambda w, t: model_acts.evaluate(w.store, ACTOR, [t], [], DEMO / "rlaif.jsonl", {}))}),
+    "rescore": Act("rescore", "member", run_records, {
+        "page": page_rescore,
+        "act": direct(lambda w, run_dir: run_acts.rescore(run_dir, "rule", user=ACTOR, home=w.home)),
+        "api": through_api(lambda w, run_dir: api.rescore(run_dir, "rule", user=ACTOR)),
+        "cli": through_cli("rescore", lambda w, run_dir: str(run_dir), "--reward", "rule")}),
     "export": Act("export", "member", target, {
         "act": direct(lambda w, t: model_acts.export(ACTOR, t.weight, w.tmp / "exported", w.home)),
         "cli": through_cli("export", lambda w, t: t.weight, lambda w, t: str(w.tmp / "exported"))}),

@@ -228,3 +228,11 @@ def test_missing_keys_behave_like_empty_fields():
 def test_unknown_type():
     with pytest.raises(KeyError, match="unknown training type"):
         build_argv("rlhf", {})
+
+
+def test_held_out_options_go_on_the_command_line_only_when_evaluating():
+    plain = build_argv("sft", form("sft"))
+    assert not any(a.startswith("--eval_") for a in plain)
+    held = build_argv("sft", form("sft", eval_holdout="8", eval_interval="5"))
+    assert held[held.index("--eval_holdout") + 1] == "8" and held[held.index("--eval_interval") + 1] == "5"
+    assert held[held.index("--eval_rows") + 1] == "64" and "--eval_data" not in held

@@ -259,6 +259,7 @@ def field_messages(tmp_path):
                                     "train_monitor": "tensorboard"})
     found += list(checked.errors.values())
     found += [commandline.check("sft", {"gpus": "0,0", "hidden_size": "100"}).errors[name] for name in ("gpus", "hidden_size")]
+    found.append(args.cross_errors("sft", {"eval_data": "held.jsonl", "eval_holdout": 4})["eval_holdout"])
     # A weight file that is a symlink to a folder outside the write roots.
     (tmp_path / "out").mkdir()
     values = {**specs.spec("sft").defaults(), "save_dir": str(tmp_path / "out"), "save_weight": "x"}

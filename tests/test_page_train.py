@@ -17,7 +17,8 @@ SEED_SPO = "--beta 0.02 --reasoning 1 --reward_model_path ../../internlm2-1_8b-r
 COMMON = {"save_dir", "save_weight", "epochs", "batch_size", "learning_rate", "dtype", "num_workers",
           "accumulation_steps", "grad_clip", "log_interval", "save_interval", "hidden_size", "num_hidden_layers",
           "max_seq_len", "use_moe", "data_path", "weight_dir", "from_resume", "train_monitor", "wandb_project",
-          "device_mode", "job_name", "run_dir", "tokenizer_path", "keep_checkpoints"}
+          "device_mode", "job_name", "run_dir", "tokenizer_path", "keep_checkpoints",
+          "eval_data", "eval_holdout", "eval_interval", "eval_rows"}  # held-out evaluation (off by default)
 # The RL types' own options after upstream's: the rollout store and sampling.
 RL_ADDED = {"rollout_groups", "rollout_max_mb", "temperature", "top_k", "top_p"}
 

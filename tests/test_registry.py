@@ -185,7 +185,8 @@ def test_params_by_group_lists_every_group_in_order():
     groups = train_types.params_by_group("pretrain")
     assert list(groups) == list(train_types.GROUPS)
     assert [p.name for p in groups["type_specific"]] == ["pack"]
-    assert [p.name for p in groups["monitoring"]] == ["train_monitor", "wandb_project", "run_dir"]
+    assert [p.name for p in groups["monitoring"]] == ["train_monitor", "wandb_project", "run_dir", "eval_data",
+                                                      "eval_holdout", "eval_interval", "eval_rows"]
     assert sum(len(v) for v in groups.values()) == len(train_types.TYPES["pretrain"].params)
 
 

@@ -287,7 +287,7 @@ def _optimizer_step(parts, scaler, grad_clip):
 
 
 def train(run, parts, dataset, collate_fn, step_fn, *, run_name, progress_line=supervised_line, schedule=get_lr,
-          save_fn=None, extras=None, after_update=None, after_step=None, after_resume=None):
+          save_fn=None, extras=None, after_update=None, after_step=None, after_resume=None, evaluation=None):
     """Train `parts` (list of `Part`) on `dataset` for `args.epochs` epochs.
 
     - `step_fn(batch) -> (loss, metrics)`: one micro-batch (already on the device): `loss` is the
@@ -302,6 +302,9 @@ def train(run, parts, dataset, collate_fn, step_fn, *, run_name, progress_line=s
     - `after_update(step)` runs after each optimizer step; `after_step(step)` after every micro-step
       (after its update, if any: PPO refreshes its old actor there); `after_resume()` after a resume
       state was loaded into the parts.
+    - `evaluation` (`trainer.held_out.Evaluation`, None without a held-out set): evaluated before the first
+      step of a fresh run (step 0), after every `--eval_interval` optimizer steps and after the last step;
+      its `eval/...` means join that step's record of the metrics stream.
 
     As upstream: the learning rate follows `schedule` per micro-step; gradients are summed over the
     micro-steps of an accumulation window (each loss divided by `args.accumulation_steps`), clipped
@@ -361,6 +364,14 @@ def train(run, parts, dataset, collate_fn, step_fn, *, run_name, progress_line=s
     def at(epoch, step):  # a boundary: (epoch, step, RNG states), the states only where they are saved
         return epoch, step, rng_states() if tu.is_main_process() else None
 
+    if evaluation is not None:
+        recorder.records.write_split(evaluation.split)
+        if resume is None:  # the baseline; a resumed run has its records up to the resume step
+            baseline = evaluation.evaluate(parts, 0)
+            recorder.log_at(0, start_epoch, 0, baseline)
+            if tracker is not None:
+                tracker.log(baseline)
+
     run.stop.arm()
     for part in parts:
         part.model.train()
@@ -399,6 +410,12 @@ def train(run, parts, dataset, collate_fn, step_fn, *, run_name, progress_line=s
             if is_boundary:
                 boundary = at(epoch, step)
             recorder.end(epoch, is_boundary)
+            global_step = epoch * iters + step
+            measured = {}
+            if evaluation is not None and (
+                    (is_boundary and evaluation.due(updates_done(epoch, step, iters, args.accumulation_steps)))
+                    or (epoch == args.epochs - 1 and step == iters)):
+                measured = evaluation.evaluate(parts, global_step)
 
             if step % args.log_interval == 0 or step == iters:
                 spent = time.time() - start_time
@@ -408,10 +425,15 @@ def train(run, parts, dataset, collate_fn, step_fn, *, run_name, progress_line=s
                 tu.log(progress_line(Progress(epoch, args.epochs, step, iters, loss_value, metrics, lrs, eta_min)))
                 # The same names in the run's metrics stream and the tracker.
                 named = {"loss": loss_value, **metrics, "lr": lrs[0],
-                         **{f"{p.name}_lr": lr for p, lr in zip(parts[1:], lrs[1:])}, **recorder.timings()}
+                         **{f"{p.name}_lr": lr for p, lr in zip(parts[1:], lrs[1:])}, **recorder.timings(),
+                         **measured}
                 recorder.log(epoch, step, named)
                 if tracker is not None:
                     tracker.log({**named, "epoch_Time": eta_min})
+            elif measured:  # an evaluation at a step without a progress line: a record of its own
+                recorder.log(epoch, step, measured)
+                if tracker is not None:
+                    tracker.log(measured)
             if step % args.save_interval == 0 or step == iters:
                 save(*boundary)
             if run.stop.should_stop():
@@ -425,6 +447,14 @@ def train(run, parts, dataset, collate_fn, step_fn, *, run_name, progress_line=s
     recorder.close()
     if info.distributed:
         dist.barrier()
+
+
+def updates_done(epoch, step, iters, accumulation_steps):
+    """Optimizer steps taken up to micro-batch `step` (1-based) of `epoch` (0-based), with `iters`
+    micro-batches per epoch (`is_update_step`'s boundaries: the same count on resume)."""
+    def within(s):  # boundaries among micro-batches 1..s of one epoch: s+1 in 2..s+1 divisible by acc
+        return (s + 1) // accumulation_steps - 1 // accumulation_steps
+    return epoch * within(iters) + within(step)
 
 
 def open_records(run, resume):

@@ -6,7 +6,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from trainer import loop
+from trainer import held_out, loop
 from trainer import trainer_utils as tu
 from trainer.rl import rewards
 from trainer.rl.reward_model import check_reward_model_path, load_reward_model
@@ -63,6 +63,14 @@ def load_prompts(args, tokenizer):
     """The RLAIF prompts of --data_path (prompts longer than --max_seq_len tokens keep their end)."""
     from dataset.lm_dataset import RLAIFDataset
     return tu.load_dataset(RLAIFDataset, args, tokenizer)
+
+
+def held_out_answers(run, dataset, tokenizer, reward_fns):
+    """(training prompts, `held_out.Evaluation` or None): greedy and sampled answers to the held-out
+    prompts (--eval_data, or --eval_holdout rows of --data_path), scored by the run's rewards."""
+    from dataset.lm_dataset import RLAIFDataset
+    return held_out.answers(run, dataset, lambda path: RLAIFDataset(path, tokenizer, max_length=run.args.max_seq_len),
+                            tokenizer, reward_fns)
 
 
 def sample_and_score(run, model, tokenizer, reward_fns, batch, num_generations=1):

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from dataset.lm_dataset import SFTDataset
-from trainer import loop
+from trainer import held_out, loop
 from trainer import trainer_utils as tu
 from trainer.rules import specs
 
@@ -68,7 +68,10 @@ def main():
     # 3. Train the whole model on the tag-weighted next-token loss
     part = run.part("model", model, args.learning_rate)
     loss_fn = make_reason_loss_fn(tag_id_seqs)
-    loop.train(run, [part], dataset, tu.lm_collate(args, tokenizer), lambda batch: loss_fn(part.model, batch),
+    collate_fn = tu.lm_collate(args, tokenizer)
+    dataset, evaluation = held_out.losses(run, dataset, lambda path: SFTDataset(path, tokenizer, args.max_seq_len),
+                                          collate_fn, loss_fn)  # ours, opt-in
+    loop.train(run, [part], dataset, collate_fn, lambda batch: loss_fn(part.model, batch), evaluation=evaluation,
                run_name=f"MiniMind-Reasoning-Epoch-{args.epochs}-BatchSize-{args.batch_size}-LR-{args.learning_rate}")
 
 

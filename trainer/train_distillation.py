@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from dataset.lm_dataset import SFTDataset
-from trainer import loop
+from trainer import held_out, loop
 from trainer import trainer_utils as tu
 
 
@@ -68,7 +68,10 @@ def main():
     # 3. Train the student on the data and on the teacher's softened logits
     part = run.part("model", model, args.learning_rate)
     loss_fn = make_distill_loss_fn(teacher, args.alpha, args.temperature)
-    loop.train(run, [part], dataset, tu.lm_collate(args, tokenizer), lambda batch: loss_fn(part.model, batch),
+    collate_fn = tu.lm_collate(args, tokenizer)
+    dataset, evaluation = held_out.losses(run, dataset, lambda path: SFTDataset(path, tokenizer, args.max_seq_len),
+                                          collate_fn, loss_fn)  # ours, opt-in
+    loop.train(run, [part], dataset, collate_fn, lambda batch: loss_fn(part.model, batch), evaluation=evaluation,
                run_name=f"MiniMind-Distill-S{args.student_hidden_size}T{args.teacher_hidden_size}"
                         f"-Epoch-{args.epochs}-BS-{args.batch_size}-LR-{args.learning_rate}")
 

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 from dataset.lm_dataset import DPODataset, pad_collate
 from model.packing import document_sums
-from trainer import loop
+from trainer import held_out, loop
 from trainer import trainer_utils as tu
 
 
@@ -98,7 +98,12 @@ def main():
     # 3. Train the policy on the DPO loss
     part = run.part("model", model, args.learning_rate)
     loss_fn = make_dpo_loss_fn(ref_model, args.beta, tokenizer.pad_token_id)
+    dataset, evaluation = held_out.losses(  # ours, opt-in
+        run, dataset, lambda path: DPODataset(path, tokenizer, args.max_seq_len), pad_collate(tokenizer.pad_token_id),
+        loss_fn, names=("loss", "reward_accuracy", "reward_margin"), named=lambda loss, m: {
+            "loss": loss, "reward_accuracy": m["accuracy"], "reward_margin": m["chosen_reward"] - m["rejected_reward"]})
     loop.train(run, [part], dataset, pad_collate(tokenizer.pad_token_id), lambda batch: loss_fn(part.model, batch),
+               evaluation=evaluation,
                run_name=f"MiniMind-DPO-Epoch-{args.epochs}-BatchSize-{args.batch_size}-LR-{args.learning_rate}")
 
 

@@ -32,6 +32,7 @@ def main():
     args, n = run.args, run.args.num_generations
     # 2. Policy, frozen reference (only with a KL penalty), rewards, prompts
     policy, tokenizer, reference, reward_fns, dataset = setup.load_policy_run(run)
+    dataset, evaluation = setup.held_out_answers(run, dataset, tokenizer, reward_fns)  # ours, opt-in
     part = run.part("policy", policy, args.learning_rate)
 
     # 3. One step: a group of responses per prompt, rewards normalised within each group
@@ -51,7 +52,7 @@ def main():
 
     # 4. Train
     loop.train(run, [part], dataset, pad_collate(tokenizer.pad_token_id), step_fn,
-               progress_line=loop.template_line(PROGRESS), schedule=loop.annealed_lr,
+               progress_line=loop.template_line(PROGRESS), schedule=loop.annealed_lr, evaluation=evaluation,
                run_name=f"MiniMind-GRPO-Epoch-{args.epochs}-BS-{args.batch_size}-LR-{args.learning_rate}")
 
 

@@ -11,7 +11,7 @@ Options: `trainer/rules/args.py` (type "lora"). Saves only the LoRA weights (mod
 
 from dataset.lm_dataset import SFTDataset
 from model.model_lora import apply_lora, save_lora
-from trainer import loop
+from trainer import held_out, loop
 from trainer import trainer_utils as tu
 from trainer.train_pretrain import lm_loss
 
@@ -29,10 +29,13 @@ def main():
     tu.log_model_size(model, model.config)
     tu.log(f"LoRA Params: {sum(p.numel() for p in lora_params) / 1e6:.4f}M")
     dataset = tu.load_dataset(SFTDataset, args, tokenizer, run.train_type)
+    collate_fn = tu.lm_collate(args, tokenizer)
+    dataset, evaluation = held_out.losses(run, dataset, lambda path: SFTDataset(path, tokenizer, args.max_seq_len),
+                                          collate_fn, lm_loss)  # ours, opt-in
     # 3. Train the adapters on the next-token loss of the replies; save only them
     part = run.part("model", model, args.learning_rate, params=lora_params)
     save_path = run.weight_paths()[0]
-    loop.train(run, [part], dataset, tu.lm_collate(args, tokenizer), lambda batch: lm_loss(part.model, batch),
+    loop.train(run, [part], dataset, collate_fn, lambda batch: lm_loss(part.model, batch), evaluation=evaluation,
                save_fn=lambda: save_lora(part.model, save_path),
                run_name=f"MiniMind-LoRA-{args.lora_name}-Epoch-{args.epochs}-BatchSize-{args.batch_size}"
                         f"-LR-{args.learning_rate}")

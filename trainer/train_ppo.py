@@ -38,6 +38,7 @@ def main():
     critic = setup.Critic(setup.load_base(args)).to(args.device)
     reward_fns = setup.load_rewards(run)
     dataset = setup.load_prompts(args, tokenizer)
+    dataset, evaluation = setup.held_out_answers(run, dataset, tokenizer, reward_fns)  # ours, opt-in
     actor_part = run.part("actor", actor, args.learning_rate)
     critic_part = run.part("critic", critic, args.critic_learning_rate)
 
@@ -81,7 +82,7 @@ def main():
     # 4. Train
     loop.train(run, [actor_part, critic_part], dataset, pad_collate(tokenizer.pad_token_id), step_fn,
                progress_line=loop.template_line(PROGRESS), schedule=loop.annealed_lr,
-               after_resume=refresh_old_actor, after_update=after_update, after_step=after_step,
+               after_resume=refresh_old_actor, after_update=after_update, after_step=after_step, evaluation=evaluation,
                run_name=f"MiniMind-PPO-Epoch-{args.epochs}-BS-{args.batch_size}-LR-{args.learning_rate}")
 
 

@@ -8,7 +8,7 @@ Options: `trainer/rules/args.py` (type "pretrain"). Weights go to `{save_dir}/{s
 
 
 from dataset.lm_dataset import PretrainDataset
-from trainer import loop
+from trainer import held_out, loop
 from trainer import trainer_utils as tu
 
 
@@ -33,9 +33,12 @@ def train_next_token(train_type, dataset_class, run_label):
     # 2. Model and data
     model, tokenizer = tu.load_model(args, args.from_weight)
     dataset = tu.load_dataset(dataset_class, args, tokenizer, train_type)  # --pack 1: its packed form
+    collate_fn = tu.lm_collate(args, tokenizer)
+    dataset, evaluation = held_out.losses(run, dataset, lambda path: dataset_class(path, tokenizer, args.max_seq_len),
+                                          collate_fn, lm_loss)  # ours, opt-in
     # 3. Train the whole model on the next-token loss
     part = run.part("model", model, args.learning_rate)
-    loop.train(run, [part], dataset, tu.lm_collate(args, tokenizer), lambda batch: lm_loss(part.model, batch),
+    loop.train(run, [part], dataset, collate_fn, lambda batch: lm_loss(part.model, batch), evaluation=evaluation,
                run_name=f"MiniMind-{run_label}-Epoch-{args.epochs}-BatchSize-{args.batch_size}-LR-{args.learning_rate}")
 
 

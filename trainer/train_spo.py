@@ -33,6 +33,7 @@ def main():
     args = run.args
     # 2. Policy, frozen reference (only with a KL penalty), rewards, prompts, the adaptive baseline
     policy, tokenizer, reference, reward_fns, dataset = setup.load_policy_run(run)
+    dataset, evaluation = setup.held_out_answers(run, dataset, tokenizer, reward_fns)  # ours, opt-in
     part = run.part("policy", policy, args.learning_rate)
     value_tracker = losses.ValueTracker(*rewards.reward_range(reward_fns))
 
@@ -58,7 +59,7 @@ def main():
 
     # 4. Train
     loop.train(run, [part], dataset, pad_collate(tokenizer.pad_token_id), step_fn,
-               progress_line=loop.template_line(PROGRESS), schedule=loop.annealed_lr,
+               progress_line=loop.template_line(PROGRESS), schedule=loop.annealed_lr, evaluation=evaluation,
                extras={"value_tracker": value_tracker},
                run_name=f"MiniMind-SPO-Epoch-{args.epochs}-BS-{args.batch_size}-LR-{args.learning_rate}")
 

@@ -6,7 +6,9 @@ fires only when its condition has held for the last `window` logged steps, so on
 nothing; a non-finite loss fires at once. The frame may be re-evaluated as records arrive.
 
 Rules: no learning signal (zero-std groups), length collapse, mostly truncated responses, KL past a
-bound, reward-model scores pinned at the clip bound, NaN/inf loss. Thresholds are `HealthSettings`,
+bound, reward-model scores pinned at the clip bound, NaN/inf loss, and reward hacking: the training
+reward rising while every held-out signal (held-out evaluation's reward and accuracy, rescores by a
+second reward) stays flat or falls. Thresholds are `HealthSettings`,
 kept per dashboard home in `health.json`.
 """
 import json
@@ -31,6 +33,7 @@ class HealthSettings:
     truncated_max: float = 0.8         # mostly truncated: share of responses that hit max_gen_len, at least
     kl_max: float = 1.0                # KL past this bound (per-token KL to the reference)
     rm_pinned_max: float = 0.8         # share of reward-model scores at the clip bound, at least
+    hack_rise: float = 0.1             # reward hacking: training reward rise, at least, with no held-out gain
 
 
     def problems(self):
@@ -45,8 +48,10 @@ class HealthSettings:
             value = getattr(self, name)
             if not (isinstance(value, (int, float)) and 0 < value <= 1):
                 bad("share", name)
-        if not (isinstance(self.kl_max, (int, float)) and self.kl_max > 0 and math.isfinite(self.kl_max)):
-            bad("positive", "kl_max")
+        for name in ("kl_max", "hack_rise"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and value > 0 and math.isfinite(value)):
+                bad("positive", name)
         return out
 
 
@@ -55,7 +60,7 @@ class Finding:
     """A rule that holds now. Its texts are worded when read, in the reader's language (findings are
     computed once and shared by every viewer): `health.<rule>.title/message/advice` in the language
     files, filled with `values`."""
-    rule: str          # stable id: no_signal, length_collapse, truncated, kl, rm_pinned, nonfinite_loss
+    rule: str          # stable id: no_signal, length_collapse, truncated, kl, rm_pinned, nonfinite_loss, reward_hacking
     since_step: int    # the first step of the streak that is still going on
     values: tuple = ()  # (name, value) pairs the message is filled with
 
@@ -130,7 +135,60 @@ def _streak_start(df, column, condition, window):
 
 
 def _loss_columns(df):
-    return [c for c in df.columns if c == "loss" or c.endswith("loss") or c.endswith("_loss") or c.endswith("/loss")]
+    return [c for c in df.columns if (c == "loss" or c.endswith("loss") or c.endswith("_loss") or c.endswith("/loss"))
+            and not c.startswith(HELD_OUT_PREFIX)]
+
+
+#: The held-out evaluation's records (trainer/held_out.py): rows of their own at steps without a progress
+#: line (step 0, say), where no training metric is written.
+HELD_OUT_PREFIX = "eval/"
+#: What says whether a rising training reward is real: answers to held-out prompts (their reward and
+#: whether they are right, greedy and sampled) and second opinions on the stored responses.
+HELD_OUT_SIGNALS = ("eval/reward/mean", "eval/accuracy", "eval/sampled/reward/mean", "eval/sampled/accuracy")
+RESCORE_PREFIX = "rescore/"
+#: A held-out signal that moved up by no more than this is flat (64 held-out answers: one more right is 0.016).
+HELD_OUT_FLAT = 0.02
+
+
+def _held_out_columns(df):
+    return [c for c in HELD_OUT_SIGNALS if c in df.columns] + [
+        c for c in df.columns if c.startswith(RESCORE_PREFIX) and c.endswith("/mean")]
+
+
+def _reward_hacking(df, s):
+    """(since step, values) when the training reward rose by at least `hack_rise` between held-out
+    observations while every held-out signal stayed flat or fell (each judged over its last two
+    observations at least `window` logged training steps apart); else None."""
+    if "reward" not in df.columns:
+        return None
+    steps = _steps(df).to_numpy()
+    trained = df["reward"].notna().to_numpy()
+    reward, train_steps = df["reward"].to_numpy(dtype=float)[trained], steps[trained]
+    w = s.window
+    if len(reward) < 2 * w:
+        return None
+    judged = []
+    for column in _held_out_columns(df):
+        present = df[column].notna().to_numpy()
+        at, values = steps[present], df[column].to_numpy(dtype=float)[present]
+        if len(values) < 2:
+            continue
+        end = len(values) - 1
+        starts = [j for j in range(end) if ((train_steps > at[j]) & (train_steps <= at[end])).sum() >= w]
+        if not starts:
+            continue
+        start = starts[-1]
+        before = reward[train_steps <= at[start]][-w:]
+        if len(before) < w:  # a baseline before training (step 0): the first window after it
+            before = reward[train_steps > at[start]][:w]
+        after = reward[train_steps <= at[end]][-w:]
+        judged.append((column, int(at[start]), float(after.mean() - before.mean()), float(values[end] - values[start])))
+    if not judged or not all(rise >= s.hack_rise and gain <= HELD_OUT_FLAT for _, _, rise, gain in judged):
+        return None
+    since = min(start for _, start, _, _ in judged)
+    rise = min(rise for _, _, rise, _ in judged)
+    gain = max(gain for _, _, _, gain in judged)
+    return since, (("rise", rise), ("gain", gain), ("signals", ", ".join(c for c, _, _, _ in judged)))
 
 
 def evaluate(df, settings=None):
@@ -171,6 +229,10 @@ def evaluate(df, settings=None):
                                                ("bound", s.kl_max), ("window", w))))
             break
 
+    hacking = _reward_hacking(df, s)
+    if hacking is not None:
+        found.append(Finding("reward_hacking", hacking[0], hacking[1]))
+
     start = _streak_start(df, "rm/clip_frac", lambda v: v >= s.rm_pinned_max, w)
     if start is not None:
         found.append(Finding("rm_pinned", start, (("last", float(df["rm/clip_frac"].dropna().iloc[-1])),
@@ -182,6 +244,8 @@ def _nonfinite_in_records(df):
     """The first step whose loss is NaN or infinite, or None. A metrics stream writes every loss at
     every logged step, so a missing value there is a NaN the trainer wrote, not a gap."""
     first = None
+    if "lr" in df.columns:  # every training record has its learning rate; an evaluation's own has no loss
+        df = df[df["lr"].notna()]
     for column in _loss_columns(df):
         values = df[column].to_numpy(dtype=float)
         bad = np.flatnonzero(~np.isfinite(values))

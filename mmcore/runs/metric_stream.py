@@ -2,7 +2,8 @@
 
 `read(run_dir)` gives one row per logged step: `global_step`, `epoch`, `step`, `samples`, `tokens`,
 `time`, `elapsed_s` and one column per metric under its stable name (`loss`, `reward`,
-`reward/<part>/mean`, `frac_reward_zero_std`, `kl`, `entropy`, `time/generate_s`, ...).
+`reward/<part>/mean`, `frac_reward_zero_std`, `kl`, `entropy`, `time/generate_s`, `eval/...`, and
+`rescore/<name>/mean|std` once the run's responses were scored again: `mmcore.runs.rescore`).
 `MetricsReader` reads the same file incrementally, for pages that refresh while a run goes on, and
 holds one numpy array per column, never a Python object per record.
 """
@@ -334,7 +335,14 @@ def read(run_dir):
     has no metrics stream."""
     reader = MetricsReader(run_dir)
     reader.update()
-    return reader.frame().copy()
+    df = reader.frame().copy()
+    if has_rollouts(run_dir):  # a second reward's step means, when the run was rescored (mmcore.runs.rescore)
+        from mmcore.runs.rescore import rescores
+        extra = rescores(run_dir)
+        if len(extra):
+            df = df.merge(extra, on="global_step", how="outer").sort_values("global_step", kind="stable")
+            df = df.reset_index(drop=True)
+    return df
 
 
 def metric_columns(df):

@@ -139,3 +139,34 @@ def counts(run_dir):
         return tuple(conn.execute(
             "SELECT (SELECT COUNT(*) FROM steps), (SELECT COUNT(*) FROM rollouts), (SELECT COUNT(*) FROM prompts)"
         ).fetchone())
+
+
+PROBE_COLUMNS = ("step", "mode", "row", "prompt_id", "prompt", "response", "reference", "reward", "accuracy",
+                 "length", "truncated")
+
+
+def probes(run_dir, step=None, mode=None):
+    """The answers to the held-out prompts of each evaluation (`--eval_data` / `--eval_holdout`, see
+    trainer/held_out.py), one row per answer: step (0: before training), mode (`greedy`, `sampled`), row
+    (the held-out row), prompt_id, prompt, response, reference, reward, accuracy, length, truncated and
+    one `reward/<part>` column per reward part (weighted: they add up to `reward`). Empty for a run
+    without held-out evaluation (or from before the store had them)."""
+    with connect(run_dir) as conn:
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'probes'").fetchone() is None:
+            return pd.DataFrame(columns=list(PROBE_COLUMNS))
+        where, params = [], []
+        for sql, value in (("q.step = ?", step), ("q.mode = ?", mode)):
+            if value is not None:
+                where.append(sql)
+                params.append(value)
+        rows = conn.execute(
+            "SELECT q.step, q.mode, q.idx, q.prompt_id, p.prompt, q.response, p.reference, q.reward, q.accuracy, "
+            "q.length, q.truncated, q.parts FROM probes q JOIN prompts p ON p.id = q.prompt_id"
+            + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY q.step, q.mode, q.idx", params).fetchall()
+    df = pd.DataFrame([tuple(r)[:-1] for r in rows], columns=list(PROBE_COLUMNS))
+    parts = [json.loads(r[-1]) for r in rows]
+    for name in dict.fromkeys(name for p in parts for name in p):
+        df[PART_PREFIX + name] = [p.get(name) for p in parts]
+    if len(df):
+        df["truncated"] = df["truncated"].astype(bool)
+    return df

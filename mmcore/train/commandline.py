@@ -229,8 +229,14 @@ def torchrun_argv():
     return [sys.executable, "-m", "torch.distributed.run"]
 
 
+#: The held-out evaluation's options (trainer/held_out.py): on the command line only when it is on (a
+#: held-out file or rows), so a job without it keeps the command it always had.
+EVAL_OPTIONS = ("eval_data", "eval_holdout", "eval_interval", "eval_rows")
+
+
 def _argv_from_typed(train_type, typed):
     tt = train_types.get_type(train_type)
+    evaluating = bool(typed.get("eval_data")) or bool(typed.get("eval_holdout"))
     script = f"../trainer/{tt.script}"
     gpus = typed["gpus"]
     if len(gpus) >= 2:
@@ -249,6 +255,8 @@ def _argv_from_typed(train_type, typed):
                 argv += ["--wandb_project", project]
         elif p.name == "wandb_project":
             continue  # passed with the monitor choice above
+        elif p.name in EVAL_OPTIONS and not evaluating:
+            continue
         elif p.type is bool:
             if typed[p.name]:
                 argv.append(f"--{p.name}")

@@ -36,6 +36,8 @@ _GROUP_OF_COMMON = {
     "device": "devices",
     "train_monitor": "monitoring", "wandb_project": "monitoring",
     "run_dir": "monitoring",  # the run's structured records (metrics stream, rollout store)
+    "eval_data": "monitoring", "eval_holdout": "monitoring", "eval_interval": "monitoring",  # held-out evaluation
+    "eval_rows": "monitoring",
 }
 
 # A run without data or without a place to save makes no sense, so these may not be left empty;

@@ -92,6 +92,13 @@ def _common(type_key, wandb_name, *, save_dir="../out", save_weight, epochs, bat
         Arg("wandb_project", str, f"MiniMind-{wandb_name}", "wandb / swanlab project name"),
         Arg("run_dir", str, "", "Folder for the run's structured records (metrics stream, rollouts); empty: "
             "the job's own folder from the dashboard, runs/records/<type>-<weight> from the command line"),
+        # Held-out evaluation (ours, off by default): see trainer/evaluation.py.
+        Arg("eval_data", str, "", "Held-out file in the training data's format, evaluated before the first step, "
+            "every --eval_interval optimizer steps and at the end (empty: no evaluation unless --eval_holdout)"),
+        Arg("eval_holdout", int, 0, "Hold out the last N rows of the training file as the evaluation set instead "
+            "of --eval_data (0 = none); the split is written to the run's records", min=0),
+        Arg("eval_interval", int, 0, "Evaluate every N optimizer steps (0 = every --save_interval steps)", min=0),
+        Arg("eval_rows", int, 64, "Held-out rows evaluated each time (the file's first N)", min=1),
     ]
     drop = {name for name, value in (("save_weight", save_weight), ("from_weight", from_weight)) if value is None}
     return [a for a in args if a.name not in drop]
@@ -226,6 +233,7 @@ UPPER = {
     "teacher_hidden_size": 8192, "teacher_num_layers": 128,
     "max_seq_len": 32768, "max_gen_len": 32768,  # the model's max_position_embeddings
     "beta": 1e3, "clip_epsilon": 10.0, "vf_coef": 1e3, "kl_coef": 1e3, "update_old_actor_freq": 1_000_000,
+    "eval_holdout": 10_000_000, "eval_interval": 1_000_000, "eval_rows": 1_000_000,
     "num_generations": 256, "keep_checkpoints": 10_000, "rollout_groups": 1_000_000, "rollout_max_mb": 1e7, "temperature": 100.0,
     "top_k": 6400,  # the vocabulary size
 }
@@ -234,7 +242,7 @@ KINDS = {
     "save_weight": "name", "lora_name": "name", "from_weight": "name", "from_student_weight": "name",
     "from_teacher_weight": "name",
     "data_path": "read", "weight_dir": "read", "reward_model_path": "read", "tokenizer_path": "read",
-    "save_dir": "write", "run_dir": "write",
+    "save_dir": "write", "run_dir": "write", "eval_data": "read",
 }
 #: MiniMind's attention heads: the hidden size splits into this many heads of an even size (RoPE).
 ATTENTION_HEADS = 8
@@ -272,6 +280,8 @@ def cross_errors(train_type, values):
         if isinstance(value, int) and value % (2 * ATTENTION_HEADS):
             errors[name] = message("field.head_multiple", multiple=2 * ATTENTION_HEADS, heads=ATTENTION_HEADS,
                                    got=value)
+    if values.get("eval_data") and values.get("eval_holdout"):  # one held-out set: a file or the file's last rows
+        errors["eval_holdout"] = message("field.eval_one_source")
     return errors
 
 

@@ -20,6 +20,7 @@ TEMPLATES = {
     "field.at_least": "must be at least {n}",
     "field.at_most": "must be at most {n}",
     "field.head_multiple": "must be a multiple of {multiple} ({heads} attention heads, each of an even size), got {got}",
+    "field.eval_one_source": "give either a held-out file or a number of held-out rows, not both",
     "field.name_too_long": "must be at most {n} characters",
     "field.plain_name": "must be a plain name: letters, digits, '.', '_' and '-', starting with a letter or digit "
                         "(no folders)",

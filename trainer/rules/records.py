@@ -10,7 +10,12 @@ A run folder (`--run_dir`) holds:
   reward, each reward part (`reward/<part>` columns, which add up to `reward`), advantage, length,
   truncation and per-response extras (`kl`, `accuracy`, `format_ok`, `rm/raw`, `baseline`, `rho`, ...).
   WAL mode, one transaction per step: a reader (the dashboard, while the run goes on) sees whole
-  steps only, and a killed run leaves no half-written step.
+  steps only, and a killed run leaves no half-written step. Its `probes` table holds the answers to
+  the held-out prompts of each evaluation (`trainer/evaluation.py`): step, mode (greedy, sampled),
+  prompt, response, reward, its parts (JSON, weighted), accuracy, length, truncation.
+  Its `rescores` table holds each step's mean and std under a second reward (`mmcore.runs.rescore`),
+  whose per-response scores are `rescore/<name>` columns of `rollouts`.
+- `eval_split.json`: the held-out set of a run that evaluates (a file, or the training file's rows).
 
 Only rank 0 writes (`RunRecords(..., enabled=False)` elsewhere). On resume from global step S, the
 records after S are dropped first (those steps run again), so a resumed run continues without
@@ -48,7 +53,24 @@ CREATE INDEX IF NOT EXISTS rollouts_by_prompt ON rollouts(prompt_id, step);
 CREATE TABLE IF NOT EXISTS steps (
     step INTEGER PRIMARY KEY, epoch INTEGER NOT NULL, time REAL NOT NULL, responses INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS probes (
+    id INTEGER PRIMARY KEY, step INTEGER NOT NULL, mode TEXT NOT NULL, idx INTEGER NOT NULL,
+    prompt_id INTEGER NOT NULL REFERENCES prompts(id), response TEXT NOT NULL, reward REAL NOT NULL,
+    parts TEXT NOT NULL, accuracy REAL NOT NULL, length INTEGER NOT NULL, truncated INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS probes_by_step ON probes(step, mode, idx);
+CREATE TABLE IF NOT EXISTS rescores (
+    name TEXT NOT NULL, step INTEGER NOT NULL, mean REAL NOT NULL, std REAL NOT NULL, responses INTEGER NOT NULL,
+    PRIMARY KEY (name, step));
 """
+#: The column of a stored response's score under a second reward (`mmcore.runs.rescore`): `rescore/<name>`.
+RESCORE_PREFIX = "rescore/"
+#: Where a run writes down its held-out set (a second file, or which rows of the training file).
+EVAL_SPLIT_FILE = "eval_split.json"
+
+
+def ensure_schema(conn):
+    """Create the rollout store's tables that `conn`'s file lacks (a store from an earlier version)."""
+    conn.executescript(_SCHEMA)
 
 
 def records_home():
@@ -144,6 +166,8 @@ class RolloutWriter:
         with self._transaction():
             self.conn.execute("DELETE FROM rollouts WHERE step > ?", (last,))
             self.conn.execute("DELETE FROM steps WHERE step > ?", (last,))
+            self.conn.execute("DELETE FROM probes WHERE step > ?", (last,))
+            self.conn.execute("DELETE FROM rescores WHERE step > ?", (last,))
             self.conn.execute("DELETE FROM meta WHERE key = 'full_at_step'")
             for key, value in (meta or {}).items():
                 self.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, json.dumps(value)))
@@ -223,6 +247,20 @@ class RolloutWriter:
                 self.conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('full_at_step', ?)",
                                   (json.dumps(global_step),))
 
+    def write_probes(self, global_step, rows):
+        """Store the held-out answers of one evaluation: dicts with mode, row (the held-out row), prompt,
+        reference, response, reward, parts (name -> weighted value), accuracy, length, truncated (one
+        transaction)."""
+        with self._transaction():
+            self.conn.execute("DELETE FROM probes WHERE step = ?", (global_step,))
+            self.conn.executemany(
+                "INSERT INTO probes (step, mode, idx, prompt_id, response, reward, parts, accuracy, length, truncated) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(global_step, r["mode"], int(r.get("row", i)), self._prompt_id(r["prompt"], r.get("reference") or ""),
+                  r["response"], float(r["reward"]), json.dumps({k: float(v) for k, v in (r.get("parts") or {}).items()}),
+                  float(r["accuracy"]), int(r["length"]), int(bool(r["truncated"])))
+                 for i, r in enumerate(rows)])
+
     def close(self):
         self.conn.close()
 
@@ -287,6 +325,18 @@ class RunRecords:
     def add_rollouts(self, global_step, epoch, groups):
         if self.rollouts is not None:
             self.rollouts.write_step(global_step, epoch, groups)
+
+    def add_probes(self, global_step, rows):
+        if self.rollouts is not None:
+            self.rollouts.write_probes(global_step, rows)
+
+    def write_split(self, split):
+        """Write down the run's held-out set (`EVAL_SPLIT_FILE`, JSON), so the split can be made again."""
+        if self.enabled:
+            path = os.path.join(self.run_dir, EVAL_SPLIT_FILE)
+            with open(path + ".tmp", "w", encoding="utf-8") as f:
+                json.dump(split, f, indent=1)
+            os.replace(path + ".tmp", path)
 
     def close(self):
         for part in (self.metrics, self.rollouts):
@@ -380,6 +430,11 @@ class Recorder:
     def log(self, epoch, step, metrics):
         """Write the record of a logged step (`metrics` by stable name)."""
         self.records.log(self.global_step, epoch, step, metrics, self.samples, int(self.tokens))
+
+    def log_at(self, global_step, epoch, step, metrics):
+        """Write a record at `global_step` outside a logged step (an evaluation's: step 0, or a step that
+        printed no progress line)."""
+        self.records.log(global_step, epoch, step, metrics, self.samples, int(self.tokens))
 
     def state_dict(self):
         return {"samples": int(self.at_boundary[0]), "tokens": int(self.at_boundary[1])}

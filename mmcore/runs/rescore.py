@@ -1,0 +1,151 @@
+"""A second opinion on a run's rewards: every stored response scored again with another reward.
+
+`rescore(run_dir, reward, name=None, progress=None)` scores each response of the run's rollout store
+with `reward` and writes, in one transaction, each response's score beside it (the `rescore/<name>`
+column of the store's rollouts) and each step's mean and std (its `rescores` table; `metrics.read`
+shows them as `rescore/<name>/mean` and `rescore/<name>/std`). `reward` is one of:
+
+- `rule`: 1 when the answer equals the reference (the training rule reward, with the run's reasoning
+  setting: rescoring a rule run with it gives back its stored `reward/rule` part);
+- `format`: the reasoning format reward (0 to 1.5);
+- `py:MODULE:FUNCTION`: a Python function `f(prompts, responses, references) -> list of floats`, named
+  by an admin in `MINIMIND_TRUSTED_REWARD_FUNCTIONS` (names separated by commas): only trusted code
+  runs, as only trusted reward-model folders run their own code.
+
+The rule rewards are the trainers' own code (`trainer/rules/reward_rules.py`). A reward-model folder is
+scored by the trainers' reward model, in a process with torch: not here.
+"""
+import importlib
+import json
+import math
+import os
+import re
+import sqlite3
+import time
+from pathlib import Path
+
+from trainer.rules import reward_rules
+from trainer.rules.records import RESCORE_PREFIX, ROLLOUTS_FILE, ensure_schema
+
+#: The Python reward functions an admin allows (`module:function`, separated by commas).
+TRUSTED_FUNCTIONS_ENV = "MINIMIND_TRUSTED_REWARD_FUNCTIONS"
+FUNCTION_PREFIX = "py:"
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,48}$")
+CHUNK = 4096  # responses scored (and progress told) at a time
+
+
+class RescoreError(ValueError):
+    """A reward or a run that cannot be rescored, with the reason."""
+
+
+def trusted_functions():
+    return {name.strip() for name in os.environ.get(TRUSTED_FUNCTIONS_ENV, "").split(",") if name.strip()}
+
+
+def reward_function(spec, reasoning):
+    """(default name, `f(prompts, responses, references) -> list of floats`) of a reward `spec`."""
+    spec = str(spec or "").strip()
+    if spec == "rule":
+        return "rule", lambda prompts, responses, references: [
+            reward_rules.rule_reward(r, ref, reasoning) for r, ref in zip(responses, references)]
+    if spec == "format":
+        return "format", lambda prompts, responses, references: [reward_rules.format_reward(r) for r in responses]
+    if spec.startswith(FUNCTION_PREFIX):
+        target = spec[len(FUNCTION_PREFIX):]
+        if target not in trusted_functions():
+            raise RescoreError(f"{target} is not a trusted reward function: an admin lists the ones that may run in "
+                               f"{TRUSTED_FUNCTIONS_ENV} (module:function, separated by commas)")
+        module, _, function = target.partition(":")
+        try:
+            fn = getattr(importlib.import_module(module), function)
+        except (ImportError, AttributeError) as exc:
+            raise RescoreError(f"cannot load the reward function {target}: {exc}") from None
+        return function, fn
+    raise RescoreError(f"unknown reward {spec!r}: rule, format or py:MODULE:FUNCTION")
+
+
+def _std(values):
+    if len(values) < 2:
+        return 0.0
+    mean = sum(values) / len(values)
+    return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1))  # as torch's std, the trainers'
+
+
+def rescore(run_dir, reward, name=None, progress=None):
+    """Score every stored response of the run in `run_dir` with `reward` (see the module docstring) and
+    record the scores as `rescore/<name>` (default name: the reward's). `progress(done, total)` is told
+    after each chunk. Returns {"name", "reward", "responses", "steps", "seconds", "per_step": [{"step",
+    "mean", "std", "responses"}]}. Raises RescoreError for a bad reward or name, or a run without a store."""
+    started = time.perf_counter()
+    path = Path(run_dir) / ROLLOUTS_FILE
+    if not path.is_file():
+        raise RescoreError(f"no rollout store in {run_dir}")
+    conn = sqlite3.connect(path, isolation_level=None, timeout=30)
+    try:
+        meta = {k: json.loads(v) for k, v in conn.execute("SELECT key, value FROM meta")}
+        default, fn = reward_function(reward, meta.get("reasoning") or 0)
+        name = (name or default).strip()
+        if not _NAME.match(name):
+            raise RescoreError(f"not a usable rescore name: {name!r} (letters, digits, '.', '_', '-'; up to 48)")
+        column = RESCORE_PREFIX + name
+        rows = conn.execute("SELECT r.id, r.step, p.prompt, r.response, p.reference FROM rollouts r "
+                            "JOIN prompts p ON p.id = r.prompt_id ORDER BY r.step, r.grp, r.idx").fetchall()
+        scores = []
+        for start in range(0, len(rows), CHUNK):
+            chunk = rows[start:start + CHUNK]
+            values = [float(v) for v in fn([r[2] for r in chunk], [r[3] for r in chunk], [r[4] for r in chunk])]
+            if len(values) != len(chunk):
+                raise RescoreError(f"{reward} gave {len(values)} scores for {len(chunk)} responses")
+            scores += values
+            if progress is not None:
+                progress(len(scores), len(rows))
+        by_step = {}
+        for row, score in zip(rows, scores):
+            by_step.setdefault(row[1], []).append(score)
+        per_step = [{"step": step, "mean": sum(v) / len(v), "std": _std(v), "responses": len(v)}
+                    for step, v in sorted(by_step.items())]
+        ensure_schema(conn)
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if column not in {r[1] for r in conn.execute("PRAGMA table_info(rollouts)")}:
+                conn.execute(f'ALTER TABLE rollouts ADD COLUMN "{column}" REAL')
+            conn.execute(f'UPDATE rollouts SET "{column}" = NULL')
+            conn.executemany(f'UPDATE rollouts SET "{column}" = ? WHERE id = ?',
+                             [(score if math.isfinite(score) else None, row[0]) for row, score in zip(rows, scores)])
+            conn.execute("DELETE FROM rescores WHERE name = ?", (name,))
+            conn.executemany("INSERT INTO rescores (name, step, mean, std, responses) VALUES (?, ?, ?, ?, ?)",
+                             [(name, s["step"], s["mean"], s["std"], s["responses"]) for s in per_step])
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    except sqlite3.Error as exc:
+        raise RescoreError(f"cannot rescore {run_dir}: {exc}") from None
+    finally:
+        conn.close()
+    return {"name": name, "reward": str(reward), "responses": len(rows), "steps": len(per_step),
+            "seconds": round(time.perf_counter() - started, 3), "per_step": per_step}
+
+
+def rescores(run_dir):
+    """Each step's rescore means and stds: a DataFrame with `global_step` and `rescore/<name>/mean|std`
+    columns (empty without a store or rescores)."""
+    import pandas as pd
+
+    path = Path(run_dir) / ROLLOUTS_FILE
+    if not path.is_file():
+        return pd.DataFrame(columns=["global_step"])
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
+    try:
+        rows = conn.execute("SELECT name, step, mean, std FROM rescores ORDER BY step").fetchall()
+    except sqlite3.OperationalError:  # a store from before rescores
+        rows = []
+    finally:
+        conn.close()
+    if not rows:
+        return pd.DataFrame(columns=["global_step"])
+    df = pd.DataFrame(rows, columns=["name", "global_step", "mean", "std"])
+    wide = df.pivot(index="global_step", columns="name", values=["mean", "std"])
+    wide.columns = [f"{RESCORE_PREFIX}{name}/{stat}" for stat, name in wide.columns]
+    ordered = sorted(wide.columns, key=lambda c: (c.rsplit("/", 1)[0], c.endswith("/std")))
+    return wide[ordered].reset_index()
