@@ -46,12 +46,14 @@ MODEL_ACTIONS = frozenset({"chat", "compare", "evaluate", "export"})
 #: What each role may do (an admin may do everything).
 _ALLOWED = {
     "viewer": frozenset({"view"}),
-    "member": frozenset({"view", "launch", "clone", "upload", "upload_data", "rescore"}) | OWN_JOB_ACTIONS | MODEL_ACTIONS,
+    "member": (frozenset({"view", "launch", "clone", "upload", "upload_data", "rescore"})
+               | OWN_JOB_ACTIONS | MODEL_ACTIONS),
     "admin": None,
 }
 # Actions with a wording of their own in messages ("role.verb.<action>" in the language files).
 _VERBS = frozenset({"launch", "clone", "stop", "delete", "resume", "retry", "move", "settings", "restore", "view",
-                    "chat", "compare", "evaluate", "export", "audit_repair", "upload", "upload_data", "priority", "rescore"})
+                    "chat", "compare", "evaluate", "export", "audit_repair", "upload", "upload_data", "priority",
+                    "rescore"})
 
 
 class RolesFileError(ValueError):
