@@ -20,8 +20,10 @@ import dataclasses
 import sqlite3
 
 from mmcore.access import audit
-from mmcore.actions import core, job_acts, model_acts, queue_acts
+from mmcore.actions import core, experiment_acts, job_acts, model_acts, queue_acts
+from mmcore.base.i18n import MessageError, language
 from mmcore.data import report as data_report
+from mmcore.experiments import rundiff, runtable
 from mmcore.jobs import jobnote, runner
 from mmcore.jobs.jobstore import JobStore
 from mmcore.queue import queuetext, scheduler
@@ -141,6 +143,38 @@ def list_jobs(status=None, train_type=None, limit=100):
         return [job_dict(j) for j in store.list(status=status, train_type=train_type, limit=limit)]
     except sqlite3.Error as exc:
         raise StoreUnavailable(f"the job store cannot be read: {exc}") from exc
+
+
+def runs(train_type=None, limit=None):
+    """Every job as a run, newest first: `id`, `name`, `type`, `owner`, `status`, `tags`, `note` (the run's,
+    set by `annotate`), `job_note` (how it ended), `created_at`, `params` (every parameter of its type as text)
+    and `results` (`final_loss`, `best_loss`, `final_reward`, `tokens`, `wall_time_s`, `steps`, and
+    `eval/<name>` for each held-out metric recorded); see `mmcore.experiments.runtable`."""
+    store = open_store()
+    try:
+        return runtable.runs(store, train_type=train_type, limit=limit)
+    except sqlite3.Error as exc:
+        raise StoreUnavailable(f"the job store cannot be read: {exc}") from exc
+
+
+def diff(job_ids, only_differences=True):
+    """What differs between 2 to 8 runs: `runs`, `params` ({name: [value per run]}, only those that differ
+    unless `only_differences` is False), `data` (each data file's path, size, SHA-256), `code` (git commit)
+    and `results`; see `mmcore.experiments.rundiff`."""
+    store = open_store()
+    try:
+        return rundiff.diff(store, job_ids, only_differences=only_differences)
+    except MessageError as exc:
+        with language("en"):
+            raise Refused(str(exc)) from None
+
+
+def annotate(job_id, tags=None, note=None, user=None):
+    """Set a run's tags (a list or "a,b") and/or note (None leaves it as it is): its owner or an admin;
+    returns {"tags": [...], "note": str} as stored now."""
+    store = open_store()
+    job = _job(store, job_id)
+    return _value(experiment_acts.annotate(store, job.id, user, tags=tags, note=note, entry=_ENTRY.get()))
 
 
 def stop(job_id, user=None, grace=runner.DEFAULT_GRACE_S, wait=False):

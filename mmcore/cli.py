@@ -14,6 +14,9 @@ pages' rules; and `minimind-dashboard [STREAMLIT OPTIONS]`, which serves the app
                             [--format llama|minimind|gguf|peft] [--gguf_type f16|f32|q8_0]
     python -m mmcore queue [JOB --move up|down|top|bottom | --priority N]
     python -m mmcore data check dataset/demo/sft.jsonl --type sft --max_seq_len 512 [--json]
+    python -m mmcore runs [--type pretrain] [--search WORDS] [--json]
+    python -m mmcore diff 12 14 [--all] [--json]
+    python -m mmcore annotate 12 [--tags baseline,lr] [--note TEXT]
 
 Each subcommand is one `add_*` function below that registers its parser and handler; a new one is a
 new function added to `COMMANDS`. A handler may return an exit status (None means 0); a refusal
@@ -286,9 +289,81 @@ def add_data(sub):
     c.set_defaults(handler=run)
 
 
+def _cell(value):
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def add_runs(sub):
+    """`python -m mmcore runs [--json]`: every run with its parameters and results (the Runs page's table)."""
+    p = sub.add_parser("runs", help="every run with its parameters (those that differ) and results")
+    p.add_argument("--type", dest="train_type", default=None, help="only runs of this training type")
+    p.add_argument("--search", default="", help="only runs whose name, tags or note hold every word")
+    p.add_argument("--limit", type=int, default=0, help="at most this many, newest first (0: all)")
+    p.add_argument("--json", action="store_true", help="every run with every parameter, as one JSON list")
+
+    def run(args):
+        from mmcore.experiments import runtable
+        found = api.runs(train_type=args.train_type, limit=args.limit or None)
+        table = runtable.search(runtable.frame(found), args.search)
+        if args.json:
+            shown = set(table["id"])
+            print(json.dumps([r for r in found if r["id"] in shown], indent=2, default=str))
+            return
+        print(table.to_string(index=False, na_rep="", float_format=_cell) if len(table) else "no runs")
+    p.set_defaults(handler=run)
+
+
+def add_diff(sub):
+    """`python -m mmcore diff JOB JOB... [--json]`: what differs between 2 to 8 runs."""
+    p = sub.add_parser("diff", help="what differs between 2 to 8 runs: parameters, data files, code, results")
+    p.add_argument("job_ids", nargs="+", metavar="JOB")
+    p.add_argument("--all", action="store_true", help="every parameter, not only those that differ")
+    p.add_argument("--json", action="store_true", help="one JSON object")
+
+    def run(args):
+        found = api.diff(args.job_ids, only_differences=not args.all)
+        if args.json:
+            print(json.dumps(found, indent=2, default=str))
+            return
+        ids = [f"job {r['id']}" for r in found["runs"]]
+        rows = [("", *ids), ("name", *(r["name"] for r in found["runs"]))]
+        rows += [(name, *map(_cell, values)) for name, values in found["params"].items()]
+        rows += [(f"data {f['param']}", *(
+            next((f"{g['path']} {g['size']} B sha256:{(g['sha256'] or '?')[:12]}" for g in d["files"]
+                  if g["param"] == f["param"]), "") for d in found["data"]))
+                 for f in (found["data"][0]["files"] if found["data"] else [])]
+        rows.append(("code", *((c["commit"] or "unknown")[:12] + ("+changes" if c["dirty"] else "")
+                               for c in found["code"])))
+        rows += [(key, *map(_cell, values)) for key, values in found["results"].items()]
+        widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+        for row in rows:
+            print("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip())
+    p.set_defaults(handler=run)
+
+
+def add_annotate(sub):
+    """`python -m mmcore annotate JOB [--tags a,b] [--note TEXT]`: the run's owner or an admin, audited."""
+    p = sub.add_parser("annotate", help="set a run's tags and note (its owner or an admin)")
+    p.add_argument("job_id")
+    p.add_argument("--tags", default=None, help="comma-separated tags (replaces the run's tags; '' clears them)")
+    p.add_argument("--note", default=None, help="the run's note (replaces it; '' clears it)")
+    _user_option(p)
+
+    def run(args):
+        if args.tags is None and args.note is None:
+            p.error("give --tags or --note")
+        now = api.annotate(args.job_id, tags=args.tags, note=args.note, user=args.user)
+        print(f"job {args.job_id}: tags {', '.join(now['tags']) or '-'}; note {now['note'] or '-'}")
+    p.set_defaults(handler=run)
+
+
 #: Every subcommand, in the order `--help` lists them.
 COMMANDS = [add_submit, add_status, add_stop, add_delete, add_list, add_history, add_audit, add_backup, add_restore,
-            add_export, add_queue, add_data]
+            add_export, add_queue, add_data, add_runs, add_diff, add_annotate]
 
 
 def build_parser():

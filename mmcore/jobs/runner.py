@@ -36,7 +36,8 @@ from mmcore.base.paths import ROOT, default_home
 from mmcore.base.process_identity import process_matches, process_start_time
 from mmcore.jobs import jobnote
 from mmcore.jobs.jobstore import JobStore
-from mmcore.runs.metric_stream import job_run_dir, with_run_dir
+from mmcore.runs import codeversion
+from mmcore.runs.metric_stream import job_run_dir, option_value, with_run_dir
 from mmcore.train import file_owners
 from trainer.rules.specs import SPECS
 
@@ -351,6 +352,16 @@ class Supervisor:
             return list(job.argv)
         return with_run_dir(job.argv, job_run_dir(job, self.store.home))
 
+    def _record_code(self, argv, job):
+        """The git commit the trainer starts from, in its records folder (what the diff of runs shows)."""
+        run_dir = option_value(argv)
+        if not run_dir:
+            return
+        try:
+            codeversion.record(Path(job.cwd or ".") / run_dir, job.cwd)
+        except OSError as exc:  # a record of the code is no reason not to train
+            self._write_log(f"# supervisor: cannot record the code version ({exc})\n")
+
     def _run_trainer(self, job):
         argv = self._trainer_argv(job)
         command = shlex.join(argv)
@@ -364,6 +375,7 @@ class Supervisor:
                    f"开始训练 {job.train_type} 进程",
                    f"命令: {command}"]
         self._write_log("\n".join(header) + "\n")
+        self._record_code(argv, job)
 
         if self._stop_requested():
             self._finish("stopped", note=jobnote.stored("note.stopped_before_trainer"))
