@@ -28,7 +28,7 @@ from test_page_records import recorded_job
 
 from mmcore import api, cli
 from mmcore.access import audit, roles
-from mmcore.actions import core, job_acts, model_acts, queue_acts, view_acts
+from mmcore.actions import core, experiment_acts, job_acts, model_acts, queue_acts, view_acts
 from mmcore.jobs import storeguard
 from mmcore.jobs.jobstore import JobStore
 from mmcore.logs import savedviews
@@ -342,6 +342,10 @@ ACTS = {
     "delete_view": Act("delete_view", "own_view", view, {
         "page": page_delete_view,
         "act": direct(lambda w, view_id: view_acts.delete_view(views(w), view_id, ACTOR))}),
+    "annotate": Act("annotate", "own", ended_job, {
+        "act": direct(lambda w, job_id: experiment_acts.annotate(w.store, job_id, ACTOR, tags="checked", note="seen")),
+        "api": through_api(lambda w, job_id: api.annotate(job_id, tags="checked", user=ACTOR)),
+        "cli": through_cli("annotate", "{}", "--note", "seen")}),
     "upload": Act("upload", "member", nothing, {
         "act": direct(lambda w, _: view_acts.upload_log(w.home, b"Epoch:[1/1](1/1) loss:1.0\n", f"run{w.next()}.log",
                                                         ACTOR))}),
@@ -365,8 +369,10 @@ def snapshot(w):
     with contextlib.closing(sqlite3.connect(w.store.path)) as conn:
         views = conn.execute("SELECT id, owner, name, query, shared FROM saved_views ORDER BY id").fetchall()
         pipes = conn.execute("SELECT COUNT(*) FROM pipelines").fetchone()
+        tagged = conn.execute("SELECT * FROM run_annotations ORDER BY job_id").fetchall() if conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE name = 'run_annotations'").fetchone() else []
     jobs = [(j.id, j.status, j.user, j.priority, j.queue_pos, j.waiting) for j in w.store.list(limit=None)]
-    return jobs, pipes, views, queueconf.load(w.home), health.load_settings(w.home)
+    return jobs, pipes, views, tagged, queueconf.load(w.home), health.load_settings(w.home)
 
 
 @pytest.mark.parametrize("name, case, entry", TABLE, ids=["-".join(row) for row in TABLE])

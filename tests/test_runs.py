@@ -168,7 +168,12 @@ def cli(*args, home):
 def test_two_tiny_real_jobs_runs_json_and_diff_json(home):
     """The issue's check: on a temporary home with tiny jobs, `runs --json` has each job's parameters and final
     loss, and `diff A B --json` lists exactly the parameters that differ."""
-    values = {**demo_preset("pretrain"), "epochs": "1", "max_seq_len": "64", "log_interval": "1"}
+    records = home / "records"  # a write root of every job, so readable too
+    records.mkdir(parents=True)
+    head = (ROOT / "dataset" / "demo" / "pretrain.jsonl").read_text().splitlines()[:24]
+    (records / "tiny.jsonl").write_text("\n".join(head) + "\n")
+    values = {**demo_preset("pretrain"), "epochs": "1", "max_seq_len": "64", "log_interval": "1", "batch_size": "4",
+              "data_path": str(records / "tiny.jsonl"), "save_dir": str(records / "out")}
     a = api.submit("pretrain", {**values, "learning_rate": "1e-3", "save_weight": "runs_a"}, name="runs-a")
     b = api.submit("pretrain", {**values, "learning_rate": "5e-4", "save_weight": "runs_b"}, name="runs-b")
     store = JobStore()

@@ -1,13 +1,16 @@
 """A run's results in a few numbers: final and best loss, final reward, held-out metrics, tokens seen, wall time.
 
 Read from the run's metrics stream (`metrics.jsonl`, see `mmcore.runs.metric_stream`) in one pass, and kept
-per file (its size and modification time say when to read again), so a table of thousands of finished runs
-reads each file once per process. A run without a stream falls back to the progress summary its row keeps.
+per file (its size and modification time say when to read again): in this process, and in the job store's
+file (`run_summaries`, see `SummaryStore`), so a table of thousands of finished runs reads each stream once,
+not once per server start. A run without a stream falls back to the progress summary its row keeps.
 """
 import json
 import math
 import os
+import sqlite3
 import threading
+from contextlib import closing
 
 from mmcore.runs.metric_stream import job_run_dir
 from trainer.rules.records import METRICS_FILE
@@ -19,6 +22,10 @@ RESULT_KEYS = ("final_loss", "best_loss", "final_reward", "tokens", "wall_time_s
 
 _cache = {}  # metrics file -> ((size, mtime_ns), summary)
 _lock = threading.Lock()
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS run_summaries (
+    path TEXT PRIMARY KEY, size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, summary TEXT NOT NULL)
+"""
 
 
 def _finite(value):
@@ -58,9 +65,35 @@ def summarize_lines(lines):
             "steps": steps, "elapsed_s": elapsed, "eval": evals}
 
 
-def metrics_summary(path):
+class SummaryStore:
+    """The summaries of metrics streams kept in the job store's file, so a new process need not read them again."""
+
+    def __init__(self, store_path):
+        self.path = str(store_path)
+        with closing(sqlite3.connect(self.path, timeout=30)) as conn, conn:
+            conn.execute(SCHEMA)
+
+    def load(self):
+        """Put every kept summary into this process's cache (where the cache has none for that file)."""
+        with closing(sqlite3.connect(self.path, timeout=30)) as conn:
+            rows = conn.execute("SELECT path, size, mtime_ns, summary FROM run_summaries").fetchall()
+        with _lock:
+            for path, size, mtime_ns, summary in rows:
+                _cache.setdefault(path, ((size, mtime_ns), json.loads(summary)))
+
+    def keep(self, paths):
+        """Write this process's summaries of `paths` (those it has) to the file, in one transaction."""
+        with _lock:
+            rows = [(p, *_cache[p][0], json.dumps(_cache[p][1])) for p in paths if p in _cache]
+        if rows:
+            with closing(sqlite3.connect(self.path, timeout=30)) as conn, conn:
+                conn.executemany("INSERT OR REPLACE INTO run_summaries (path, size, mtime_ns, summary)"
+                                 " VALUES (?, ?, ?, ?)", rows)
+
+
+def metrics_summary(path, read=None):
     """`summarize_lines` of the metrics file at `path` (only whole lines), or None when there is none;
-    read again only when the file changed."""
+    read again only when the file changed. `read` (a set) gets `path` when the file was read here."""
     try:
         stat = os.stat(path)
     except OSError:
@@ -68,7 +101,7 @@ def metrics_summary(path):
     key = (stat.st_size, stat.st_mtime_ns)
     with _lock:
         cached = _cache.get(path)
-    if cached is not None and cached[0] == key:
+    if cached is not None and tuple(cached[0]) == key:
         return cached[1]
     try:
         with open(path, "rb") as f:
@@ -78,12 +111,15 @@ def metrics_summary(path):
     summary = summarize_lines(data[:data.rfind(b"\n") + 1].splitlines())
     with _lock:
         _cache[path] = (key, summary)
+    if read is not None:
+        read.add(path)
     return summary
 
 
-def results(job, home):
-    """The results of `job` as a flat dict: RESULT_KEYS plus `eval/<name>` for each held-out metric."""
-    summary = metrics_summary(os.path.join(job_run_dir(job, home), METRICS_FILE))
+def results(job, home, read=None):
+    """The results of `job` as a flat dict: RESULT_KEYS plus `eval/<name>` for each held-out metric. `read`: see
+    `metrics_summary`."""
+    summary = metrics_summary(os.path.join(job_run_dir(job, home), METRICS_FILE), read)
     if summary is None:  # no stream: what the row's stored progress says
         progress = job.final_progress or {}
         loss = progress.get("loss")

@@ -60,18 +60,23 @@ def params_of(job):
     return {name: normal_value(kinds.get(name), value) for name, value in values.items()}
 
 
-def run_of(job, home, notes=None):
-    """One run as a dict (see the module's docstring)."""
+def run_of(job, home, notes=None, read=None):
+    """One run as a dict (see the module's docstring); `read`: see `runresults.metrics_summary`."""
     annotation = (notes or {}).get(job.id, {"tags": [], "note": ""})
     return {"id": job.id, "name": job.name, "type": job.train_type, "owner": job.user, "status": job.status,
             "tags": list(annotation["tags"]), "note": annotation["note"], "job_note": jobnote.english(job.note),
-            "created_at": job.created_at, "params": params_of(job), "results": runresults.results(job, home)}
+            "created_at": job.created_at, "params": params_of(job), "results": runresults.results(job, home, read)}
 
 
 def runs(store, train_type=None, limit=None):
     """Every run of the job store, newest first (of one type, at most `limit`)."""
     notes = Annotations(store.path).all()
-    return [run_of(job, store.home, notes) for job in store.list(train_type=train_type, limit=limit)]
+    kept = runresults.SummaryStore(store.path)
+    kept.load()
+    read = set()
+    found = [run_of(job, store.home, notes, read) for job in store.list(train_type=train_type, limit=limit)]
+    kept.keep(read)  # the streams read here need not be read again by the next process
+    return found
 
 
 def varying(runs_, key="params"):

@@ -41,7 +41,7 @@ def table(runs):
         st.error(md(exc))
     st.caption(t("runs.count", shown=len(shown), total=len(df)))
     st.dataframe(shown.rename(columns={c: column_label(c) for c in shown.columns}), hide_index=True,
-                 use_container_width=True, key="runs.table")
+                 width="stretch", key="runs.table")
     st.download_button(t("runs.csv"), runtable.csv(shown), file_name="runs.csv", mime="text/csv", key="runs.csv")
     return shown
 
@@ -57,7 +57,7 @@ def _curves(store, found):
     drawn = False
     for metric in CURVE_METRICS:
         if any(metric in df.columns for _, df in tables):
-            st.plotly_chart(charts.metric_figure(metric, tables, smoothing=0), use_container_width=True,
+            st.plotly_chart(charts.metric_figure(metric, tables, smoothing=0), width="stretch",
                             key=f"runs.diff.curve.{metric}")
             drawn = True
     if not drawn:
@@ -84,7 +84,7 @@ def diff(store, runs):
 
     if found["params"]:
         st.markdown(f"**{t('runs.diff.params')}**")
-        st.dataframe(pd.DataFrame(found["params"], index=heads).T, use_container_width=True, key="runs.diff.params")
+        st.dataframe(pd.DataFrame(found["params"], index=heads).T, width="stretch", key="runs.diff.params")
     else:
         st.info(t("runs.diff.same_params"))
     rows = {}
@@ -97,9 +97,9 @@ def diff(store, runs):
                                  + (" " + t("runs.diff.dirty") if c["dirty"] else "") for c in found["code"]]
     st.markdown(f"**{t('runs.diff.identity')}**")
     st.dataframe(pd.DataFrame({k: [str("" if v is None else v) for v in vs] for k, vs in rows.items()},
-                              index=heads).T, use_container_width=True, key="runs.diff.identity")
+                              index=heads).T, width="stretch", key="runs.diff.identity")
     st.markdown(f"**{t('runs.diff.results')}**")
-    st.dataframe(pd.DataFrame(found["results"], index=heads).T.rename(index=column_label), use_container_width=True,
+    st.dataframe(pd.DataFrame(found["results"], index=heads).T.rename(index=column_label), width="stretch",
                  key="runs.diff.results")
     _curves(store, found)
 
