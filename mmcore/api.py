@@ -118,16 +118,19 @@ def full_values(train_type, values):
         raise Refused(str(exc)) from None
 
 
-def submit(train_type, values, user=None, name=None, backend=None, gpus=None):
+def submit(train_type, values, user=None, name=None, backend=None, gpus=None, guards=None):
     """Queue a job of `train_type` with `values` (as `mmcore.train.commandline.build_argv` takes them; missing
     fields take the script's defaults); returns the new job's id. `user` owns the job.
 
     `backend`: "local" or "slurm" (None: the configured default, see `mmcore.queue.queueconf`). `gpus`:
     a number of GPUs (any free ones: the queue picks them) or a list of GPU ids; None keeps the
     device in `values` (CPU when none is given on a machine without GPUs).
+
+    `guards`: what stops the run when its records say it went wrong, {name: value} (see `mmcore.runs.guards`):
+    `nonfinite` (on by default), `loss_above` / `reward_below` with `patience` (logged steps), `eval_patience`.
     """
     return _value(job_acts.launch_job(open_store(), train_type, name, values, user, backend=backend, gpus=gpus,
-                                      entry=_ENTRY.get()))
+                                      entry=_ENTRY.get(), guards=guards))
 
 
 def get(job_id):

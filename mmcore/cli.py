@@ -2,6 +2,7 @@
 pages' rules; and `minimind-dashboard [STREAMLIT OPTIONS]`, which serves the app.
 
     python -m mmcore submit pretrain --set hidden_size=64 --set data_path=../dataset/demo/pretrain.jsonl
+                            [--guard loss_above=8 --guard patience=20]
     python -m mmcore status 12
     python -m mmcore stop 12 [--wait]
     python -m mmcore delete 12
@@ -68,17 +69,22 @@ def add_submit(sub):
                    help="where it runs (default: the queue settings' default_backend)")
     p.add_argument("--gpus", default=None, metavar="N|IDS",
                    help="GPUs it needs: a number (any free ones) or ids like 0,2 (default: the device in --set)")
+    p.add_argument("--guard", action="append", metavar="NAME=VALUE", dest="guards",
+                   help="stop the run when its records say it went wrong (repeatable): nonfinite=0|1 (on by default), "
+                        "loss_above=X, reward_below=X, patience=N (logged steps), eval_patience=N (evaluations)")
     _user_option(p)
 
     def run(args):
         try:
             values = _pairs(args.values)
+            guards = _pairs(args.guards)
         except argparse.ArgumentTypeError as exc:
             p.error(str(exc))
         gpus = args.gpus
         if gpus is not None:
             gpus = int(gpus) if gpus.strip().isdigit() else [g for g in gpus.split(",") if g.strip()]
-        print(api.submit(args.train_type, values, user=args.user, name=args.name, backend=args.backend, gpus=gpus))
+        print(api.submit(args.train_type, values, user=args.user, name=args.name, backend=args.backend, gpus=gpus,
+                         guards=guards or None))
     p.set_defaults(handler=run)
 
 

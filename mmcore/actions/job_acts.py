@@ -10,11 +10,12 @@ import sqlite3
 from mmcore.access import audit
 from mmcore.actions import core
 from mmcore.actions.core import PAGE, did, perform, refused, refused_for
-from mmcore.base.i18n import t
+from mmcore.base.i18n import MessageError, t
 from mmcore.base.paths import DB_NAME
 from mmcore.jobs import restored, runner, storeguard
 from mmcore.jobs.jobstore import JobStore
 from mmcore.queue import backends, jobqueue, launch, queueconf, resources
+from mmcore.runs import guards as run_guards
 from mmcore.train import train_types
 
 #: Keys of `values` that are not parameters of a type but still mean something to `commandline`.
@@ -46,20 +47,27 @@ def full_values(train_type, values):
     return {**train_types.defaults(train_type), **values}
 
 
-def launch_job(store, train_type, name, values, user=None, check=None, backend=None, gpus=None, entry=PAGE):
+def launch_job(store, train_type, name, values, user=None, check=None, backend=None, gpus=None, entry=PAGE,
+               guards=None):
     """Queue a job of `train_type` owned by `user`; the Outcome's value is its id.
 
     From the Train page, `check` is the form's `launch.LaunchCheck` (the job starts exactly what the page
     showed); otherwise `values` (missing fields: the script's defaults) are checked here. `backend`: "local",
     "slurm" or None (the configured default); `gpus`: a number of GPUs or a list of ids (None: the device in
-    `values`).
+    `values`). `guards`: {name: value} of `mmcore.runs.guards` (None: the default guards).
     """
     user = core.acting(user)
     name = name or default_job_name(train_type)
     request = {"type": train_type, "name": name, "values": values, "backend": backend, "gpus": gpus}
+    if guards:
+        request["guards"] = dict(guards)
 
     def do():
         chosen, launch_check = backend, check
+        try:
+            kept_guards = run_guards.parse(guards)
+        except MessageError as exc:
+            return refused_for(t("train.refused"), [str(MessageError(m)) for m in exc.messages])
         try:
             full = full_values(train_type, values) if check is None else None
         except ValueError as exc:  # an unknown type or field
@@ -74,7 +82,11 @@ def launch_job(store, train_type, name, values, user=None, check=None, backend=N
             override = core.may_overwrite_others(user)
             job_id = launch.start(store, name, launch_check, user=user, backend=chosen, gpus=gpus,
                                   overwrite_others=override)
+            if guards:  # read by the job's supervisor once its trainer runs
+                run_guards.save(store.path, job_id, kept_guards)
             result = {"job": job_id, "backend": chosen}
+            if guards:
+                result["guards"] = kept_guards.as_dict()
             if override and (taken := launch.others_files(store, launch_check, user)):
                 result["overwrites"] = core.overwritten(taken)  # an admin's choice, on the record
         except (launch.LaunchRefused, resources.QueueRefused) as exc:

@@ -36,7 +36,7 @@ from mmcore.base.paths import ROOT, default_home
 from mmcore.base.process_identity import process_matches, process_start_time
 from mmcore.jobs import jobnote
 from mmcore.jobs.jobstore import JobStore
-from mmcore.runs import codeversion
+from mmcore.runs import codeversion, guards
 from mmcore.runs.metric_stream import job_run_dir, option_value, with_run_dir
 from mmcore.train import file_owners
 from trainer.rules.specs import SPECS
@@ -203,6 +203,8 @@ class Supervisor:
         self.log = None
         self._heartbeat_failed = False  # said once in the log
         self.disk_full = False  # a write to the log failed for want of space
+        self.guard_watch = None  # follows the run's records for its guards (mmcore.runs.guards); False: none
+        self.guard_note = None  # the note of a guard that stopped the job
 
     def _on_signal(self, signum, frame):
         # Only a flag: the main loop does the work (database writes are not signal-safe).
@@ -362,6 +364,36 @@ class Supervisor:
         except OSError as exc:  # a record of the code is no reason not to train
             self._write_log(f"# supervisor: cannot record the code version ({exc})\n")
 
+    def _watch_guards(self, argv, job):
+        """The run's guards over its metrics stream; None for a command that keeps no records."""
+        run_dir = option_value(argv)
+        if not run_dir:
+            return None
+        try:
+            return guards.watch_for(self.store.path, job.id, Path(job.cwd or ".") / run_dir)
+        except (sqlite3.Error, OSError, ValueError) as exc:  # a run without guards still trains
+            self._write_log(f"# supervisor: cannot read the job's guards ({exc}); it runs unguarded\n")
+            return None
+
+    def _guard_fired(self, argv, job):
+        """When a guard fires: say so in the log, ask for the job's stop (recorded as a stop request) and keep
+        the note it ends with; True then."""
+        if self.guard_watch is None:
+            self.guard_watch = self._watch_guards(argv, job) or False
+        if not self.guard_watch or self.guard_note is not None:
+            return False
+        reason = self.guard_watch.check()
+        if reason is None:
+            return False
+        self.guard_note = jobnote.stored("note.guard_stopped", reason=reason)
+        self._write_log(f"# guard: {reason}; stopping the job (its resume state is saved)\n")
+        try:
+            self.store.transition(self.job_id, "running", stop_requested=time.time(), note=self.guard_note)
+        except sqlite3.Error:
+            pass  # it stops all the same: the flag below
+        self.signalled = True
+        return True
+
     def _run_trainer(self, job):
         argv = self._trainer_argv(job)
         command = shlex.join(argv)
@@ -404,6 +436,7 @@ class Supervisor:
         grace = DEFAULT_GRACE_S
         killed = launcher = False
         heartbeat = time.monotonic() + HEARTBEAT_S
+        guard_check = time.monotonic() + guards.CHECK_S  # the guards are read then, after the launch kept them
         while True:
             try:
                 code = self.proc.wait(timeout=POLL_S)
@@ -414,6 +447,9 @@ class Supervisor:
             if time.monotonic() >= heartbeat:
                 heartbeat = time.monotonic() + HEARTBEAT_S
                 self._keep_queue_running()
+            if term_sent_at is None and time.monotonic() >= guard_check:
+                guard_check = time.monotonic() + guards.CHECK_S
+                self._guard_fired(argv, job)
             if term_sent_at is None and self._stop_requested():
                 try:
                     current = self.store.get(self.job_id)
@@ -467,6 +503,8 @@ class Supervisor:
         stopped = term_sent_at is not None or self._stop_requested()
         status = "stopped" if stopped else "succeeded" if code == 0 else "failed"
         note = jobnote.stored("note.no_space") if status == "failed" and self._out_of_space() else None
+        if self.guard_note is not None and status == "stopped":
+            note = self.guard_note
         self._finish(status, code, note=note)
         return 0
 
