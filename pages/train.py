@@ -10,7 +10,7 @@ from mmcore.data import links
 from mmcore.jobs import storeguard
 from mmcore.jobs.jobstore import JobStore
 from mmcore.train import train_types
-from mmcore.widgets import navigation, queue_panel, train_form
+from mmcore.widgets import guards_form, navigation, queue_panel, train_form
 
 navigation.ensure_app_navigation()
 
@@ -133,9 +133,10 @@ with st.container(border=True):
     if backend == "slurm" and check.command is not None:
         queue_panel.slurm_preview(JobStore(), train_type, train_form.job_name(form), check.command)
 
+    chosen_guards = guards_form.fields()
     if st.button(t("train.launch"), type="primary"):
         outcome = job_acts.launch_job(JobStore(), train_type, train_form.job_name(form), check.values,
-                                      auth.session_user(state), check=check, backend=backend)
+                                      auth.session_user(state), check=check, backend=backend, guards=chosen_guards)
         if outcome.done:
             state[train_form.LAUNCHED_KEY] = outcome.value
         else:

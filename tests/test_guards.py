@@ -119,3 +119,20 @@ def test_a_job_launched_with_loss_above_ends_stopped_with_the_guard_in_its_note(
     assert "# guard: loss_above" in log
     [launched] = [e for e in audit.entries(job_id, home=home) if e.action == "launch"]
     assert launched.detail["result"]["guards"]["loss_above"] == 0.01
+
+
+def test_the_train_form_launches_with_its_guards_and_refuses_bad_ones(home, monkeypatch):
+    from _pages_helpers import open_page, texts
+    monkeypatch.setattr("mmcore.jobs.scheduler_lock.ensure_running", lambda store: None)  # jobs wait in the queue
+    at = open_page()
+    at.selectbox(key="train.type").set_value("pretrain").run()
+    next(b for b in at.button if b.label == "Demo preset").click().run()
+    at.text_input(key="guards.loss_above").set_value("high").run()
+    next(b for b in at.button if b.label == "Launch").click().run()
+    assert any("loss_above takes a number" in e for e in texts(at.error)), texts(at.error)
+    assert api.list_jobs() == []
+    at.text_input(key="guards.loss_above").set_value("9.5").run()
+    at.text_input(key="guards.patience").set_value("3").run()
+    next(b for b in at.button if b.label == "Launch").click().run()
+    [job] = api.list_jobs()
+    assert guards.load(JobStore().path, job["id"]) == guards.Guards(loss_above=9.5, patience=3)
