@@ -8,6 +8,7 @@ from trainer.rules import args
 COMMON = {"dtype": "bfloat16", "num_workers": 1, "grad_clip": 1.0, "use_moe": 0, "from_resume": 0,
           "use_wandb": False, "weight_dir": "../out", "device": args.AUTO_DEVICE,
           "run_dir": "",  # ours: where the structured records go (empty: the default folder)
+          "seed": None,  # ours: the run's seed (None: upstream's fixed 42)
           "tokenizer_path": "../model", "keep_checkpoints": 0}  # ours: the bundled tokenizer, no step snapshots
 MODEL = {"hidden_size": 512, "num_hidden_layers": 8}
 RL_OWN = {"max_gen_len": 1536, "reasoning": 1, "reward_model_path": "../../internlm2-1_8b-reward",

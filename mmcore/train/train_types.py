@@ -36,6 +36,7 @@ _GROUP_OF_COMMON = {
     "device": "devices",
     "train_monitor": "monitoring", "wandb_project": "monitoring",
     "run_dir": "monitoring",  # the run's structured records (metrics stream, rollout store)
+    "seed": "training",  # a sweep's seeds; empty: upstream's fixed seed
 }
 
 # A run without data or without a place to save makes no sense, so these may not be left empty;

@@ -90,6 +90,8 @@ def _common(type_key, wandb_name, *, save_dir="../out", save_weight, epochs, bat
         Arg("wandb_project", str, f"MiniMind-{wandb_name}", "wandb / swanlab project name"),
         Arg("run_dir", str, "", "Folder for the run's structured records (metrics stream, rollouts); empty: "
             "the job's own folder from the dashboard, runs/records/<type>-<weight> from the command line"),
+        Arg("seed", int, None, "Random seed of the run (weights' initialisation, data order, sampling); empty: "
+            "upstream's 42", min=0, max=2**32 - 1),
     ]
     drop = {name for name, value in (("save_weight", save_weight), ("from_weight", from_weight)) if value is None}
     return [a for a in args if a.name not in drop]
