@@ -23,7 +23,7 @@ from mmcore.access import audit
 from mmcore.actions import core, experiment_acts, job_acts, model_acts, queue_acts
 from mmcore.base.i18n import MessageError, language
 from mmcore.data import report as data_report
-from mmcore.experiments import rundiff, runtable
+from mmcore.experiments import rundiff, runtable, sweeps
 from mmcore.jobs import jobnote, runner
 from mmcore.jobs.jobstore import JobStore
 from mmcore.queue import queuetext, scheduler
@@ -178,6 +178,23 @@ def annotate(job_id, tags=None, note=None, user=None):
     store = open_store()
     job = _job(store, job_id)
     return _value(experiment_acts.annotate(store, job.id, user, tags=tags, note=note, entry=_ENTRY.get()))
+
+
+def sweep(train_type, base=None, grid=None, random=None, trials=1, seeds=1, name=None, user=None, backend=None):
+    """Queue a sweep of `train_type`: `base` values every run shares (missing fields: the script's defaults),
+    `grid` {name: [values]} (every combination), `random` {name: (low, high)} (`trials` draws), each once per
+    seed (`seeds` > 1 sets `--seed` 1..N). Every run is checked first: nothing is queued when any cannot
+    start. Returns {"sweep": id, "jobs": [job ids]}; see `mmcore.experiments.sweeps`."""
+    spec = sweeps.SweepSpec(train_type, base=dict(base or {}), grid={k: list(v) for k, v in (grid or {}).items()},
+                            random={k: tuple(v) for k, v in (random or {}).items()}, trials=int(trials),
+                            seeds=int(seeds))
+    return _value(experiment_acts.queue_sweep(open_store(), spec, name=name, user=user, backend=backend,
+                                              entry=_ENTRY.get()))
+
+
+def stop_sweep(sweep_id, user=None, grace=runner.DEFAULT_GRACE_S):
+    """Stop every queued or running job of a sweep (its owner or an admin); returns the ids asked to stop."""
+    return _value(experiment_acts.stop_sweep(open_store(), sweep_id, user, grace=grace, entry=_ENTRY.get()))
 
 
 def stop(job_id, user=None, grace=runner.DEFAULT_GRACE_S, wait=False):

@@ -18,6 +18,8 @@ pages' rules; and `minimind-dashboard [STREAMLIT OPTIONS]`, which serves the app
     python -m mmcore runs [--type pretrain] [--search WORDS] [--json]
     python -m mmcore diff 12 14 [--all] [--json]
     python -m mmcore annotate 12 [--tags baseline,lr] [--note TEXT]
+    python -m mmcore sweep pretrain --set K=V --grid learning_rate=0.001,0.0005 [--random K=LO:HI --trials N]
+                           [--seeds N] [--json]
 
 Each subcommand is one `add_*` function below that registers its parser and handler; a new one is a
 new function added to `COMMANDS`. A handler may return an exit status (None means 0); a refusal
@@ -367,9 +369,52 @@ def add_annotate(sub):
     p.set_defaults(handler=run)
 
 
+def add_sweep(sub):
+    """`python -m mmcore sweep TYPE [--set K=V] [--grid K=V1,V2] [--random K=LO:HI --trials N] [--seeds N]`: queue
+    the runs as one sweep (every run checked first; nothing queued when one cannot start); prints the sweep id
+    and its job ids."""
+    p = sub.add_parser("sweep", help="queue a sweep: every combination of --grid values, --trials draws of --random "
+                                     "ranges, each once per seed")
+    p.add_argument("train_type")
+    p.add_argument("--set", action="append", metavar="NAME=VALUE", dest="values", help="a value every run shares")
+    p.add_argument("--grid", action="append", metavar="NAME=V1,V2,...", help="values to try (repeatable)")
+    p.add_argument("--random", action="append", metavar="NAME=LOW:HIGH", help="a range to draw from (repeatable)")
+    p.add_argument("--trials", type=int, default=1, help="draws of the --random ranges (default 1)")
+    p.add_argument("--seeds", type=int, default=1, help="runs of each combination with --seed 1..N (default 1)")
+    p.add_argument("--name", default=None, help="the sweep's name (its jobs are NAME-swID-N)")
+    p.add_argument("--backend", choices=("local", "slurm"), default=None)
+    p.add_argument("--json", action="store_true", help='print {"sweep": id, "jobs": [ids]}')
+    p.add_argument("--stop", type=int, metavar="SWEEP", default=None, help="stop every job of this sweep instead")
+    _user_option(p)
+
+    def run(args):
+        if args.stop is not None:
+            print(f"sweep {args.stop}: stopping jobs {api.stop_sweep(args.stop, user=args.user)}")
+            return
+        try:
+            base = _pairs(args.values)
+            grid = {k: [v for v in text.split(",")] for k, text in _pairs(args.grid).items()}
+            ranges = {}
+            for k, text in _pairs(args.random).items():
+                low, sep, high = text.partition(":")
+                if not sep:
+                    raise argparse.ArgumentTypeError(f"--random takes name=low:high, got {k}={text}")
+                ranges[k] = (low, high)
+        except argparse.ArgumentTypeError as exc:
+            p.error(str(exc))
+        found = api.sweep(args.train_type, base, grid, ranges, trials=args.trials, seeds=args.seeds, name=args.name,
+                          user=args.user, backend=args.backend)
+        if args.json:
+            print(json.dumps(found))
+        else:
+            print(f"sweep {found['sweep']}: jobs {' '.join(map(str, found['jobs']))}")
+    p.set_defaults(handler=run)
+
+
 #: Every subcommand, in the order `--help` lists them.
 COMMANDS = [add_submit, add_status, add_stop, add_delete, add_list, add_history, add_audit, add_backup, add_restore,
-            add_export, add_queue, add_data, add_runs, add_diff, add_annotate]
+            add_export, add_queue, add_data, add_runs, add_diff, add_annotate,
+            add_sweep]
 
 
 def build_parser():

@@ -10,7 +10,7 @@ from mmcore.data import links
 from mmcore.jobs import storeguard
 from mmcore.jobs.jobstore import JobStore
 from mmcore.train import train_types
-from mmcore.widgets import guards_form, navigation, queue_panel, train_form
+from mmcore.widgets import guards_form, navigation, queue_panel, sweep_panel, train_form
 
 navigation.ensure_app_navigation()
 
@@ -141,6 +141,9 @@ with st.container(border=True):
             state[train_form.LAUNCHED_KEY] = outcome.value
         else:
             st.error(md_lines(outcome.message))
+
+    sweep_panel.form(JobStore(), train_type, check.values if check.command is not None else None,
+                     auth.session_user(state), backend)
 
     launched = state.get(train_form.LAUNCHED_KEY)
     if launched is not None:

@@ -29,6 +29,7 @@ from test_page_records import recorded_job
 from mmcore import api, cli
 from mmcore.access import audit, roles
 from mmcore.actions import core, experiment_acts, job_acts, model_acts, queue_acts, view_acts
+from mmcore.experiments import sweeps
 from mmcore.jobs import storeguard
 from mmcore.jobs.jobstore import JobStore
 from mmcore.logs import savedviews
@@ -101,6 +102,14 @@ def ended_job(w, owner, resumable=False):
         checkpoint.parent.mkdir(parents=True, exist_ok=True)
         checkpoint.write_bytes(b"resume state")
     return job_id
+
+
+def held_sweep(w, owner):
+    """A sweep of `owner` with one job waiting in the queue."""
+    kept = sweeps.SweepStore(w.store.path)
+    sweep_id = kept.reserve("held", sweeps.SweepSpec("pretrain"), owner)
+    kept.add_jobs(sweep_id, [held_job(w, owner)])
+    return sweep_id
 
 
 def pipeline(w, owner, failed=False):
@@ -346,6 +355,12 @@ ACTS = {
         "act": direct(lambda w, job_id: experiment_acts.annotate(w.store, job_id, ACTOR, tags="checked", note="seen")),
         "api": through_api(lambda w, job_id: api.annotate(job_id, tags="checked", user=ACTOR)),
         "cli": through_cli("annotate", "{}", "--note", "seen")}),
+    "sweep": Act("sweep", "member", nothing, {
+        "api": through_api(lambda w, _: api.sweep("pretrain", demo_preset("pretrain"), grid={"epochs": ["1", "2"]},
+                                                  user=ACTOR))}),
+    "stop_sweep": Act("stop_sweep", "own", held_sweep, {
+        "api": through_api(lambda w, sweep_id: api.stop_sweep(sweep_id, user=ACTOR)),
+        "cli": through_cli("sweep", "pretrain", "--stop", "{}")}),
     "upload": Act("upload", "member", nothing, {
         "act": direct(lambda w, _: view_acts.upload_log(w.home, b"Epoch:[1/1](1/1) loss:1.0\n", f"run{w.next()}.log",
                                                         ACTOR))}),

@@ -1,11 +1,16 @@
-"""Acts on runs as experiments: tag and annotate a run.
+"""Acts on runs as experiments: tag and annotate a run; queue a sweep, stop a sweep.
 
 Each is one `core.perform` (role check, act, one audit row); `entry` says where it was asked from.
 """
+import sqlite3
+
 from mmcore.actions import core
-from mmcore.actions.core import PAGE, did, perform, refused
+from mmcore.actions.core import PAGE, did, perform, refused, refused_for
 from mmcore.base.i18n import MessageError, t
+from mmcore.experiments import sweeps
 from mmcore.experiments.annotations import Annotations
+from mmcore.jobs import runner
+from mmcore.queue import backends, jobqueue, launch, queueconf, resources
 
 
 def annotate(store, job_id, user=None, tags=None, note=None, entry=PAGE):
@@ -25,3 +30,66 @@ def annotate(store, job_id, user=None, tags=None, note=None, entry=PAGE):
         return did("success", t("runs.annotated", id=job.id), {"job": job.id, **now}, value=now)
 
     return perform(store.home, user, "annotate", entry, request, do, owner=job.user, subject=job.id, job_id=job.id)
+
+
+def queue_sweep(store, spec, name=None, user=None, backend=None, entry=PAGE):
+    """Check every run of the sweep `spec` (a `sweeps.SweepSpec`) and queue them all as one sweep owned by `user`,
+    or none when any run cannot start (every reason said). The Outcome's value: {"sweep": id, "jobs": [ids]}.
+    One audit row records the sweep with its jobs."""
+    user = core.acting(user)
+    request = {"sweep": spec.as_dict(), "name": name, "backend": backend}
+
+    def do():
+        try:
+            runs = sweeps.expand(spec)
+        except MessageError as exc:
+            return refused_for(t("sweep.refused"), [str(MessageError(m)) for m in exc.messages])
+        chosen = backend or queueconf.load(store.home).default_backend
+        gpu_count = jobqueue.gpu_count_for(store, chosen)
+        kept = sweeps.SweepStore(store.path)
+        sweep_id = kept.reserve(name, spec, user)
+        checks = [launch.check(spec.train_type, values, gpu_count)
+                  for values in sweeps.own_outputs(spec.train_type, runs, sweep_id)]
+        problems = [f"{t('sweep.run', n=n)}: {reason}" for n, c in enumerate(checks, 1) for reason in c.reasons]
+        if problems:
+            kept.drop(sweep_id)
+            return refused_for(t("sweep.refused"), problems)
+        jobs = []
+        try:
+            for n, launch_check in enumerate(checks, 1):
+                jobs.append(launch.start(store, f"{name or spec.train_type}-sw{sweep_id}-{n}", launch_check, user=user,
+                                         backend=chosen, overwrite_others=core.may_overwrite_others(user)))
+        except (launch.LaunchRefused, resources.QueueRefused, OSError, sqlite3.Error) as exc:
+            reasons = getattr(exc, "reasons", [str(exc)])
+            if not jobs:
+                kept.drop(sweep_id)
+                return refused_for(t("sweep.refused"), reasons)
+            # Some runs are queued: they stay, recorded with the sweep; the message says what did not start.
+            kept.add_jobs(sweep_id, jobs)
+            return did("warning", t("sweep.partly", id=sweep_id, n=len(jobs), total=len(checks),
+                                    error="; ".join(map(str, reasons))),
+                       {"sweep": sweep_id, "jobs": jobs, "backend": chosen}, {"sweep": sweep_id, "jobs": jobs})
+        kept.add_jobs(sweep_id, jobs)
+        return did("success", t("sweep.queued", id=sweep_id, n=len(jobs)),
+                   {"sweep": sweep_id, "jobs": jobs, "backend": chosen}, {"sweep": sweep_id, "jobs": jobs})
+
+    return perform(store.home, user, "sweep", entry, request, do, role_action="launch")
+
+
+def stop_sweep(store, sweep_id, user=None, grace=runner.DEFAULT_GRACE_S, entry=PAGE):
+    """Stop every queued or running job of a sweep (its owner or an admin); the value: the ids asked to stop."""
+    found = sweeps.SweepStore(store.path).get(sweep_id)
+    if found is None:
+        return refused(t("sweep.none", id=sweep_id))
+
+    def do():
+        stopping = []
+        for job_id in found["jobs"]:
+            job = store.get(job_id)
+            if job is not None and job.active and backends.stop(store, job_id, grace=grace):
+                stopping.append(job_id)
+        return did("info", t("sweep.stopping", id=found["id"], n=len(stopping)),
+                   {"sweep": found["id"], "stopping": stopping}, stopping)
+
+    return perform(store.home, user, "stop_sweep", entry, {"sweep": found["id"]}, do, role_action="stop",
+                   owner=found["user"], subject=found["id"])
