@@ -197,6 +197,18 @@ def stop_sweep(sweep_id, user=None, grace=runner.DEFAULT_GRACE_S):
     return _value(experiment_acts.stop_sweep(open_store(), sweep_id, user, grace=grace, entry=_ENTRY.get()))
 
 
+def set_notifications(events, email="", user=None):
+    """Choose which of your runs' events reach you (failed, succeeded, guard_stopped, health, sweep_finished)
+    and your e-mail address; where messages go is the admin's `notify.toml` (see `mmcore.jobs.notify`)."""
+    return _value(experiment_acts.set_notifications(open_store(), list(events), email, user, entry=_ENTRY.get()))
+
+
+def notification_failures(limit=100):
+    """Messages that could not be delivered (or are being retried), newest first, with the error."""
+    from mmcore.jobs import notify
+    return notify.failures(open_store().path, limit)
+
+
 def stop(job_id, user=None, grace=runner.DEFAULT_GRACE_S, wait=False):
     """Ask a job to stop (its processes get SIGTERM, then SIGKILL after `grace` seconds; on Slurm,
     after the cluster's KillWait) or take it out of the queue; True when it was queued or running,

@@ -20,6 +20,7 @@ pages' rules; and `minimind-dashboard [STREAMLIT OPTIONS]`, which serves the app
     python -m mmcore annotate 12 [--tags baseline,lr] [--note TEXT]
     python -m mmcore sweep pretrain --set K=V --grid learning_rate=0.001,0.0005 [--random K=LO:HI --trials N]
                            [--seeds N] [--json]
+    python -m mmcore notify --events failed,guard_stopped [--email me@example.com] | --failures
 
 Each subcommand is one `add_*` function below that registers its parser and handler; a new one is a
 new function added to `COMMANDS`. A handler may return an exit status (None means 0); a refusal
@@ -411,10 +412,34 @@ def add_sweep(sub):
     p.set_defaults(handler=run)
 
 
+def add_notify(sub):
+    """`python -m mmcore notify --events E1,E2 [--email ADDR]`: which of your runs' events reach you;
+    `--failures`: the messages that could not be delivered (what admins look at)."""
+    p = sub.add_parser("notify", help="choose which of your runs' events reach you; or list failed deliveries")
+    p.add_argument("--events", default=None, help="comma-separated: failed, succeeded, guard_stopped, health, "
+                                                 "sweep_finished ('' for none)")
+    p.add_argument("--email", default="", help="where e-mail goes (the admin's notify.toml names the SMTP server)")
+    p.add_argument("--failures", action="store_true", help="messages that could not be delivered, with the error")
+    _user_option(p)
+
+    def run(args):
+        if args.failures:
+            for f in api.notification_failures():
+                print(f"{_time(f['at'])}  job {f['job']}  {f['event']:<14} {f['target']}  tries {f['attempts']}: "
+                      f"{f['error']}")
+            return
+        if args.events is None:
+            p.error("give --events (or --failures)")
+        kept = api.set_notifications([e.strip() for e in args.events.split(",") if e.strip()], args.email,
+                                     user=args.user)
+        print(f"events: {', '.join(kept['events']) or '-'}; e-mail: {kept['email'] or '-'}")
+    p.set_defaults(handler=run)
+
+
 #: Every subcommand, in the order `--help` lists them.
 COMMANDS = [add_submit, add_status, add_stop, add_delete, add_list, add_history, add_audit, add_backup, add_restore,
             add_export, add_queue, add_data, add_runs, add_diff, add_annotate,
-            add_sweep]
+            add_sweep, add_notify]
 
 
 def build_parser():

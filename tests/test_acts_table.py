@@ -361,6 +361,9 @@ ACTS = {
     "stop_sweep": Act("stop_sweep", "own", held_sweep, {
         "api": through_api(lambda w, sweep_id: api.stop_sweep(sweep_id, user=ACTOR)),
         "cli": through_cli("sweep", "pretrain", "--stop", "{}")}),
+    "notify_prefs": Act("notify_prefs", "all", nothing, {
+        "api": through_api(lambda w, _: api.set_notifications(["failed"], user=ACTOR)),
+        "cli": through_cli("notify", "--events", "failed,succeeded")}),
     "upload": Act("upload", "member", nothing, {
         "act": direct(lambda w, _: view_acts.upload_log(w.home, b"Epoch:[1/1](1/1) loss:1.0\n", f"run{w.next()}.log",
                                                         ACTOR))}),

@@ -1,4 +1,4 @@
-"""Acts on runs as experiments: tag and annotate a run; queue a sweep, stop a sweep.
+"""Acts on runs as experiments: tag and annotate a run; queue a sweep, stop a sweep; choose one's notifications.
 
 Each is one `core.perform` (role check, act, one audit row); `entry` says where it was asked from.
 """
@@ -9,7 +9,7 @@ from mmcore.actions.core import PAGE, did, perform, refused, refused_for
 from mmcore.base.i18n import MessageError, t
 from mmcore.experiments import sweeps
 from mmcore.experiments.annotations import Annotations
-from mmcore.jobs import runner
+from mmcore.jobs import notify, runner
 from mmcore.queue import backends, jobqueue, launch, queueconf, resources
 
 
@@ -93,3 +93,19 @@ def stop_sweep(store, sweep_id, user=None, grace=runner.DEFAULT_GRACE_S, entry=P
 
     return perform(store.home, user, "stop_sweep", entry, {"sweep": found["id"]}, do, role_action="stop",
                    owner=found["user"], subject=found["id"])
+
+
+def set_notifications(store, events, email="", user=None, entry=PAGE):
+    """Choose which of one's own runs' events reach one (`notify.EVENTS`), and one's e-mail address ("" for none).
+    Anyone may, for themselves. The value: what is kept now ({"events", "email"})."""
+    user = core.acting(user)
+    request = {"events": list(events), "email": email}
+
+    def do():
+        try:
+            kept = notify.save_prefs(store.path, user, events, email)
+        except ValueError as exc:
+            return refused(str(exc))
+        return did("success", t("notify.saved"), kept, kept)
+
+    return perform(store.home, user, "notify_prefs", entry, request, do, role_action="view")

@@ -301,6 +301,11 @@ class Supervisor:
             scheduler_lock.wake(self.store)
         except Exception as exc:  # the queue's own poll starts it a moment later anyway
             self._write_log(f"# supervisor: cannot wake the queue ({exc!r})\n")
+        try:  # the owner's chosen events go out through the outbox's own sender process
+            from mmcore.jobs import notify
+            notify.job_ended(self.store, self.job_id)
+        except Exception as exc:  # a notification is never worth failing the job's record
+            self._write_log(f"# supervisor: cannot queue the job's notifications ({exc!r})\n")
 
     def _keep_queue_running(self):
         """Start the queue's scheduler when jobs wait and none runs (it was killed): the queue never waits
