@@ -13,7 +13,7 @@ from mmcore.base.safetext import md, md_lines
 from mmcore.jobs import run_selection, storeguard
 from mmcore.jobs.jobstore import JobStore
 from mmcore.logs import savedviews, urlstate
-from mmcore.widgets import logs_panels, navigation, queue_panel, views_panel
+from mmcore.widgets import group_panel, logs_panels, navigation, queue_panel, views_panel
 
 navigation.ensure_app_navigation()
 
@@ -103,5 +103,6 @@ if settings is not None:
     if thresholds.open:
         with thresholds:
             health_settings_form(settings)
+group_panel.section(runs)  # runs that differ only in a seed (or a chosen parameter) as one line with a band
 logs_panels.show_rollouts(runs)
 urlstate.publish("logs", state, st.query_params, defaults=url_defaults)
