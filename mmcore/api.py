@@ -180,21 +180,29 @@ def annotate(job_id, tags=None, note=None, user=None):
     return _value(experiment_acts.annotate(store, job.id, user, tags=tags, note=note, entry=_ENTRY.get()))
 
 
-def sweep(train_type, base=None, grid=None, random=None, trials=1, seeds=1, name=None, user=None, backend=None):
+def sweep(train_type, base=None, grid=None, random=None, trials=1, seeds=1, name=None, user=None, backend=None,
+          priority=None):
     """Queue a sweep of `train_type`: `base` values every run shares (missing fields: the script's defaults),
     `grid` {name: [values]} (every combination), `random` {name: (low, high)} (`trials` draws), each once per
     seed (`seeds` > 1 sets `--seed` 1..N). Every run is checked first: nothing is queued when any cannot
-    start. Returns {"sweep": id, "jobs": [job ids]}; see `mmcore.experiments.sweeps`."""
+    start. `priority`: the runs' queue priority (admins). Returns {"sweep": id, "jobs": [job ids]}; see
+    `mmcore.experiments.sweeps`."""
     spec = sweeps.SweepSpec(train_type, base=dict(base or {}), grid={k: list(v) for k, v in (grid or {}).items()},
                             random={k: tuple(v) for k, v in (random or {}).items()}, trials=int(trials),
                             seeds=int(seeds))
     return _value(experiment_acts.queue_sweep(open_store(), spec, name=name, user=user, backend=backend,
-                                              entry=_ENTRY.get()))
+                                              entry=_ENTRY.get(), priority=priority))
 
 
 def stop_sweep(sweep_id, user=None, grace=runner.DEFAULT_GRACE_S):
     """Stop every queued or running job of a sweep (its owner or an admin); returns the ids asked to stop."""
     return _value(experiment_acts.stop_sweep(open_store(), sweep_id, user, grace=grace, entry=_ENTRY.get()))
+
+
+def retry_sweep(sweep_id, user=None):
+    """Queue again every run of a sweep that failed, was stopped or was lost (its owner or an admin); returns
+    the new job ids."""
+    return _value(experiment_acts.retry_sweep(open_store(), sweep_id, user, entry=_ENTRY.get()))
 
 
 def set_notifications(events, email="", user=None):

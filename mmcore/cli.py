@@ -19,7 +19,7 @@ pages' rules; and `minimind-dashboard [STREAMLIT OPTIONS]`, which serves the app
     python -m mmcore diff 12 14 [--all] [--json]
     python -m mmcore annotate 12 [--tags baseline,lr] [--note TEXT]
     python -m mmcore sweep pretrain --set K=V --grid learning_rate=0.001,0.0005 [--random K=LO:HI --trials N]
-                           [--seeds N] [--json]
+                           [--seeds N] [--priority N] [--json]; sweep TYPE --stop SWEEP | --retry SWEEP
     python -m mmcore notify --events failed,guard_stopped [--email me@example.com] | --failures
 
 Each subcommand is one `add_*` function below that registers its parser and handler; a new one is a
@@ -385,12 +385,18 @@ def add_sweep(sub):
     p.add_argument("--name", default=None, help="the sweep's name (its jobs are NAME-swID-N)")
     p.add_argument("--backend", choices=("local", "slurm"), default=None)
     p.add_argument("--json", action="store_true", help='print {"sweep": id, "jobs": [ids]}')
+    p.add_argument("--priority", type=int, default=None, help="the runs' queue priority (admins)")
     p.add_argument("--stop", type=int, metavar="SWEEP", default=None, help="stop every job of this sweep instead")
+    p.add_argument("--retry", type=int, metavar="SWEEP", default=None,
+                   help="queue again the runs of this sweep that failed, were stopped or were lost, instead")
     _user_option(p)
 
     def run(args):
         if args.stop is not None:
             print(f"sweep {args.stop}: stopping jobs {api.stop_sweep(args.stop, user=args.user)}")
+            return
+        if args.retry is not None:
+            print(f"sweep {args.retry}: new jobs {api.retry_sweep(args.retry, user=args.user)}")
             return
         try:
             base = _pairs(args.values)
@@ -404,7 +410,7 @@ def add_sweep(sub):
         except argparse.ArgumentTypeError as exc:
             p.error(str(exc))
         found = api.sweep(args.train_type, base, grid, ranges, trials=args.trials, seeds=args.seeds, name=args.name,
-                          user=args.user, backend=args.backend)
+                          user=args.user, backend=args.backend, priority=args.priority)
         if args.json:
             print(json.dumps(found))
         else:

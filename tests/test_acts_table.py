@@ -104,11 +104,14 @@ def ended_job(w, owner, resumable=False):
     return job_id
 
 
-def held_sweep(w, owner):
-    """A sweep of `owner` with one job waiting in the queue."""
+def held_sweep(w, owner, failed=False):
+    """A sweep of `owner` with one job waiting in the queue (`failed`: one job that failed)."""
     kept = sweeps.SweepStore(w.store.path)
     sweep_id = kept.reserve("held", sweeps.SweepSpec("pretrain"), owner)
-    kept.add_jobs(sweep_id, [held_job(w, owner)])
+    job_id = held_job(w, owner)
+    if failed:
+        w.store.update(job_id, status="failed", waiting=0, params={**demo_preset("pretrain"), "epochs": "1"})
+    kept.add_jobs(sweep_id, [job_id])
     return sweep_id
 
 
@@ -361,6 +364,9 @@ ACTS = {
     "stop_sweep": Act("stop_sweep", "own", held_sweep, {
         "api": through_api(lambda w, sweep_id: api.stop_sweep(sweep_id, user=ACTOR)),
         "cli": through_cli("sweep", "pretrain", "--stop", "{}")}),
+    "retry_sweep": Act("retry_sweep", "own", lambda w, owner: held_sweep(w, owner, failed=True), {
+        "api": through_api(lambda w, sweep_id: api.retry_sweep(sweep_id, user=ACTOR)),
+        "cli": through_cli("sweep", "pretrain", "--retry", "{}")}),
     "notify_prefs": Act("notify_prefs", "all", nothing, {
         "api": through_api(lambda w, _: api.set_notifications(["failed"], user=ACTOR)),
         "cli": through_cli("notify", "--events", "failed,succeeded")}),

@@ -128,3 +128,27 @@ def test_the_sweep_view_draws_one_line_per_run_and_names_the_best(home):
     spec = json.loads(chart.proto.spec)
     assert spec["data"][0]["type"] == "parcoords" and len(spec["data"][0]["dimensions"][0]["values"]) == 3
     assert any(f"job {found['jobs'][1]}" in s for s in texts(at.success))
+
+
+def test_retry_failed_queues_the_ended_runs_again_once_and_priority_is_an_admins(home):
+    (home).mkdir(parents=True, exist_ok=True)
+    (home / "roles.toml").write_text(f'[users]\n"{roles.os_user()}" = "admin"\nbob = "member"\n')
+    found = api.sweep("pretrain", DEMO, grid={"learning_rate": ["1e-3", "5e-4", "2e-4"]}, priority=3)
+    store = JobStore()
+    assert {store.get(j).priority for j in found["jobs"]} == {3}
+    with pytest.raises(api.Refused, match="may not"):
+        api.sweep("pretrain", DEMO, grid={"epochs": ["1", "2"]}, priority=5, user="bob")
+    with pytest.raises(api.Refused, match="No run of sweep"):
+        api.retry_sweep(found["sweep"])
+    first, second, third = found["jobs"]
+    store.update(first, status="failed", waiting=0)
+    store.update(second, status="succeeded", waiting=0)
+    new = api.retry_sweep(found["sweep"])
+    [again] = new
+    assert store.get(again).params["learning_rate"] == "1e-3" and store.get(again).name.endswith("-retry")
+    assert sweeps.SweepStore(store.path).get(found["sweep"])["jobs"] == [first, second, third, again]
+    with pytest.raises(api.Refused, match="No run of sweep"):
+        api.retry_sweep(found["sweep"])  # retried once already
+    with pytest.raises(api.Refused, match="may not"):
+        api.retry_sweep(found["sweep"], user="bob")
+    assert [e.action for e in audit.entries(limit=None, home=home)][:1] == ["retry_sweep"]

@@ -28,7 +28,7 @@ DB_NAME = "audit.db"
 ACTIONS = ("launch", "stop", "resume", "delete", "clone", "move", "priority", "queue_pipeline", "stop_pipeline",
            "retry_pipeline", "settings", "restore", "save_view", "delete_view", "chat", "compare", "evaluate", "export",
            "audit_repair", "upload", "annotate", "sweep", "stop_sweep",
-           "notify_prefs")
+           "retry_sweep", "notify_prefs")
 #: Where an act was asked from: a page, `mmcore.api`, or `python -m mmcore`.
 ENTRIES = ("page", "api", "cli")
 #: The keys of every detail: where it was asked from, what was asked, what came of it.

@@ -32,14 +32,17 @@ def annotate(store, job_id, user=None, tags=None, note=None, entry=PAGE):
     return perform(store.home, user, "annotate", entry, request, do, owner=job.user, subject=job.id, job_id=job.id)
 
 
-def queue_sweep(store, spec, name=None, user=None, backend=None, entry=PAGE):
+def queue_sweep(store, spec, name=None, user=None, backend=None, entry=PAGE, priority=None):
     """Check every run of the sweep `spec` (a `sweeps.SweepSpec`) and queue them all as one sweep owned by `user`,
-    or none when any run cannot start (every reason said). The Outcome's value: {"sweep": id, "jobs": [ids]}.
-    One audit row records the sweep with its jobs."""
+    or none when any run cannot start (every reason said). `priority`: the runs' queue priority (an admin's
+    choice, as for any job). The Outcome's value: {"sweep": id, "jobs": [ids]}. One audit row records the sweep
+    with its jobs."""
     user = core.acting(user)
-    request = {"sweep": spec.as_dict(), "name": name, "backend": backend}
+    request = {"sweep": spec.as_dict(), "name": name, "backend": backend, "priority": priority}
 
     def do():
+        if priority is not None and (why := core.refusal(user, "priority")):
+            return refused(why)
         try:
             runs = sweeps.expand(spec)
         except MessageError as exc:
@@ -70,6 +73,9 @@ def queue_sweep(store, spec, name=None, user=None, backend=None, entry=PAGE):
                                     error="; ".join(map(str, reasons))),
                        {"sweep": sweep_id, "jobs": jobs, "backend": chosen}, {"sweep": sweep_id, "jobs": jobs})
         kept.add_jobs(sweep_id, jobs)
+        if priority is not None:
+            for job_id in jobs:
+                store.update_waiting(job_id, priority=int(priority))
         return did("success", t("sweep.queued", id=sweep_id, n=len(jobs)),
                    {"sweep": sweep_id, "jobs": jobs, "backend": chosen}, {"sweep": sweep_id, "jobs": jobs})
 
@@ -109,3 +115,33 @@ def set_notifications(store, events, email="", user=None, entry=PAGE):
         return did("success", t("notify.saved"), kept, kept)
 
     return perform(store.home, user, "notify_prefs", entry, request, do, role_action="view")
+
+
+def retry_sweep(store, sweep_id, user=None, entry=PAGE):
+    """Queue again, as new jobs of the same sweep, every run of a sweep that failed, was stopped or was lost (and
+    was not retried already): its owner or an admin. The value: the new job ids."""
+    found = sweeps.SweepStore(store.path).get(sweep_id)
+    if found is None:
+        return refused(t("sweep.none", id=sweep_id))
+
+    def do():
+        jobs = [store.get(j) for j in found["jobs"]]
+        retried = {j.name.removesuffix("-retry") for j in jobs if j is not None and j.name.endswith("-retry")}
+        ended = [j for j in jobs if j is not None and j.status in ("failed", "stopped", "lost")
+                 and not j.name.endswith("-retry") and j.name not in retried]
+        if not ended:
+            return refused(t("sweep.nothing_failed", id=found["id"]))
+        chosen = queueconf.load(store.home).default_backend
+        gpu_count = jobqueue.gpu_count_for(store, chosen)
+        checks = [(job, launch.check(job.train_type, job.params, gpu_count)) for job in ended]
+        problems = [f"{t('sweep.run', n=job.id)}: {reason}" for job, c in checks for reason in c.reasons]
+        if problems:
+            return refused_for(t("sweep.refused"), problems)
+        new = [launch.start(store, f"{job.name}-retry", c, user=core.acting(user), backend=job.backend,
+                            overwrite_others=core.may_overwrite_others(user)) for job, c in checks]
+        sweeps.SweepStore(store.path).add_jobs(found["id"], new)
+        return did("success", t("sweep.retried", id=found["id"], n=len(new)),
+                   {"sweep": found["id"], "retried": [j.id for j in ended], "jobs": new}, new)
+
+    return perform(store.home, user, "retry_sweep", entry, {"sweep": found["id"]}, do, role_action="retry",
+                   owner=found["user"], subject=found["id"])

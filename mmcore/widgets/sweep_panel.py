@@ -81,8 +81,14 @@ def view(store, user):
     else:
         st.success(t("sweep.best", id=best["id"], name=best["name"], metric=metric,
                      value=f"{best['results'][metric]:.4g}"))
+    stop_col, retry_col = st.columns(2)
     why = core.refusal(user, "stop", owner=found["user"], subject=sweep_id)
-    if st.button(t("sweep.stop_all"), key="sweep.stop_all", disabled=bool(why) or not any(
+    if stop_col.button(t("sweep.stop_all"), key="sweep.stop_all", disabled=bool(why) or not any(
             r["status"] in ("queued", "running") for r in runs), help=why or None):
         outcome = experiment_acts.stop_sweep(store, sweep_id, user)
         (st.error if outcome.refused else st.info)(md_lines(outcome.message))
+    why = core.refusal(user, "retry", owner=found["user"], subject=sweep_id)
+    if retry_col.button(t("sweep.retry_failed"), key="sweep.retry_failed", disabled=bool(why) or not any(
+            r["status"] in ("failed", "stopped", "lost") for r in runs), help=why or None):
+        outcome = experiment_acts.retry_sweep(store, sweep_id, user)
+        (st.error if outcome.refused else st.success)(md_lines(outcome.message))
