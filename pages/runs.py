@@ -25,6 +25,7 @@ except (sqlite3.Error, RuntimeError, OSError) as exc:  # missing, damaged, locke
 
 st.title(t("runs.title"))
 st.caption(t("runs.intro"))
+runs_panel.notifications(store, user)
 if not runs:
     st.info(t("runs.none"))
     st.stop()

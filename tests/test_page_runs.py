@@ -1,5 +1,8 @@
 """The Runs page (AppTest, through the app's entry): the table with its search, filter and sort, the diff showing
 only what differs, and tags and notes (the owner's to change; a viewer sees the form disabled)."""
+import contextlib
+import sqlite3
+
 import pytest
 from _pages_helpers import open_page, texts
 from test_runs import ended, steps
@@ -65,3 +68,22 @@ def test_tags_and_notes_are_saved_by_the_owner_and_disabled_for_a_viewer(store):
     (store.home / "roles.toml").write_text('default = "viewer"\n')
     at = open_page("pages/runs.py")
     assert at.text_area[0].disabled and at.button[-1].disabled
+
+
+def test_each_user_chooses_their_events_and_admins_see_failed_deliveries(store):
+    from mmcore.jobs import notify
+
+    ended(store, "mine", steps(1.0))
+    at = open_page("pages/runs.py")
+    at.multiselect(key="notify.events").set_value(["succeeded", "sweep_finished"])
+    at.text_input(key="notify.email").set_value("me@example.com")
+    next(b for b in at.button if b.label == "Save my notifications").click().run()
+    assert not at.exception, at.exception
+    assert notify.prefs(store.path, roles.os_user()) == {"events": ["succeeded", "sweep_finished"],
+                                                         "email": "me@example.com"}
+    with contextlib.closing(sqlite3.connect(store.path)) as conn, conn:
+        conn.execute("INSERT INTO notify_outbox (created_at, event, job_id, target, body, next_at, attempts, state,"
+                     " error) VALUES (0, 'failed', 1, 'webhook:team', '{}', 0, 6, 'failed', 'HTTP 500')")
+    at = open_page("pages/runs.py")
+    assert any("could not be delivered" in w for w in texts(at.warning))
+

@@ -125,3 +125,32 @@ def annotations(store, runs, user):
         else:
             st.success(outcome.message)
             st.rerun()
+
+
+def notifications(store, user):
+    """The viewer's choice of their runs' events that reach them; for admins, the deliveries that failed."""
+    from mmcore.actions import experiment_acts as acts
+    from mmcore.jobs import notify
+
+    with st.expander(t("notify.title"), icon=":material/notifications:"):
+        try:
+            config = notify.load_config(store.home)
+        except notify.NotifyConfigError as exc:
+            st.error(md(exc))
+            config = None
+        current = notify.prefs(store.path, core.acting(user), config)
+        if config is not None and not config["webhooks"] and not config["smtp"]:
+            st.caption(t("notify.unconfigured"))
+        with st.form("notify.form", border=False):
+            events = st.multiselect(t("notify.events"), notify.EVENTS, default=current["events"],
+                                    format_func=lambda e: t(f"notify.event.{e}"), key="notify.events")
+            email = st.text_input(t("notify.email"), current["email"], key="notify.email")
+            saved = st.form_submit_button(t("notify.save"))
+        if saved:
+            outcome = acts.set_notifications(store, events, email, user)
+            (st.error if outcome.refused else st.success)(md(outcome.message))
+        if core.role(user) == "admin":
+            failed = notify.failures(store.path)
+            if failed:
+                st.warning(t("notify.failures", n=len(failed)))
+                st.dataframe(failed, hide_index=True, width="stretch", key="notify.failed")
