@@ -87,3 +87,13 @@ def test_each_user_chooses_their_events_and_admins_see_failed_deliveries(store):
     at = open_page("pages/runs.py")
     assert any("could not be delivered" in w for w in texts(at.warning))
 
+
+
+def test_the_jobs_page_shows_a_runs_tags_and_note(store):
+    from mmcore import api
+
+    job_id = ended(store, "tagged", steps(1.0))
+    api.annotate(job_id, tags="baseline", note="the reference")
+    at = open_page("pages/jobs.py", query={"job": str(job_id)})
+    assert not at.exception, at.exception
+    assert "Tags: baseline · Note: the reference" in texts(at.caption)

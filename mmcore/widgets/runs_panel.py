@@ -104,6 +104,15 @@ def diff(store, runs):
     _curves(store, found)
 
 
+def tags_caption(store, job_id):
+    """A run's tags and note as a caption, where a run is named outside the Runs page (nothing when it has none)."""
+    from mmcore.experiments.annotations import Annotations
+
+    kept = Annotations(store.path).get(job_id)
+    if kept["tags"] or kept["note"]:
+        st.caption(md(t("runs.tagged", tags=", ".join(kept["tags"]) or "-", note=kept["note"] or "-")))
+
+
 def annotations(store, runs, user):
     """Tags and note of one run: shown to all, changed by its owner or an admin (an audited act)."""
     labels = {r["id"]: f"{r['id']} · {r['name']}" for r in runs}
