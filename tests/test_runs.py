@@ -15,9 +15,9 @@ from mmcore.access import audit, roles
 from mmcore.actions import experiment_acts
 from mmcore.base.i18n import MessageError
 from mmcore.base.paths import ROOT
-from mmcore.experiments import rundiff, runresults, runtable
+from mmcore.experiments import rundiff, runtable
 from mmcore.jobs.jobstore import JobStore
-from mmcore.runs import codeversion
+from mmcore.runs import codeversion, runresults
 from mmcore.runs.metric_stream import job_dir
 from mmcore.train.preset_table import demo_preset
 
@@ -179,6 +179,10 @@ def test_two_tiny_real_jobs_runs_json_and_diff_json(home):
     store = JobStore()
     wait_for(lambda: all(store.get(i).finished for i in (a, b)), timeout=600, interval=1, what="both jobs to end")
     assert [store.get(i).status for i in (a, b)] == ["succeeded", "succeeded"]
+    runresults._cache.clear()
+    runresults.SummaryStore(store.path).load()  # what the supervisors kept as their jobs ended
+    kept = {path for path in runresults._cache if path.endswith(("job-%d/metrics.jsonl" % a, "job-%d/metrics.jsonl" % b))}
+    assert len(kept) == 2
     done = cli("runs", "--json", home=home)
     assert done.returncode == 0, done.stderr
     runs = {r["id"]: r for r in json.loads(done.stdout)}

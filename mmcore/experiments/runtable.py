@@ -2,7 +2,7 @@
 
 `runs(store)` gives one dict per job (newest first): `id`, `name`, `type`, `owner`, `status`, `tags`, `note`,
 `created_at`, `params` (every parameter of its type, typed values as a form shows them: the script's default
-where the job did not set one) and `results` (`mmcore.experiments.runresults`). `frame(runs)` lays them out
+where the job did not set one) and `results` (`mmcore.runs.runresults`). `frame(runs)` lays them out
 one column per parameter and per result, leaving out parameters on which every run agrees; `search`,
 `filter_column` and `sort` narrow and order it; `csv` writes what is shown.
 """
@@ -12,7 +12,7 @@ import re
 import pandas as pd
 
 from mmcore.base.i18n import MessageError, message
-from mmcore.experiments import runresults
+from mmcore.runs import runresults
 from mmcore.experiments.annotations import Annotations
 from mmcore.jobs import jobnote
 from mmcore.train import train_types

@@ -36,7 +36,7 @@ from mmcore.base.paths import ROOT, default_home
 from mmcore.base.process_identity import process_matches, process_start_time
 from mmcore.jobs import jobnote
 from mmcore.jobs.jobstore import JobStore
-from mmcore.runs import codeversion, guards
+from mmcore.runs import codeversion, guards, runresults
 from mmcore.runs.metric_stream import job_run_dir, option_value, with_run_dir
 from mmcore.train import file_owners
 from trainer.rules.specs import SPECS
@@ -301,6 +301,10 @@ class Supervisor:
             scheduler_lock.wake(self.store)
         except Exception as exc:  # the queue's own poll starts it a moment later anyway
             self._write_log(f"# supervisor: cannot wake the queue ({exc!r})\n")
+        try:  # the runs table reads a finished run's results from here, not from its stream
+            runresults.keep_summary(self.store, self.job)
+        except Exception as exc:
+            self._write_log(f"# supervisor: cannot keep the run's results ({exc!r})\n")
         try:  # the owner's chosen events go out through the outbox's own sender process
             from mmcore.jobs import notify
             notify.job_ended(self.store, self.job_id)

@@ -3,7 +3,8 @@
 Read from the run's metrics stream (`metrics.jsonl`, see `mmcore.runs.metric_stream`) in one pass, and kept
 per file (its size and modification time say when to read again): in this process, and in the job store's
 file (`run_summaries`, see `SummaryStore`), so a table of thousands of finished runs reads each stream once,
-not once per server start. A run without a stream falls back to the progress summary its row keeps.
+not once per server start: a job's supervisor keeps its run's summary when the job ends (`keep_summary`). A run
+without a stream falls back to the progress summary its row keeps.
 """
 import json
 import math
@@ -131,3 +132,11 @@ def results(job, home, read=None):
            "wall_time_s": round(wall, 1) if wall is not None else summary["elapsed_s"], "steps": summary["steps"]}
     out.update(sorted(summary["eval"].items()))
     return out
+
+
+def keep_summary(store, job):
+    """Read the job's metrics stream once and keep its summary in the job store's file (its supervisor does this
+    when the job ends, so no page reads a finished run's stream again)."""
+    read = set()
+    metrics_summary(os.path.join(job_run_dir(job, store.home), METRICS_FILE), read)
+    SummaryStore(store.path).keep(read)
