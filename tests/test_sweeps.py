@@ -90,7 +90,7 @@ def test_a_sweep_with_a_run_that_cannot_start_queues_nothing(home):
 
 
 def test_the_train_form_shows_the_run_count_before_queueing(home):
-    at = open_page()
+    at = open_page(state={"sweep.open": True})
     at.selectbox(key="train.type").set_value("pretrain").run()
     next(b for b in at.button if b.label == "Demo preset").click().run()
     at.multiselect(key=sweeps_key()).set_value(["learning_rate", "batch_size"]).run()

@@ -9,6 +9,7 @@ from mmcore.experiments import runtable, sweepchart, sweeps
 from mmcore.train import train_types
 
 PICK_KEY = "sweep.params"
+OPEN_KEY = "sweep.open"  # the expander: its fields are built only while it is open
 
 
 def _spec(train_type, base, chosen, state):
@@ -30,8 +31,12 @@ def _duration(seconds):
 
 
 def form(store, train_type, base, user, backend=None):
-    """The Train page's "A sweep" expander over the form's values `base` (None while the form has errors)."""
-    with st.expander(t("sweep.title")):
+    """The Train page's "A sweep" expander over the form's values `base` (None while the form has errors); its
+    fields are built only while it is open (a fresh Train page draws none of them)."""
+    box = st.expander(t("sweep.title"), icon=":material/grid_view:", key=OPEN_KEY, on_change="rerun")
+    if not box.open:
+        return
+    with box:
         st.caption(t("sweep.intro"))
         names = [n for n in train_types.get_type(train_type).names if n not in ("device", "train_monitor")]
         chosen = st.multiselect(t("sweep.params"), names, key=PICK_KEY, format_func=train_types.field_label)
