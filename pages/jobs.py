@@ -15,7 +15,8 @@ from mmcore.logs import logfiles, tailview
 from mmcore.runs import health, metric_stream, resumes
 from mmcore.runs.trend_watch import RunWatch
 from mmcore.train import train_types
-from mmcore.widgets import audit_panel, confirm, livefeed, livepage, livetable, navigation, queue_panel, runs_panel
+from mmcore.widgets import audit_panel, confirm, livefeed, livepage, livetable, navigation, queue_panel
+from mmcore.widgets.runviews import runs_panel
 
 navigation.ensure_app_navigation()
 

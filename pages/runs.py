@@ -11,7 +11,8 @@ from mmcore.base.safetext import md
 from mmcore.experiments import runtable
 from mmcore.jobs import storeguard
 from mmcore.jobs.jobstore import JobStore
-from mmcore.widgets import navigation, runs_panel, sweep_panel
+from mmcore.widgets import navigation
+from mmcore.widgets.runviews import runs_panel, sweep_panel
 
 navigation.ensure_app_navigation()
 

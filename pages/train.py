@@ -10,7 +10,8 @@ from mmcore.data import links
 from mmcore.jobs import storeguard
 from mmcore.jobs.jobstore import JobStore
 from mmcore.train import train_types
-from mmcore.widgets import guards_form, navigation, queue_panel, sweep_panel, train_form
+from mmcore.widgets import navigation, queue_panel, train_form
+from mmcore.widgets.runviews import guards_form, sweep_panel
 
 navigation.ensure_app_navigation()
 

@@ -105,7 +105,7 @@ def test_the_train_form_shows_the_run_count_before_queueing(home):
 
 
 def sweeps_key():
-    from mmcore.widgets import sweep_panel
+    from mmcore.widgets.runviews import sweep_panel
     return sweep_panel.PICK_KEY
 
 
