@@ -15,7 +15,7 @@ from mmcore.access import audit, roles
 from mmcore.actions import experiment_acts
 from mmcore.base.i18n import MessageError
 from mmcore.base.paths import ROOT
-from mmcore.experiments import rundiff, runtable
+from mmcore.experiments import runtable
 from mmcore.jobs.jobstore import JobStore
 from mmcore.runs import codeversion, runresults
 from mmcore.runs.metric_stream import job_dir

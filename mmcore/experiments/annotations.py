@@ -80,7 +80,8 @@ class Annotations:
         tags = current["tags"] if tags is None else clean_tags(tags)
         note = current["note"] if note is None else clean_note(note)
         with closing(self._connect()) as conn, conn:
-            conn.execute("INSERT INTO run_annotations (job_id, tags, note, updated_by, updated_at) VALUES (?, ?, ?, ?, ?)"
+            conn.execute("INSERT INTO run_annotations (job_id, tags, note, updated_by, updated_at)"
+                         " VALUES (?, ?, ?, ?, ?)"
                          " ON CONFLICT (job_id) DO UPDATE SET tags = excluded.tags, note = excluded.note,"
                          " updated_by = excluded.updated_by, updated_at = excluded.updated_at",
                          (int(job_id), json.dumps(tags), note, str(user), time.time()))

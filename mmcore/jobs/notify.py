@@ -25,7 +25,6 @@ admins to see (`failures`, `python -m mmcore notify --failures`).
 import argparse
 import fcntl
 import json
-import os
 import smtplib
 import sqlite3
 import subprocess
@@ -171,7 +170,8 @@ def enqueue(store_path, job, event, config, extra=None):
     now = time.time()
     with closing(_connect(store_path)) as conn, conn:
         conn.executemany("INSERT INTO notify_outbox (created_at, event, job_id, target, body, next_at)"
-                         " VALUES (?, ?, ?, ?, ?, ?)", [(now, event, job.id, target, body, now) for target, body in rows])
+                         " VALUES (?, ?, ?, ?, ?, ?)",
+                         [(now, event, job.id, target, body, now) for target, body in rows])
     return len(rows)
 
 

@@ -43,7 +43,8 @@ def form(store, train_type, base, user, backend=None):
         for name in chosen:
             st.text_input(t("sweep.values", name=train_types.field_label(name)), key=f"sweep.values.{name}")
         left, right = st.columns(2)
-        left.number_input(t("sweep.trials"), min_value=1, max_value=sweeps.MAX_RUNS, value=1, step=1, key="sweep.trials")
+        left.number_input(t("sweep.trials"), min_value=1, max_value=sweeps.MAX_RUNS, value=1, step=1,
+                          key="sweep.trials")
         right.number_input(t("sweep.seeds"), min_value=1, max_value=32, value=1, step=1, key="sweep.seeds")
         if base is None:
             st.warning(t("train.fix_fields"))
