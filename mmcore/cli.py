@@ -47,13 +47,13 @@ def _time(ts):
     return datetime.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S") if ts else ""
 
 
-def _pairs(items):
-    """`--set name=value` items -> {name: value}; argparse errors for a malformed item."""
+def _pairs(items, option="--set"):
+    """`--set name=value` items (or those of `option`) -> {name: value}; argparse errors for a malformed item."""
     values = {}
     for item in items or []:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
-            raise argparse.ArgumentTypeError(f"--set takes name=value, got {item!r}")
+            raise argparse.ArgumentTypeError(f"{option} takes name=value, got {item!r}")
         values[name.strip()] = value
     return values
 
@@ -80,7 +80,7 @@ def add_submit(sub):
     def run(args):
         try:
             values = _pairs(args.values)
-            guards = _pairs(args.guards)
+            guards = _pairs(args.guards, "--guard")
         except argparse.ArgumentTypeError as exc:
             p.error(str(exc))
         gpus = args.gpus
@@ -400,9 +400,9 @@ def add_sweep(sub):
             return
         try:
             base = _pairs(args.values)
-            grid = {k: [v for v in text.split(",")] for k, text in _pairs(args.grid).items()}
+            grid = {k: text.split(",") for k, text in _pairs(args.grid, "--grid").items()}
             ranges = {}
-            for k, text in _pairs(args.random).items():
+            for k, text in _pairs(args.random, "--random").items():
                 low, sep, high = text.partition(":")
                 if not sep:
                     raise argparse.ArgumentTypeError(f"--random takes name=low:high, got {k}={text}")
