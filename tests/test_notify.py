@@ -178,3 +178,22 @@ def test_bad_choices_and_a_bad_config_say_why(home):
     config(home, '[[webhook]]\nurl = "ftp://x"\n')
     with pytest.raises(notify.NotifyConfigError, match="http:// or https://"):
         notify.load_config(home)
+
+
+def test_a_run_that_ended_with_a_health_check_holding_sends_the_health_event(home, receiver, tmp_path):
+    from mmcore.runs.metric_stream import job_dir
+
+    config(home, f'[[webhook]]\nurl = "{receiver.url}/h"\n')
+    store = JobStore()
+    api.set_notifications(["health"])
+    job_id = store.create("pretrain", "sick", {}, ["true"], str(tmp_path), {})
+    store.update(job_id, status="succeeded")
+    folder = job_dir(home, job_id)
+    folder.mkdir(parents=True)
+    (folder / "metrics.jsonl").write_text("".join(json.dumps({"global_step": s, "loss": v}) + "\n"
+                                                  for s, v in ((1, 3.0), (2, float("nan")))))
+    assert notify.job_ended(store, job_id) == 1
+    wait_for(lambda: receiver.bodies, timeout=60, what="the health message")
+    body = receiver.bodies[0][1]
+    assert body["event"] == "health" and "health:" in body["text"]
+    wait_for(lambda: not notify.pending(store.path)[0], timeout=30, what="the outbox to empty")

@@ -15,7 +15,8 @@ An admin writes `<dashboard home>/notify.toml`::
     sender = "dashboard@example.com"
     starttls = true                                # username / password when the server wants them
 
-Each user chooses which of their runs' events reach them, and an e-mail address (`save_prefs`: the act
+The "health" event is a run that ended with health checks holding (`mmcore.runs.health`). Each user chooses
+which of their runs' events reach them, and an e-mail address (`save_prefs`: the act
 `mmcore.actions.experiment_acts.set_notifications`). When a job ends its supervisor calls `job_ended`: one
 outbox row (`notify_outbox` in the job store's file) per webhook and e-mail the event goes to, then a sender
 process (`python -m mmcore.jobs.notify --db PATH`, one at a time) delivers them: a failed delivery is tried
@@ -189,6 +190,19 @@ def _sweep_done(store, job):
     return row[0] if left == 0 else None
 
 
+def health_findings(store, job):
+    """The health checks that held when the run ended (`mmcore.runs.health`, under the home's thresholds), as
+    English titles; empty for a run without records."""
+    from mmcore.base.i18n import language
+    from mmcore.runs import health, metric_stream
+
+    run_dir = metric_stream.job_run_dir(job, store.home)
+    if not metric_stream.has_metrics(run_dir):
+        return []
+    with language("en"):
+        return [f.title for f in health.evaluate(metric_stream.read(run_dir), health.load_settings(store.home))]
+
+
 def job_ended(store, job_id):
     """A job's end: put its events in the outbox and start the sender (without waiting). Returns the number of
     messages queued; an unreadable notify.toml queues none (the sender's admins see nothing to send)."""
@@ -200,6 +214,8 @@ def job_ended(store, job_id):
     event = event_of(job)
     if event is not None:
         n += enqueue(store.path, job, event, config)
+    if "health" in prefs(store.path, job.user, config)["events"] and (found := health_findings(store, job)):
+        n += enqueue(store.path, job, "health", config, extra="health: " + ", ".join(found))
     sweep = _sweep_done(store, job)
     if sweep is not None:
         n += enqueue(store.path, job, "sweep_finished", config, extra=f"sweep {sweep} finished")
