@@ -152,3 +152,24 @@ def test_retry_failed_queues_the_ended_runs_again_once_and_priority_is_an_admins
     with pytest.raises(api.Refused, match="may not"):
         api.retry_sweep(found["sweep"], user="bob")
     assert [e.action for e in audit.entries(limit=None, home=home)][:1] == ["retry_sweep"]
+
+
+def test_the_seed_option_changes_the_run_and_repeats_it(tmp_path):
+    """--seed (a sweep's seeds): the same seed trains the same, another seed otherwise; no --seed is upstream's."""
+    data = tmp_path / "tiny.jsonl"
+    data.write_text("".join((ROOT / "dataset" / "demo" / "pretrain.jsonl").read_text().splitlines(True)[:8]))
+
+    def first_loss(*seed):
+        done = subprocess.run([sys.executable, "train_pretrain.py", "--device", "cpu", "--dtype", "float32", "--epochs",
+                               "1", "--hidden_size", "64", "--num_hidden_layers", "2", "--max_seq_len", "32",
+                               "--batch_size", "4", "--num_workers", "0", "--log_interval", "1", "--data_path",
+                               str(data), "--save_dir", str(tmp_path / "out"), "--save_weight", "seeded", "--run_dir",
+                               str(tmp_path / f"rd{len(list(tmp_path.iterdir()))}"), *seed],
+                              cwd=ROOT / "trainer", env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True,
+                              text=True, timeout=240)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return next(line.split("loss:")[1].split()[0] for line in done.stdout.splitlines() if "loss:" in line)
+
+    upstream = first_loss()
+    assert first_loss("--seed", "42") == upstream  # 42 is upstream's fixed seed
+    assert first_loss("--seed", "3") == first_loss("--seed", "3") != upstream
