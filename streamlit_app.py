@@ -56,6 +56,7 @@ page = st.navigation([
     st.Page("pages/train.py", title=t("app.nav.train"), icon=":material/model_training:", default=True),
     st.Page("pages/jobs.py", title=t("app.nav.jobs"), icon=":material/list:"),
     st.Page("pages/logs.py", title=t("app.nav.logs"), icon=":material/monitoring:"),
+    st.Page("pages/runs.py", title=t("app.nav.runs"), icon=":material/table_chart:"),
     st.Page("pages/models.py", title=t("app.nav.models"), icon=":material/smart_toy:"),
     st.Page("pages/data.py", title=t("app.nav.data"), icon=":material/dataset:"),
 ])

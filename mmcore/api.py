@@ -20,8 +20,10 @@ import dataclasses
 import sqlite3
 
 from mmcore.access import audit
-from mmcore.actions import core, job_acts, model_acts, queue_acts
+from mmcore.actions import core, experiment_acts, job_acts, model_acts, queue_acts
+from mmcore.base.i18n import MessageError, language
 from mmcore.data import report as data_report
+from mmcore.experiments import rundiff, runtable, sweeps
 from mmcore.jobs import jobnote, runner
 from mmcore.jobs.jobstore import JobStore
 from mmcore.queue import queuetext, scheduler
@@ -116,7 +118,7 @@ def full_values(train_type, values):
         raise Refused(str(exc)) from None
 
 
-def submit(train_type, values, user=None, name=None, backend=None, gpus=None, after=None):
+def submit(train_type, values, user=None, name=None, backend=None, gpus=None, after=None, guards=None):
     """Queue a job of `train_type` with `values` (as `mmcore.train.commandline.build_argv` takes them; missing
     fields take the script's defaults); returns the new job's id. `user` owns the job.
 
@@ -126,7 +128,7 @@ def submit(train_type, values, user=None, name=None, backend=None, gpus=None, af
     or running job that will write a missing base weight: the job waits until that one has succeeded.
     """
     return _value(job_acts.launch_job(open_store(), train_type, name, values, user, backend=backend, gpus=gpus,
-                                      entry=_ENTRY.get(), after=after))
+                                      entry=_ENTRY.get(), after=after, guards=guards))
 
 
 def get(job_id):
@@ -142,6 +144,75 @@ def list_jobs(status=None, train_type=None, limit=100):
         return [job_dict(j) for j in store.list(status=status, train_type=train_type, limit=limit)]
     except sqlite3.Error as exc:
         raise StoreUnavailable(f"the job store cannot be read: {exc}") from exc
+
+
+def runs(train_type=None, limit=None):
+    """Every job as a run, newest first: `id`, `name`, `type`, `owner`, `status`, `tags`, `note` (the run's,
+    set by `annotate`), `job_note` (how it ended), `created_at`, `params` (every parameter of its type as text)
+    and `results` (`final_loss`, `best_loss`, `final_reward`, `tokens`, `wall_time_s`, `steps`, and
+    `eval/<name>` for each held-out metric recorded); see `mmcore.experiments.runtable`."""
+    store = open_store()
+    try:
+        return runtable.runs(store, train_type=train_type, limit=limit)
+    except sqlite3.Error as exc:
+        raise StoreUnavailable(f"the job store cannot be read: {exc}") from exc
+
+
+def diff(job_ids, only_differences=True):
+    """What differs between 2 to 8 runs: `runs`, `params` ({name: [value per run]}, only those that differ
+    unless `only_differences` is False), `data` (each data file's path, size, SHA-256), `code` (git commit)
+    and `results`; see `mmcore.experiments.rundiff`."""
+    store = open_store()
+    try:
+        return rundiff.diff(store, job_ids, only_differences=only_differences)
+    except MessageError as exc:
+        with language("en"):
+            raise Refused(str(exc)) from None
+
+
+def annotate(job_id, tags=None, note=None, user=None):
+    """Set a run's tags (a list or "a,b") and/or note (None leaves it as it is): its owner or an admin;
+    returns {"tags": [...], "note": str} as stored now."""
+    store = open_store()
+    job = _job(store, job_id)
+    return _value(experiment_acts.annotate(store, job.id, user, tags=tags, note=note, entry=_ENTRY.get()))
+
+
+def sweep(train_type, base=None, grid=None, random=None, trials=1, seeds=1, name=None, user=None, backend=None,
+          priority=None):
+    """Queue a sweep of `train_type`: `base` values every run shares (missing fields: the script's defaults),
+    `grid` {name: [values]} (every combination), `random` {name: (low, high)} (`trials` draws), each once per
+    seed (`seeds` > 1 sets `--seed` 1..N). Every run is checked first: nothing is queued when any cannot
+    start. `priority`: the runs' queue priority (admins). Returns {"sweep": id, "jobs": [job ids]}; see
+    `mmcore.experiments.sweeps`."""
+    spec = sweeps.SweepSpec(train_type, base=dict(base or {}), grid={k: list(v) for k, v in (grid or {}).items()},
+                            random={k: tuple(v) for k, v in (random or {}).items()}, trials=int(trials),
+                            seeds=int(seeds))
+    return _value(experiment_acts.queue_sweep(open_store(), spec, name=name, user=user, backend=backend,
+                                              entry=_ENTRY.get(), priority=priority))
+
+
+def stop_sweep(sweep_id, user=None, grace=runner.DEFAULT_GRACE_S):
+    """Stop every queued or running job of a sweep (its owner or an admin); returns the ids asked to stop."""
+    return _value(experiment_acts.stop_sweep(open_store(), sweep_id, user, grace=grace, entry=_ENTRY.get()))
+
+
+def retry_sweep(sweep_id, user=None):
+    """Queue again every run of a sweep that failed, was stopped or was lost (its owner or an admin); returns
+    the new job ids."""
+    return _value(experiment_acts.retry_sweep(open_store(), sweep_id, user, entry=_ENTRY.get()))
+
+
+def set_notifications(events, email="", user=None):
+    """Choose which of your runs' events reach you (failed, succeeded, guard_stopped, health, sweep_finished)
+    and your e-mail address; where messages go is the admin's `notify.toml` (see `mmcore.jobs.notify`)."""
+    return _value(experiment_acts.set_notifications(open_store(), list(events), email, user, entry=_ENTRY.get()))
+
+
+def notification_failures(limit=100):
+    """Messages that could not be delivered (or are being retried), newest first, with the error."""
+    from mmcore.jobs import notify
+    return notify.failures(open_store().path, limit)
 
 
 def stop(job_id, user=None, grace=runner.DEFAULT_GRACE_S, wait=False):

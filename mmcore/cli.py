@@ -2,6 +2,7 @@
 pages' rules; and `minimind-dashboard [STREAMLIT OPTIONS]`, which serves the app.
 
     python -m mmcore submit pretrain --set hidden_size=64 --set data_path=../dataset/demo/pretrain.jsonl
+                            [--guard loss_above=8 --guard patience=20]
     python -m mmcore status 12
     python -m mmcore stop 12 [--wait]
     python -m mmcore delete 12
@@ -16,6 +17,12 @@ pages' rules; and `minimind-dashboard [STREAMLIT OPTIONS]`, which serves the app
     python -m mmcore data check dataset/demo/sft.jsonl --type sft --max_seq_len 512 [--json]
     python -m mmcore rescore RUN_DIR --reward rule|format|py:MODULE:FUNCTION [--name NAME] [--json]
     python -m mmcore prompts RUN_DIR [--json] [--export FILE --keep learnable]
+    python -m mmcore runs [--type pretrain] [--search WORDS] [--json]
+    python -m mmcore diff 12 14 [--all] [--json]
+    python -m mmcore annotate 12 [--tags baseline,lr] [--note TEXT]
+    python -m mmcore sweep pretrain --set K=V --grid learning_rate=0.001,0.0005 [--random K=LO:HI --trials N]
+                           [--seeds N] [--priority N] [--json]; sweep TYPE --stop SWEEP | --retry SWEEP
+    python -m mmcore notify --events failed,guard_stopped [--email me@example.com] | --failures
 
 Each subcommand is one `add_*` function below that registers its parser and handler; a new one is a
 new function added to `COMMANDS`. A handler may return an exit status (None means 0); a refusal
@@ -41,13 +48,13 @@ def _time(ts):
     return datetime.datetime.fromtimestamp(ts).strftime("%Y-%m-%d %H:%M:%S") if ts else ""
 
 
-def _pairs(items):
-    """`--set name=value` items -> {name: value}; argparse errors for a malformed item."""
+def _pairs(items, option="--set"):
+    """`--set name=value` items (or those of `option`) -> {name: value}; argparse errors for a malformed item."""
     values = {}
     for item in items or []:
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
-            raise argparse.ArgumentTypeError(f"--set takes name=value, got {item!r}")
+            raise argparse.ArgumentTypeError(f"{option} takes name=value, got {item!r}")
         values[name.strip()] = value
     return values
 
@@ -68,18 +75,22 @@ def add_submit(sub):
                    help="GPUs it needs: a number (any free ones) or ids like 0,2 (default: the device in --set)")
     p.add_argument("--after", type=int, default=None, metavar="JOB",
                    help="the queued or running job that will write its base weight: start when that one has succeeded")
+    p.add_argument("--guard", action="append", metavar="NAME=VALUE", dest="guards",
+                   help="stop the run when its records say it went wrong (repeatable): nonfinite=0|1 (on by default), "
+                        "loss_above=X, reward_below=X, patience=N (logged steps), eval_patience=N (evaluations)")
     _user_option(p)
 
     def run(args):
         try:
             values = _pairs(args.values)
+            guards = _pairs(args.guards, "--guard")
         except argparse.ArgumentTypeError as exc:
             p.error(str(exc))
         gpus = args.gpus
         if gpus is not None:
             gpus = int(gpus) if gpus.strip().isdigit() else [g for g in gpus.split(",") if g.strip()]
         print(api.submit(args.train_type, values, user=args.user, name=args.name, backend=args.backend, gpus=gpus,
-                         after=args.after))
+                         after=args.after, guards=guards or None))
     p.set_defaults(handler=run)
 
 
@@ -288,6 +299,150 @@ def add_data(sub):
     c.set_defaults(handler=run)
 
 
+def _cell(value):
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def add_runs(sub):
+    """`python -m mmcore runs [--json]`: every run with its parameters and results (the Runs page's table)."""
+    p = sub.add_parser("runs", help="every run with its parameters (those that differ) and results")
+    p.add_argument("--type", dest="train_type", default=None, help="only runs of this training type")
+    p.add_argument("--search", default="", help="only runs whose name, tags or note hold every word")
+    p.add_argument("--limit", type=int, default=0, help="at most this many, newest first (0: all)")
+    p.add_argument("--json", action="store_true", help="every run with every parameter, as one JSON list")
+
+    def run(args):
+        from mmcore.experiments import runtable
+        found = api.runs(train_type=args.train_type, limit=args.limit or None)
+        table = runtable.search(runtable.frame(found), args.search)
+        if args.json:
+            shown = set(table["id"])
+            print(json.dumps([r for r in found if r["id"] in shown], indent=2, default=str))
+            return
+        print(table.to_string(index=False, na_rep="", float_format=_cell) if len(table) else "no runs")
+    p.set_defaults(handler=run)
+
+
+def add_diff(sub):
+    """`python -m mmcore diff JOB JOB... [--json]`: what differs between 2 to 8 runs."""
+    p = sub.add_parser("diff", help="what differs between 2 to 8 runs: parameters, data files, code, results")
+    p.add_argument("job_ids", nargs="+", metavar="JOB")
+    p.add_argument("--all", action="store_true", help="every parameter, not only those that differ")
+    p.add_argument("--json", action="store_true", help="one JSON object")
+
+    def run(args):
+        found = api.diff(args.job_ids, only_differences=not args.all)
+        if args.json:
+            print(json.dumps(found, indent=2, default=str))
+            return
+        ids = [f"job {r['id']}" for r in found["runs"]]
+        rows = [("", *ids), ("name", *(r["name"] for r in found["runs"]))]
+        rows += [(name, *map(_cell, values)) for name, values in found["params"].items()]
+        rows += [(f"data {f['param']}", *(
+            next((f"{g['path']} {g['size']} B sha256:{(g['sha256'] or '?')[:12]}" for g in d["files"]
+                  if g["param"] == f["param"]), "") for d in found["data"]))
+                 for f in (found["data"][0]["files"] if found["data"] else [])]
+        rows.append(("code", *((c["commit"] or "unknown")[:12] + ("+changes" if c["dirty"] else "")
+                               for c in found["code"])))
+        rows += [(key, *map(_cell, values)) for key, values in found["results"].items()]
+        widths = [max(len(str(row[i])) for row in rows) for i in range(len(rows[0]))]
+        for row in rows:
+            print("  ".join(str(cell).ljust(w) for cell, w in zip(row, widths)).rstrip())
+    p.set_defaults(handler=run)
+
+
+def add_annotate(sub):
+    """`python -m mmcore annotate JOB [--tags a,b] [--note TEXT]`: the run's owner or an admin, audited."""
+    p = sub.add_parser("annotate", help="set a run's tags and note (its owner or an admin)")
+    p.add_argument("job_id")
+    p.add_argument("--tags", default=None, help="comma-separated tags (replaces the run's tags; '' clears them)")
+    p.add_argument("--note", default=None, help="the run's note (replaces it; '' clears it)")
+    _user_option(p)
+
+    def run(args):
+        if args.tags is None and args.note is None:
+            p.error("give --tags or --note")
+        now = api.annotate(args.job_id, tags=args.tags, note=args.note, user=args.user)
+        print(f"job {args.job_id}: tags {', '.join(now['tags']) or '-'}; note {now['note'] or '-'}")
+    p.set_defaults(handler=run)
+
+
+def add_sweep(sub):
+    """`python -m mmcore sweep TYPE [--set K=V] [--grid K=V1,V2] [--random K=LO:HI --trials N] [--seeds N]`: queue
+    the runs as one sweep (every run checked first; nothing queued when one cannot start); prints the sweep id
+    and its job ids."""
+    p = sub.add_parser("sweep", help="queue a sweep: every combination of --grid values, --trials draws of --random "
+                                     "ranges, each once per seed")
+    p.add_argument("train_type")
+    p.add_argument("--set", action="append", metavar="NAME=VALUE", dest="values", help="a value every run shares")
+    p.add_argument("--grid", action="append", metavar="NAME=V1,V2,...", help="values to try (repeatable)")
+    p.add_argument("--random", action="append", metavar="NAME=LOW:HIGH", help="a range to draw from (repeatable)")
+    p.add_argument("--trials", type=int, default=1, help="draws of the --random ranges (default 1)")
+    p.add_argument("--seeds", type=int, default=1, help="runs of each combination with --seed 1..N (default 1)")
+    p.add_argument("--name", default=None, help="the sweep's name (its jobs are NAME-swID-N)")
+    p.add_argument("--backend", choices=("local", "slurm"), default=None)
+    p.add_argument("--json", action="store_true", help='print {"sweep": id, "jobs": [ids]}')
+    p.add_argument("--priority", type=int, default=None, help="the runs' queue priority (admins)")
+    p.add_argument("--stop", type=int, metavar="SWEEP", default=None, help="stop every job of this sweep instead")
+    p.add_argument("--retry", type=int, metavar="SWEEP", default=None,
+                   help="queue again the runs of this sweep that failed, were stopped or were lost, instead")
+    _user_option(p)
+
+    def run(args):
+        if args.stop is not None:
+            print(f"sweep {args.stop}: stopping jobs {api.stop_sweep(args.stop, user=args.user)}")
+            return
+        if args.retry is not None:
+            print(f"sweep {args.retry}: new jobs {api.retry_sweep(args.retry, user=args.user)}")
+            return
+        try:
+            base = _pairs(args.values)
+            grid = {k: text.split(",") for k, text in _pairs(args.grid, "--grid").items()}
+            ranges = {}
+            for k, text in _pairs(args.random, "--random").items():
+                low, sep, high = text.partition(":")
+                if not sep:
+                    raise argparse.ArgumentTypeError(f"--random takes name=low:high, got {k}={text}")
+                ranges[k] = (low, high)
+        except argparse.ArgumentTypeError as exc:
+            p.error(str(exc))
+        found = api.sweep(args.train_type, base, grid, ranges, trials=args.trials, seeds=args.seeds, name=args.name,
+                          user=args.user, backend=args.backend, priority=args.priority)
+        if args.json:
+            print(json.dumps(found))
+        else:
+            print(f"sweep {found['sweep']}: jobs {' '.join(map(str, found['jobs']))}")
+    p.set_defaults(handler=run)
+
+
+def add_notify(sub):
+    """`python -m mmcore notify --events E1,E2 [--email ADDR]`: which of your runs' events reach you;
+    `--failures`: the messages that could not be delivered (what admins look at)."""
+    p = sub.add_parser("notify", help="choose which of your runs' events reach you; or list failed deliveries")
+    p.add_argument("--events", default=None, help="comma-separated: failed, succeeded, guard_stopped, health, "
+                                                 "sweep_finished ('' for none)")
+    p.add_argument("--email", default="", help="where e-mail goes (the admin's notify.toml names the SMTP server)")
+    p.add_argument("--failures", action="store_true", help="messages that could not be delivered, with the error")
+    _user_option(p)
+
+    def run(args):
+        if args.failures:
+            for f in api.notification_failures():
+                print(f"{_time(f['at'])}  job {f['job']}  {f['event']:<14} {f['target']}  tries {f['attempts']}: "
+                      f"{f['error']}")
+            return
+        if args.events is None:
+            p.error("give --events (or --failures)")
+        kept = api.set_notifications([e.strip() for e in args.events.split(",") if e.strip()], args.email,
+                                     user=args.user)
+        print(f"events: {', '.join(kept['events']) or '-'}; e-mail: {kept['email'] or '-'}")
+    p.set_defaults(handler=run)
+
+
 #: Every subcommand, in the order `--help` lists them.
 def add_rescore(sub):
     p = sub.add_parser("rescore", help="score every stored response of a run again with another reward")
@@ -350,7 +505,8 @@ def add_prompts(sub):
 
 
 COMMANDS = [add_submit, add_status, add_stop, add_delete, add_list, add_history, add_audit, add_backup, add_restore,
-            add_export, add_queue, add_data, add_rescore, add_prompts]
+            add_export, add_queue, add_data, add_rescore, add_prompts, add_runs, add_diff,
+            add_annotate, add_sweep, add_notify]
 
 
 #: The program's name in usage and error lines, as it was started: the installed command (`minimind`, from

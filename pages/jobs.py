@@ -16,6 +16,7 @@ from mmcore.runs import health, metric_stream, resumes
 from mmcore.runs.trend_watch import RunWatch
 from mmcore.train import lossnote, train_types
 from mmcore.widgets import audit_panel, confirm, livefeed, livepage, livetable, navigation, queue_panel
+from mmcore.widgets.runviews import runs_panel
 
 navigation.ensure_app_navigation()
 
@@ -102,6 +103,7 @@ def job_heading(job):
                   status=t(f"status.{job.status}")))
     if job.note:
         st.caption(md(jobnote.note_text(job.note)))
+    runs_panel.tags_caption(store, job.id)  # the run's tags and note (set on the Runs page)
     queue_panel.queue_details(store, job, user)
 
 

@@ -14,6 +14,7 @@ from mmcore.jobs import run_selection, storeguard
 from mmcore.jobs.jobstore import JobStore
 from mmcore.logs import savedviews, urlstate
 from mmcore.widgets import heldout_panel, logs_panels, navigation, queue_panel, views_panel
+from mmcore.widgets.runviews import group_panel
 
 navigation.ensure_app_navigation()
 
@@ -104,6 +105,7 @@ if settings is not None:
     if thresholds.open:
         with thresholds:
             health_settings_form(settings)
+group_panel.section(runs)  # runs that differ only in a seed (or a chosen parameter) as one line with a band
 logs_panels.show_rollouts(runs)
 heldout_panel.show(runs, user, store.home)  # training reward against held-out signals; the per-prompt table
 urlstate.publish("logs", state, st.query_params, defaults=url_defaults)

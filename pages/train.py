@@ -12,6 +12,7 @@ from mmcore.jobs.jobstore import JobStore
 from mmcore.queue import queuetext
 from mmcore.train import lossnote, train_types
 from mmcore.widgets import navigation, queue_panel, train_form
+from mmcore.widgets.runviews import guards_form, sweep_panel
 
 navigation.ensure_app_navigation()
 
@@ -140,9 +141,12 @@ with st.container(border=True):
     if backend == "slurm" and check.command is not None:
         queue_panel.slurm_preview(JobStore(), train_type, train_form.job_name(form), check.command)
 
+    chosen_guards = guards_form.fields()
+
     def launch(after=None):
         outcome = job_acts.launch_job(JobStore(), train_type, train_form.job_name(form), check.values,
-                                      auth.session_user(state), check=check, backend=backend, after=after)
+                                      auth.session_user(state), check=check, backend=backend, after=after,
+                                      guards=chosen_guards)
         if outcome.done:
             state[train_form.LAUNCHED_KEY] = outcome.value
             state[QUEUED_AFTER_KEY] = (outcome.value, outcome.message) if after is not None else None
@@ -163,4 +167,7 @@ with st.container(border=True):
             st.info(state[QUEUED_AFTER_KEY][1])
         st.page_link("pages/jobs.py", label=t("train.watch"), icon=":material/list:",
                      query_params={"job": str(launched)})
+
+    sweep_panel.form(JobStore(), train_type, check.values if check.command is not None else None,
+                     auth.session_user(state), backend)
 

@@ -29,7 +29,8 @@ from test_page_records import recorded_job
 
 from mmcore import api, cli
 from mmcore.access import audit, roles
-from mmcore.actions import core, job_acts, model_acts, queue_acts, run_acts, view_acts
+from mmcore.actions import core, experiment_acts, job_acts, model_acts, queue_acts, run_acts, view_acts
+from mmcore.experiments import sweeps
 from mmcore.jobs import storeguard
 from mmcore.jobs.jobstore import JobStore
 from mmcore.logs import savedviews
@@ -102,6 +103,17 @@ def ended_job(w, owner, resumable=False):
         checkpoint.parent.mkdir(parents=True, exist_ok=True)
         checkpoint.write_bytes(b"resume state")
     return job_id
+
+
+def held_sweep(w, owner, failed=False):
+    """A sweep of `owner` with one job waiting in the queue (`failed`: one job that failed)."""
+    kept = sweeps.SweepStore(w.store.path)
+    sweep_id = kept.reserve("held", sweeps.SweepSpec("pretrain"), owner)
+    job_id = held_job(w, owner)
+    if failed:
+        w.store.update(job_id, status="failed", waiting=0, params={**demo_preset("pretrain"), "epochs": "1"})
+    kept.add_jobs(sweep_id, [job_id])
+    return sweep_id
 
 
 def pipeline(w, owner, failed=False):
@@ -353,6 +365,22 @@ ACTS = {
     "delete_view": Act("delete_view", "own_view", view, {
         "page": page_delete_view,
         "act": direct(lambda w, view_id: view_acts.delete_view(views(w), view_id, ACTOR))}),
+    "annotate": Act("annotate", "own", ended_job, {
+        "act": direct(lambda w, job_id: experiment_acts.annotate(w.store, job_id, ACTOR, tags="checked", note="seen")),
+        "api": through_api(lambda w, job_id: api.annotate(job_id, tags="checked", user=ACTOR)),
+        "cli": through_cli("annotate", "{}", "--note", "seen")}),
+    "sweep": Act("sweep", "member", nothing, {
+        "api": through_api(lambda w, _: api.sweep("pretrain", demo_preset("pretrain"), grid={"epochs": ["1", "2"]},
+                                                  user=ACTOR))}),
+    "stop_sweep": Act("stop_sweep", "own", held_sweep, {
+        "api": through_api(lambda w, sweep_id: api.stop_sweep(sweep_id, user=ACTOR)),
+        "cli": through_cli("sweep", "pretrain", "--stop", "{}")}),
+    "retry_sweep": Act("retry_sweep", "own", lambda w, owner: held_sweep(w, owner, failed=True), {
+        "api": through_api(lambda w, sweep_id: api.retry_sweep(sweep_id, user=ACTOR)),
+        "cli": through_cli("sweep", "pretrain", "--retry", "{}")}),
+    "notify_prefs": Act("notify_prefs", "all", nothing, {
+        "api": through_api(lambda w, _: api.set_notifications(["failed"], user=ACTOR)),
+        "cli": through_cli("notify", "--events", "failed,succeeded")}),
     "upload": Act("upload", "member", nothing, {
         "act": direct(lambda w, _: view_acts.upload_log(w.home, b"Epoch:[1/1](1/1) loss:1.0\n", f"run{w.next()}.log",
                                                         ACTOR))}),
@@ -381,8 +409,10 @@ def snapshot(w):
     with contextlib.closing(sqlite3.connect(w.store.path)) as conn:
         views = conn.execute("SELECT id, owner, name, query, shared FROM saved_views ORDER BY id").fetchall()
         pipes = conn.execute("SELECT COUNT(*) FROM pipelines").fetchone()
+        tagged = conn.execute("SELECT * FROM run_annotations ORDER BY job_id").fetchall() if conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE name = 'run_annotations'").fetchone() else []
     jobs = [(j.id, j.status, j.user, j.priority, j.queue_pos, j.waiting) for j in w.store.list(limit=None)]
-    return jobs, pipes, views, queueconf.load(w.home), health.load_settings(w.home)
+    return jobs, pipes, views, tagged, queueconf.load(w.home), health.load_settings(w.home)
 
 
 @pytest.mark.parametrize("name, case, entry", TABLE, ids=["-".join(row) for row in TABLE])

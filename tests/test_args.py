@@ -10,6 +10,7 @@ COMMON = {"dtype": "bfloat16", "num_workers": 1, "grad_clip": 1.0, "use_moe": 0,
           "run_dir": "",  # ours: where the structured records go (empty: the default folder)
           # ours: held-out evaluation, off (no file, no rows held out)
           "eval_data": "", "eval_holdout": 0, "eval_interval": 0, "eval_rows": 64,
+          "seed": None,  # ours: the run's seed (None: upstream's fixed 42)
           "tokenizer_path": "../model", "keep_checkpoints": 0}  # ours: the bundled tokenizer, no step snapshots
 MODEL = {"hidden_size": 512, "num_hidden_layers": 8}
 RL_OWN = {"max_gen_len": 1536, "reasoning": 1, "reward_model_path": "../../internlm2-1_8b-reward",

@@ -136,3 +136,15 @@ def test_two_task_torchrun_rendezvous_trains(tmp_path, home):
 def test_cluster_summary_lists_the_partition(cluster):
     rows = slurm.cluster_summary()
     assert rows and rows[0]["partition"].rstrip("*") == "debug" and rows[0]["nodes"] >= 1
+
+
+def test_a_guard_stops_a_slurm_job_from_its_records(tmp_path, home):
+    """A Slurm job has no local supervisor: the queue follows its records for its guards (mmcore.queue.slurm_guards)."""
+    from mmcore.runs import guards
+
+    job_id = jobqueue.submit(home, "pretrain", _values(tmp_path, "guarded", lines=3000, epochs="3"), backend="slurm",
+                             gpu_count=0)
+    guards.save(home.path, job_id, guards.parse({"loss_above": "0.01", "patience": "2"}))
+    job = wait_for(lambda: _finished(home, job_id), 240, 0.5, "the guard to stop the Slurm job")
+    assert job.status == "stopped", open(job.log_path).read()
+    assert english(job.note).startswith("stopped by a guard: loss_above"), english(job.note)

@@ -41,7 +41,7 @@ def start(train_type):
     args = parse_args(train_type, cuda_available=torch.cuda.is_available)
     stop = StopSignal()
     info = tu.init_distributed(args)
-    tu.setup_seed(tu.BASE_SEED + info.rank)
+    tu.setup_seed(tu.run_seed(args) + info.rank)
     return Run(train_type, args, info, stop)
 
 
@@ -378,7 +378,8 @@ def train(run, parts, dataset, collate_fn, step_fn, *, run_name, progress_line=s
     boundary = None  # (epoch, step, RNG states) of the last optimizer step: where a resume state continues
     for epoch in range(start_epoch, args.epochs):
         skip = start_step if epoch == start_epoch else 0
-        loader = tu.make_loader(dataset, args.batch_size, epoch, info, collate_fn, args.num_workers, skip)
+        loader = tu.make_loader(dataset, args.batch_size, epoch, info, collate_fn, args.num_workers, skip,
+                                    seed=tu.run_seed(args))
         if skip:
             tu.log(f"Epoch [{epoch + 1}/{args.epochs}]: skipping the first {skip} steps, starting at step {skip + 1}")
         start_time = time.time()

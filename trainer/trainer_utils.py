@@ -326,16 +326,22 @@ def batches_per_epoch(dataset_len, batch_size, world_size):
     return math.ceil(math.ceil(dataset_len / world_size) / batch_size)
 
 
-def make_loader(dataset, batch_size, epoch, info, collate_fn, num_workers=0, skip_batches=0):
+def run_seed(args):
+    """The run's seed: `--seed` where given (a sweep's seeds), else upstream's BASE_SEED."""
+    seed = getattr(args, "seed", None)
+    return BASE_SEED if seed is None else int(seed)
+
+
+def make_loader(dataset, batch_size, epoch, info, collate_fn, num_workers=0, skip_batches=0, seed=BASE_SEED):
     """A DataLoader over this process's share of `dataset` for one epoch.
 
-    The order is a shuffle seeded with `BASE_SEED + epoch` (the same for any number of processes;
+    The order is a shuffle seeded with `seed + epoch` (the same for any number of processes;
     rank r takes every world_size-th sample), so resuming after `skip_batches` batches continues
     exactly where a run stopped. `collate_fn` pads a batch: `pad_collate(pad_id)` (to its longest row)
     or `lm_collate`.
     """
     sampler = DistributedSampler(dataset, num_replicas=info.world_size, rank=info.rank,
-                                 shuffle=True, seed=BASE_SEED, drop_last=False)
+                                 shuffle=True, seed=seed, drop_last=False)
     sampler.set_epoch(epoch)
     return DataLoader(dataset, batch_sampler=SkipBatchSampler(sampler, batch_size, skip_batches),
                       collate_fn=collate_fn, num_workers=num_workers, worker_init_fn=_ignore_sigterm,

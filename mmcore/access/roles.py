@@ -1,11 +1,11 @@
 """Who may do what: three roles read from a small TOML file.
 
 - viewer: sees every job, log and chart;
-- member: also launches jobs and pipelines, and stops, deletes, resumes, retries or moves in the queue the
-  jobs it owns; on the Models page it chats with, compares, evaluates and exports checkpoints (each runs a
-  model or writes files); on the Logs page it uploads logs and on the Data page data files (they are kept
-  on the server's disk);
-- admin: everything, on every job, the dashboard's settings, queue priorities and restores;
+- member: also launches jobs and pipelines, and stops, deletes, resumes, retries, tags and annotates, or moves
+  in the queue, the jobs it owns; on the Models page it chats with, compares, evaluates and exports checkpoints
+  (each runs a model or writes files); on the Logs page it uploads logs and on the Data page data files (they are kept on the
+  server's disk);
+- admin: everything, on every job, and the dashboard's settings (queue priorities among them) and restores;
   a launch of theirs may write over another user's weight, LoRA and resume files (`overwrite_others`).
 
 Everyone may also look (`view`), which covers keeping their own saved views of the Logs page.
@@ -40,7 +40,7 @@ ROLES_ENV = "MINIMIND_ROLES"
 FILE_NAME = "roles.toml"
 
 #: Actions on a job (or a pipeline) that a member may take on its own only.
-OWN_JOB_ACTIONS = frozenset({"stop", "delete", "resume", "retry", "move"})
+OWN_JOB_ACTIONS = frozenset({"stop", "delete", "resume", "retry", "move", "annotate"})
 #: The Models page's actions: each runs a model (chat, compare, evaluate) or writes files (export).
 MODEL_ACTIONS = frozenset({"chat", "compare", "evaluate", "export"})
 #: What each role may do (an admin may do everything).
@@ -53,7 +53,7 @@ _ALLOWED = {
 # Actions with a wording of their own in messages ("role.verb.<action>" in the language files).
 _VERBS = frozenset({"launch", "clone", "stop", "delete", "resume", "retry", "move", "settings", "restore", "view",
                     "chat", "compare", "evaluate", "export", "audit_repair", "upload", "upload_data", "priority",
-                    "rescore"})
+                    "rescore", "annotate"})
 
 
 class RolesFileError(ValueError):

@@ -10,11 +10,12 @@ import sqlite3
 from mmcore.access import audit
 from mmcore.actions import core
 from mmcore.actions.core import PAGE, did, perform, refused, refused_for
-from mmcore.base.i18n import t
+from mmcore.base.i18n import MessageError, t
 from mmcore.base.paths import DB_NAME
 from mmcore.jobs import restored, runner, storeguard
 from mmcore.jobs.jobstore import JobStore
 from mmcore.queue import backends, jobqueue, launch, queueconf, resources, scheduler
+from mmcore.runs import guards as run_guards
 from mmcore.train import train_types
 
 #: Keys of `values` that are not parameters of a type but still mean something to `commandline`.
@@ -47,7 +48,7 @@ def full_values(train_type, values):
 
 
 def launch_job(store, train_type, name, values, user=None, check=None, backend=None, gpus=None, entry=PAGE,
-               after=None):
+               after=None, guards=None):
     """Queue a job of `train_type` owned by `user`; the Outcome's value is its id.
 
     From the Train page, `check` is the form's `launch.LaunchCheck` (the job starts exactly what the page
@@ -55,15 +56,22 @@ def launch_job(store, train_type, name, values, user=None, check=None, backend=N
     "slurm" or None (the configured default); `gpus`: a number of GPUs or a list of ids (None: the device in
     `values`). `after`: the job that will write a missing base weight (`launch.LaunchCheck.after`); the
     new job waits in the queue until that one has succeeded.
+    `guards`: {name: value} of `mmcore.runs.guards` (None: the default guards).
     """
     user = core.acting(user)
     name = name or default_job_name(train_type)
     request = {"type": train_type, "name": name, "values": values, "backend": backend, "gpus": gpus}
     if after is not None:
         request["after"] = after
+    if guards:
+        request["guards"] = dict(guards)
 
     def do():
         chosen, launch_check = backend, check
+        try:
+            kept_guards = run_guards.parse(guards)
+        except MessageError as exc:
+            return refused_for(t("train.refused"), [str(MessageError(m)) for m in exc.messages])
         try:
             full = full_values(train_type, values) if check is None else None
         except ValueError as exc:  # an unknown type or field
@@ -78,7 +86,11 @@ def launch_job(store, train_type, name, values, user=None, check=None, backend=N
             override = core.may_overwrite_others(user)
             job_id = launch.start(store, name, launch_check, user=user, backend=chosen, gpus=gpus,
                                   overwrite_others=override, after=after)
+            if guards:  # read by the job's supervisor once its trainer runs
+                run_guards.save(store.path, job_id, kept_guards)
             result = {"job": job_id, "backend": chosen, **({"after": after} if after is not None else {})}
+            if guards:
+                result["guards"] = kept_guards.as_dict()
             if override and (taken := launch.others_files(store, launch_check, user)):
                 result["overwrites"] = core.overwritten(taken)  # an admin's choice, on the record
         except (launch.LaunchRefused, resources.QueueRefused) as exc:

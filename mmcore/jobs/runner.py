@@ -36,7 +36,8 @@ from mmcore.base.paths import ROOT, default_home
 from mmcore.base.process_identity import process_matches, process_start_time
 from mmcore.jobs import diskspace, jobnote
 from mmcore.jobs.jobstore import JobStore
-from mmcore.runs.metric_stream import job_run_dir, with_run_dir
+from mmcore.runs import codeversion, guards, runresults
+from mmcore.runs.metric_stream import job_run_dir, option_value, with_run_dir
 from mmcore.train import file_owners
 from trainer.rules.specs import SPECS
 
@@ -200,6 +201,8 @@ class Supervisor:
         self.log = None
         self._heartbeat_failed = False  # said once in the log
         self.disk_full = False  # a write to the log failed for want of space
+        self.guard_watch = None  # follows the run's records for its guards (mmcore.runs.guards); False: none
+        self.guard_note = None  # the note of a guard that stopped the job
 
     def _on_signal(self, signum, frame):
         # Only a flag: the main loop does the work (database writes are not signal-safe).
@@ -289,6 +292,15 @@ class Supervisor:
             scheduler_lock.wake(self.store)
         except Exception as exc:  # the queue's own poll starts it a moment later anyway
             self._write_log(f"# supervisor: cannot wake the queue ({exc!r})\n")
+        try:  # the runs table reads a finished run's results from here, not from its stream
+            runresults.keep_summary(self.store, self.job)
+        except Exception as exc:
+            self._write_log(f"# supervisor: cannot keep the run's results ({exc!r})\n")
+        try:  # the owner's chosen events go out through the outbox's own sender process
+            from mmcore.jobs import notify
+            notify.job_ended(self.store, self.job_id)
+        except Exception as exc:  # a notification is never worth failing the job's record
+            self._write_log(f"# supervisor: cannot queue the job's notifications ({exc!r})\n")
 
     def _keep_queue_running(self):
         """Start the queue's scheduler when jobs wait and none runs (it was killed): the queue never waits
@@ -342,6 +354,46 @@ class Supervisor:
             return list(job.argv)
         return with_run_dir(job.argv, job_run_dir(job, self.store.home))
 
+    def _record_code(self, argv, job):
+        """The git commit the trainer starts from, in its records folder (what the diff of runs shows)."""
+        run_dir = option_value(argv)
+        if not run_dir:
+            return
+        try:
+            codeversion.record(Path(job.cwd or ".") / run_dir, job.cwd)
+        except OSError as exc:  # a record of the code is no reason not to train
+            self._write_log(f"# supervisor: cannot record the code version ({exc})\n")
+
+    def _watch_guards(self, argv, job):
+        """The run's guards over its metrics stream; None for a command that keeps no records."""
+        run_dir = option_value(argv)
+        if not run_dir:
+            return None
+        try:
+            return guards.watch_for(self.store.path, job.id, Path(job.cwd or ".") / run_dir)
+        except (sqlite3.Error, OSError, ValueError) as exc:  # a run without guards still trains
+            self._write_log(f"# supervisor: cannot read the job's guards ({exc}); it runs unguarded\n")
+            return None
+
+    def _guard_fired(self, argv, job):
+        """When a guard fires: say so in the log, ask for the job's stop (recorded as a stop request) and keep
+        the note it ends with; True then."""
+        if self.guard_watch is None:
+            self.guard_watch = self._watch_guards(argv, job) or False
+        if not self.guard_watch or self.guard_note is not None:
+            return False
+        reason = self.guard_watch.check()
+        if reason is None:
+            return False
+        self.guard_note = jobnote.stored("note.guard_stopped", reason=reason)
+        self._write_log(f"# guard: {reason}; stopping the job (its resume state is saved)\n")
+        try:
+            self.store.transition(self.job_id, "running", stop_requested=time.time(), note=self.guard_note)
+        except sqlite3.Error:
+            pass  # it stops all the same: the flag below
+        self.signalled = True
+        return True
+
     def _run_trainer(self, job):
         argv = self._trainer_argv(job)
         command = shlex.join(argv)
@@ -355,6 +407,7 @@ class Supervisor:
         # people and tools of either); the trainer's own lines follow unchanged.
         header.append(f"# started: {_now_iso()}")
         self._write_log("\n".join(header) + "\n")
+        self._record_code(argv, job)
 
         if self._stop_requested():
             self._finish("stopped", note=jobnote.stored("note.stopped_before_trainer"))
@@ -383,6 +436,7 @@ class Supervisor:
         grace = DEFAULT_GRACE_S
         killed = launcher = False
         heartbeat = time.monotonic() + HEARTBEAT_S
+        guard_check = time.monotonic() + guards.CHECK_S  # the guards are read then, after the launch kept them
         while True:
             try:
                 code = self.proc.wait(timeout=POLL_S)
@@ -393,6 +447,9 @@ class Supervisor:
             if time.monotonic() >= heartbeat:
                 heartbeat = time.monotonic() + HEARTBEAT_S
                 self._keep_queue_running()
+            if term_sent_at is None and time.monotonic() >= guard_check:
+                guard_check = time.monotonic() + guards.CHECK_S
+                self._guard_fired(argv, job)
             if term_sent_at is None and self._stop_requested():
                 try:
                     current = self.store.get(self.job_id)
@@ -446,6 +503,8 @@ class Supervisor:
         stopped = term_sent_at is not None or self._stop_requested()
         status = "stopped" if stopped else "succeeded" if code == 0 else "failed"
         note = jobnote.stored("note.no_space") if status == "failed" and self._out_of_space() else None
+        if self.guard_note is not None and status == "stopped":
+            note = self.guard_note
         self._finish(status, code, note=note)
         return 0
 

@@ -15,7 +15,7 @@ A backend answers five things for the queue and the pages:
 import time
 
 from mmcore.jobs import jobnote, runner
-from mmcore.queue import slurm
+from mmcore.queue import slurm, slurm_guards
 from mmcore.queue.resources import values_for_gpus
 from mmcore.train import commandline
 
@@ -79,6 +79,7 @@ def refresh(store):
         has_slurm = conn.execute("SELECT 1 FROM jobs WHERE backend = 'slurm' AND waiting = 0"
                                  " AND status IN ('queued', 'running') LIMIT 1").fetchone()
     if has_slurm:
+        slurm_guards.check(store, lambda store, job: slurm.SlurmBackend().stop(store, job))
         slurm.SlurmBackend().refresh(store)
 
 

@@ -252,8 +252,10 @@ class SlurmBackend:
             if job.stop_requested is not None and status != "succeeded":
                 status = "stopped"
             end = info.get("end_time") or time.time()
+            guarded = status == "stopped" and job.note and "note.guard_stopped" in job.note  # (slurm_guards)
+            note = job.note if guarded else jobnote.stored("note.slurm_ended", id=job.external_id, state=state)
             if store.transition(job.id, ("queued", "running"), status=status, exit_code=code, ended_at=float(end),
-                                queue_reason=None, note=jobnote.stored("note.slurm_ended", id=job.external_id, state=state)):
+                                queue_reason=None, note=note):
                 _footer(job, status, code)
 
     def stop(self, store, job, grace=None):

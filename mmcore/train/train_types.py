@@ -38,6 +38,7 @@ _GROUP_OF_COMMON = {
     "run_dir": "monitoring",  # the run's structured records (metrics stream, rollout store)
     "eval_data": "monitoring", "eval_holdout": "monitoring", "eval_interval": "monitoring",  # held-out evaluation
     "eval_rows": "monitoring",
+    "seed": "training",  # a sweep's seeds; empty: upstream's fixed seed
 }
 
 # A run without data or without a place to save makes no sense, so these may not be left empty;

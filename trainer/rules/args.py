@@ -99,6 +99,8 @@ def _common(type_key, wandb_name, *, save_dir="../out", save_weight, epochs, bat
             "of --eval_data (0 = none); the split is written to the run's records", min=0),
         Arg("eval_interval", int, 0, "Evaluate every N optimizer steps (0 = every --save_interval steps)", min=0),
         Arg("eval_rows", int, 64, "Held-out rows evaluated each time (the file's first N)", min=1),
+        Arg("seed", int, None, "Random seed of the run (weights' initialisation, data order, sampling); empty: "
+            "upstream's 42", min=0, max=2**32 - 1),
     ]
     drop = {name for name, value in (("save_weight", save_weight), ("from_weight", from_weight)) if value is None}
     return [a for a in args if a.name not in drop]

@@ -1,0 +1,30 @@
+"""Guards of Slurm jobs: a Slurm job has no local supervisor, so the queue's scheduler follows its records (on the
+filesystem the nodes share) with the same `mmcore.runs.guards.GuardWatch` and scancels it when a guard fires;
+the job ends "stopped" with the guard's reason in its note, as a local job does."""
+import time
+
+from mmcore.jobs import jobnote
+from mmcore.runs import guards
+from mmcore.runs.metric_stream import job_run_dir
+
+_watches = {}  # job id -> its GuardWatch (the scheduler is one long-lived process per job store)
+
+
+def check(store, stop):
+    """Look at every running Slurm job's new records; `stop(store, job)` the ones a guard stops. Returns their ids."""
+    stopped = []
+    running = [j for j in store.list(status="running", limit=None) if j.backend == "slurm"]
+    for job_id in set(_watches) - {j.id for j in running}:
+        del _watches[job_id]
+    for job in running:
+        watch = _watches.get(job.id)
+        if watch is None:
+            watch = _watches[job.id] = guards.watch_for(store.path, job.id, job_run_dir(job, store.home))
+        reason = watch.check()
+        if reason is None or job.stop_requested is not None:
+            continue
+        if store.transition(job.id, "running", note=jobnote.stored("note.guard_stopped", reason=reason),
+                            stop_requested=time.time()):
+            stop(store, store.get(job.id))
+            stopped.append(job.id)
+    return stopped
