@@ -21,8 +21,62 @@ os.environ.setdefault("OMP_NUM_THREADS", "2")
 @pytest.fixture(scope="session")
 def demo_models(tmp_path_factory):
     """Tiny reason_64.pth and grpo_64.pth trained by the real trainers, attributed to jobs in the test store
-    (see _models_helpers); shared by every test of a session that needs them."""
-    from _models_helpers import train_demo_models
+    (see _models_helpers); trained once per run, shared by every test and every parallel worker that needs them."""
+    from _models_helpers import shared_demo_models
 
     from mmcore.jobs.jobstore import JobStore
-    return train_demo_models(tmp_path_factory.mktemp("demo-models"), JobStore())
+    return shared_demo_models(run_temp(tmp_path_factory) / "demo-models", JobStore())
+
+
+def run_temp(tmp_path_factory):
+    """The temporary folder of the whole run: the base temp, or under pytest-xdist its parent, which every
+    worker's base temp shares."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+# The tiers (pytest.ini's markers), given here by what a test needs so that a new test gets one without edits:
+# `pytest -m fast` on every change, the whole suite (parallel: `pytest -n 3`) before a landing. See docs/TESTING.md.
+SLOW_TIMEOUT_S = 120  # a test that declares a longer timeout than this runs long processes: slow
+SLOW_FIXTURES = {"demo_models"}  # built by real trainings
+# Files whose tests run trainers or long-lived processes throughout (per-file durations, docs/TESTING.md).
+SLOW_FILES = {"test_ddp.py", "test_evaluate.py", "test_models_roles.py", "test_page_models.py", "test_resume.py",
+              "test_rl_records.py", "test_rl_trainers.py", "test_stop_tree.py", "test_tokenizer_path.py",
+              "test_trainers.py", "test_queue_processes.py", "test_queue_recovery.py", "test_acts_table.py"}
+
+
+def tier_of(item):
+    """browser, slurm, llama_cpp, slow or fast: the first that fits."""
+    name = item.path.name
+    if name.startswith("test_browser_") or item.get_closest_marker("browser"):
+        return "browser"
+    if name == "test_slurm.py" or item.get_closest_marker("slurm"):
+        return "slurm"
+    if item.get_closest_marker("llama_cpp"):
+        return "llama_cpp"
+    timeout = item.get_closest_marker("timeout")
+    declared = timeout.args[0] if timeout and timeout.args else (timeout.kwargs.get("timeout", 0) if timeout else 0)
+    if (item.get_closest_marker("slow") or name in SLOW_FILES or declared > SLOW_TIMEOUT_S
+            or SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))):
+        return "slow"
+    return "fast"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark each test with its tier. Under pytest-xdist (`--dist loadgroup`), the browser tests share one
+    worker (one Chromium and one Streamlit server at a time on two cores), the Slurm tests another, and a slow
+    file's tests stay together (its module fixtures are built once); the long groups are handed out first."""
+    order = {"browser": 0, "slurm": 1, "llama_cpp": 2, "slow": 3, "fast": 4}
+    for item in items:
+        tier = tier_of(item)
+        item.add_marker(tier)
+        if tier in ("browser", "slurm"):
+            item.add_marker(pytest.mark.xdist_group(tier))
+        elif tier in ("slow", "llama_cpp"):
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
+        item.stash[TIER] = order[tier]
+    if hasattr(config, "workerinput"):  # the same order in every worker, as xdist requires
+        items.sort(key=lambda item: item.stash[TIER])
+
+
+TIER = pytest.StashKey[int]()
