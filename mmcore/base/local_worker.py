@@ -1,7 +1,8 @@
 """A dashboard helper process on a Unix socket, one per dashboard home (the chat worker, the data worker).
 
-A worker serves JSON lines with a `JsonLinesHandler` and reports its memory with `rss_mb`. The socket lives in the worker's folder (or, where that path is too long for a socket, under a short
-name in the temp folder); the worker is started on first use under a file lock in that folder, so two
+A worker serves JSON lines with a `JsonLinesHandler` and reports its memory with `rss_mb`. The socket
+lives in the worker's folder (or, where that path is too long for a socket, under a short name in the
+temp folder); the worker is started on first use under a file lock in that folder, so two
 sessions never start two, and its output goes to `worker.log` beside the lock.
 """
 import fcntl
