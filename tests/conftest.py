@@ -6,8 +6,13 @@ import pytest
 
 from trainer.rules import roots as _roots
 
-# Set before any test imports mmcore, so a JobStore() without a path lands in a throwaway folder.
-os.environ.setdefault("MINIMIND_DASHBOARD_HOME", tempfile.mkdtemp(prefix="minimind-test-home-"))
+# Set before any test imports mmcore, so a JobStore() without a path lands in a throwaway folder. Each
+# pytest-xdist worker gets its own (they inherit the controller's environment): tests count the jobs and
+# the audit entries of their home, which another worker's tests would change under them.
+_OWN_HOME = "MINIMIND_TEST_OWN_HOME"  # the home this file made, not one the caller chose
+if "MINIMIND_DASHBOARD_HOME" not in os.environ or (
+        os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get(_OWN_HOME) == os.environ["MINIMIND_DASHBOARD_HOME"]):
+    os.environ["MINIMIND_DASHBOARD_HOME"] = os.environ[_OWN_HOME] = tempfile.mkdtemp(prefix="minimind-test-home-")
 _defaults = _roots.default_roots()
 _tmp = os.path.realpath(tempfile.gettempdir())
 # Jobs may use the temporary folder too (tests keep their data, weights and records there), beside
