@@ -67,6 +67,7 @@ def tier_of(item):
     return "fast"
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups into the test ids
 def pytest_collection_modifyitems(config, items):
     """Mark each test with its tier. Under pytest-xdist (`--dist loadgroup`), the browser tests share one
     worker (one Chromium and one Streamlit server at a time on two cores), the Slurm tests another, and a slow
