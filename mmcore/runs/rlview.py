@@ -14,7 +14,7 @@ import plotly.colors
 import plotly.graph_objects as go
 
 from mmcore.base.i18n import t
-from mmcore.logs import charts, series
+from mmcore.logs import series
 from mmcore.runs import metric_stream, rollout_store
 
 PALETTE = plotly.colors.qualitative.Plotly
