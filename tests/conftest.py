@@ -49,9 +49,10 @@ SLOW_FIXTURES = {"demo_models"}  # built by real trainings
 SLOW_FILES = {"test_ddp.py", "test_evaluate.py", "test_models_roles.py", "test_page_models.py", "test_resume.py",
               "test_rl_records.py", "test_rl_trainers.py", "test_stop_tree.py", "test_tokenizer_path.py",
               "test_trainers.py", "test_queue_processes.py", "test_queue_recovery.py", "test_acts_table.py",
-              "test_packing_types.py"}
+              "test_packing_types.py", "test_export_formats.py", "test_chat_worker.py"}
 SLOW_TESTS = {
     "test_chat_worker.py": {"test_worker_streams_the_same_greedy_tokens_as_generate"},
+    "test_api.py": {"test_cli_submit_status_list_and_refusals"},
     "test_data.py": {"test_cli_data_check_json_and_exit_codes"},
     "test_decode_work.py": {"test_every_decode_path_gives_the_same_samples"},
     "test_export.py": {"test_export_refuses_what_is_not_a_minimind_state_dict",
@@ -69,7 +70,7 @@ SLOW_TESTS = {
                         "test_loss_only_equals_the_loss_over_full_logits",
                         "test_loss_only_on_full_and_packed_rows_equals_the_full_logits_loss"},
     "test_page_data.py": {"test_bad_file_lists_problems_and_refuses_bad_input",
-                          "test_demo_dpo_file_health_mask_and_sizes"},
+                          "test_demo_dpo_file_health_mask_and_sizes", "test_train_on_this_file_fills_the_train_form"},
     "test_page_records.py": {"test_two_runs_side_by_side_and_x_axes"},
     "test_page_train.py": {"test_launching_a_demo_pretrain_job_runs_it"},
     "test_progress.py": {"test_many_finished_jobs_cost_one_parse_each"},
