@@ -16,7 +16,8 @@ from mmcore.base.i18n import t
 from mmcore.base.safetext import md
 from mmcore.jobs import jobtable, scheduler_lock, storeguard
 from mmcore.jobs.jobstore import JobStore
-from mmcore.widgets import livepage, navigation, session_janitor
+from mmcore.live import livepage
+from mmcore.widgets import navigation, session_janitor
 
 st.set_page_config(page_title="MiniMind Train Dashboard", page_icon="🧠", layout="wide")
 navigation.mark_entry(st.session_state)

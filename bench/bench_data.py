@@ -1,6 +1,6 @@
 """The Data page on a 1 GB sft jsonl: time to first rows, full-scan throughput, worker and caller memory.
 
-    python bench/bench_data.py [--mb 1024] [--keep]
+    python -m bench.bench_data [--mb 1024] [--keep]     # from the repository root: this checkout's code
 
 Writes a synthetic sft file of about `--mb` MiB into the temporary folder (conversations of 1-3 turns,
 some Chinese, every row distinct), then:
@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 TMP = Path(tempfile.gettempdir()).resolve()
 
 

@@ -1,8 +1,11 @@
 """Side by side with upstream MiniMind: seconds per training step of each type, this project's trainers
 against upstream's own training step, on one base weight, the same data and the same machine.
 
-    python bench/bench_vs_upstream.py --upstream ../minimind                 # 512x8, every type
-    python bench/bench_vs_upstream.py --upstream DIR --hidden 64 --layers 2 --steps 2 --types pretrain grpo
+    python -m bench.bench_vs_upstream --upstream ../minimind                 # 512x8, every type
+    python -m bench.bench_vs_upstream --upstream DIR --hidden 64 --layers 2 --steps 2 --types pretrain grpo
+
+(from the repository root, so that this checkout's code is the one measured; each side's child process
+gets its side's root first on PYTHONPATH.)
 
 `--upstream DIR` is a local checkout of upstream MiniMind (the version docs/UPSTREAM.md compares
 against: PR 524); nothing is downloaded. Upstream's model and its training step (`train_epoch` of
@@ -159,7 +162,6 @@ class UpstreamSide:
         import types
         self.root, self.device, self.workdir = os.path.abspath(root), device, workdir
         self.hidden, self.layers = hidden, layers
-        sys.path.insert(0, self.root)
         self.importlib, self.types = importlib, types
         mm = importlib.import_module("model.model_minimind")
         if not os.path.abspath(mm.__file__).startswith(self.root + os.sep):
@@ -293,7 +295,6 @@ class OursSide:
     """This project's training steps: the trainers' loss functions, optimizer and update (`trainer.loop`)."""
 
     def __init__(self, base_path, hidden, layers, device, workdir):
-        sys.path.insert(0, ROOT)
         import torch
 
         from trainer import trainer_utils as tu
@@ -422,8 +423,11 @@ class Child:
         self.log = open(os.path.join(workdir, f"{side}.log"), "w")
         # Upstream's child runs from its trainer folder (its scripts' relative paths start there).
         cwd = os.path.join(os.path.abspath(args.upstream), "trainer") if side == "upstream" else ROOT
+        # Its side's packages (model, dataset, trainer) come first: upstream's checkout, or this one.
+        first = os.path.abspath(args.upstream) if side == "upstream" else ROOT
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([first, *filter(None, [os.environ.get("PYTHONPATH")])])}
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True,
-                                     cwd=cwd)
+                                     cwd=cwd, env=env)
         self.hello = self._read()
 
     def _read(self):
@@ -614,7 +618,6 @@ def main(argv=None):
         return serve(args)
     if not args.upstream or not os.path.isfile(os.path.join(args.upstream, "model", "model_minimind.py")):
         parser.error("--upstream DIR must be a local upstream MiniMind checkout (DIR/model/model_minimind.py)")
-    sys.path.insert(0, ROOT)
     import torch
 
     from trainer import trainer_utils as tu

@@ -363,7 +363,7 @@ class PackedDPODataset(_WholeUnits):
 
     Exact: each side is encoded as DPODataset encodes it and kept whole, so (with attention within
     each document) every side's per-token log-probabilities are those of the unpacked run, and the
-    trainer's mean over each document's labelled tokens (`train_dpo.sequence_log_probs`) is that
+    trainer's mean over each document's labelled tokens (`trainer.dpo_loss.sequence_log_probs`) is that
     side's sequence log-probability: every pair's DPO term, and the batch's mean over its pairs, are
     the unpacked ones. Construction encodes every pair once for its lengths, as PackedSFTDataset.
     """

@@ -11,11 +11,12 @@ from mmcore.base.safetext import md
 from mmcore.jobs import jobnote, jobtable, progress, storeguard
 from mmcore.jobs.jobrow import STATUSES
 from mmcore.jobs.jobstore import JobStore
+from mmcore.live import livefeed, livepage, livetable
 from mmcore.logs import logfiles, tailview
 from mmcore.runs import health, metric_stream, resumes
 from mmcore.runs.trend_watch import RunWatch
 from mmcore.train import lossnote, train_types
-from mmcore.widgets import audit_panel, confirm, livefeed, livepage, livetable, navigation, queue_panel
+from mmcore.widgets import audit_panel, confirm, navigation, queue_panel
 from mmcore.widgets.runviews import runs_panel
 
 navigation.ensure_app_navigation()

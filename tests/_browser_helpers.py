@@ -361,7 +361,7 @@ def exceptions(page):
     return page.locator('[data-testid="stException"]').all_inner_texts()
 
 
-# Streamlit's own Plotly charts, and the dashboard's live charts (mmcore.widgets.livechart).
+# Streamlit's own Plotly charts, and the dashboard's live charts (mmcore.live.livechart).
 PLOTS = '[data-testid="stPlotlyChart"] .js-plotly-plot, .minimind-livechart.js-plotly-plot'
 _CHARTS_JS = """() => Object.fromEntries(
     [...document.querySelectorAll('""" + PLOTS + """')].map((plot, i) => {

@@ -6,7 +6,7 @@ import time
 
 import psutil
 
-from mmcore.jobs.runner import group_alive  # noqa: F401  (re-exported for the tests)
+from mmcore.base.proctree import group_alive  # noqa: F401  (re-exported for the tests)
 
 
 def home_with_roles(tmp_path, monkeypatch, **users):

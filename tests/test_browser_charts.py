@@ -1,4 +1,4 @@
-"""The Logs page's live charts in headless Chromium (mmcore.widgets.livechart): a chart of a growing
+"""The Logs page's live charts in headless Chromium (mmcore.live.livechart): a chart of a growing
 log gains points without being drawn anew and keeps the user's zoom; zooming into a long run shows
 every point of the zoomed range; a hidden tab sends nothing and draws nothing until it is shown."""
 import json

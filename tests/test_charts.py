@@ -269,7 +269,7 @@ def grown_chart(steps, smoothing=0.0, max_points=1000):
 
 
 def test_a_live_chart_sends_its_points_once_then_only_what_changed():
-    from mmcore.widgets import livechart_wire as wire
+    from mmcore.live import livechart_wire as wire
 
     data, sent = wire.chart_message(grown_chart(500))
     assert data["op"] == "draw" and data["seq"] == 1
@@ -301,7 +301,7 @@ def test_a_live_chart_sends_its_points_once_then_only_what_changed():
 
 
 def test_changed_points_are_sent_again_whole_and_numbers_travel_exactly():
-    from mmcore.widgets import livechart_wire as wire
+    from mmcore.live import livechart_wire as wire
 
     _, sent = wire.chart_message(grown_chart(300))
     table = run_table(np.cos(np.arange(300) / 30) + 2)
@@ -317,7 +317,7 @@ def test_changed_points_are_sent_again_whole_and_numbers_travel_exactly():
 
 
 def test_a_log_tail_sends_its_new_lines_only():
-    from mmcore.widgets import livechart_wire as wire
+    from mmcore.live import livechart_wire as wire
 
     lines = [f"line {i}" for i in range(200)]
     data, sent = wire.tail_message(lines[:100], "<html>")
@@ -335,7 +335,7 @@ def test_a_log_tail_sends_its_new_lines_only():
 
 def test_shared_work_is_done_once_per_version_and_forgotten_when_unused(tmp_path):
     from mmcore.jobs import run_selection
-    from mmcore.widgets import livechart_cache
+    from mmcore.live import livechart_cache
 
     now = [0.0]
     memo = livechart_cache.Memo(slots=2, ttl_s=60, clock=lambda: now[0])
@@ -367,7 +367,7 @@ def test_shared_work_is_done_once_per_version_and_forgotten_when_unused(tmp_path
 def test_a_metrics_stream_is_read_once_per_version_and_incrementally_once_it_grows(tmp_path):
     from mmcore.jobs import run_selection
     from mmcore.runs import metric_stream
-    from mmcore.widgets import livechart_cache
+    from mmcore.live import livechart_cache
 
     folder = tmp_path / "records"
     folder.mkdir()
@@ -399,7 +399,7 @@ def test_a_metrics_stream_is_read_once_per_version_and_incrementally_once_it_gro
 def test_a_slow_value_holds_up_only_those_who_want_it():
     import threading
 
-    from mmcore.widgets import livechart_cache
+    from mmcore.live import livechart_cache
 
     memo = livechart_cache.Memo()
     release, started = threading.Event(), threading.Event()
@@ -430,7 +430,7 @@ def same_chart(a, b):
 
 def test_when_one_of_many_runs_grows_only_its_part_of_a_chart_is_computed_again(monkeypatch):
     from mmcore.runs import rlview
-    from mmcore.widgets import livechart_cache
+    from mmcore.live import livechart_cache
 
     rng = np.random.default_rng(5)
     tables = {f"run {i}": run_table(rng.normal(size=3000) + i, reward=rng.random(3000), samples=np.arange(3000) * 8,
@@ -473,7 +473,7 @@ def test_when_one_of_many_runs_grows_only_its_part_of_a_chart_is_computed_again(
 def test_auto_smoothing_of_a_growing_run_keeps_its_weight_and_its_drawn_line():
     """"auto" chooses a run's weight from its first `settled_length` points: as the run grows by a few
     points the weight and the smoothed line drawn so far stay, and a live chart sends only the new tail."""
-    from mmcore.widgets import livechart_wire as wire
+    from mmcore.live import livechart_wire as wire
 
     assert [charts.settled_length(n) for n in (7, 64, 100, 4_095, 4_096, 4_200, 200_001)] == [
         7, 64, 100, 4_032, 4_096, 4_096, 196_608]

@@ -1,6 +1,6 @@
 """The code's shape, written once as import-linter contracts in pyproject.toml: the layers (pages ->
-widgets/api -> actions -> wings -> trainer.rules), no import circle, streamlit only in pages and
-mmcore.widgets, torch only in the trainers, the model and mmcore.workers. Plus what a static check
+widgets/api -> actions -> wings -> trainer.rules), no import circle, streamlit only in pages,
+mmcore.widgets and mmcore.live, torch only in the trainers, the model and mmcore.workers. Plus what a static check
 cannot see: each dashboard module imports on its own in a fresh interpreter, without torch."""
 import json
 import shutil

@@ -240,10 +240,10 @@ def test_an_unwritable_folder_is_refused_at_start(store, tmp_path):
 
 
 def test_a_pushed_feed_is_due_once_per_window_shared_by_every_session():
-    """A fed section's feed (mmcore.widgets.livefeed) is pushed when what it follows grew, in a later
+    """A fed section's feed (mmcore.live.livefeed) is pushed when what it follows grew, in a later
     window of its follow interval than what its tab was given: windows every session shares, so tabs
     drawn at different times are pushed in the same check. A store change draws the page instead."""
-    from mmcore.widgets.livefeed import _Feed
+    from mmcore.live.livefeed import _Feed
 
     def feed(at, follow_logs=True):
         f = _Feed("session", "jobs.live", "live-1-feed-x.json")

@@ -49,6 +49,7 @@ def grown_in_pieces(tmp_path, text, pieces, monkeypatch, block=256):
     """Writes `text` in `pieces` (cut anywhere, mid-line too), updating one reader after each; checks
     its frame against a single read of what was written so far."""
     monkeypatch.setattr(metric_stream, "READ_BLOCK", block, raising=False)  # many blocks: their seams too
+    monkeypatch.setattr(metric_stream, "TEMPLATE_MIN_LINES", 1)  # every block through the record templates
     path = tmp_path / metric_stream.METRICS_FILE
     path.write_bytes(b"")
     reader = metric_stream.MetricsReader(tmp_path)
@@ -95,6 +96,25 @@ def test_the_frame_built_as_a_run_grows_is_the_one_a_single_read_gives(tmp_path,
     text = "".join(lines)
     cuts = rng.integers(0, len(text), 25).tolist()
     grown_in_pieces(tmp_path, text, cuts, monkeypatch)
+
+
+def test_a_long_first_read_then_short_appends_mix_both_parsers_into_one_frame(tmp_path):
+    """A first read of many lines goes through the record templates, an append of a few through json: the
+    frame is a single read's all along (integer columns stay integers)."""
+    path = tmp_path / metric_stream.METRICS_FILE
+    text = "".join(line(record(s, loss=1.0 / s)) for s in range(1, 301))
+    path.write_text(text)
+    reader = metric_stream.MetricsReader(tmp_path)
+    reader.update()
+    for start in range(301, 341, 5):
+        extra = {"reward": 0.5} if start > 320 else {}  # a metric that starts late
+        more = "".join(line(record(s, loss=1.0 / s, **extra)) for s in range(start, start + 5))
+        with open(path, "a") as f:
+            f.write(more)
+        text += more
+        assert reader.update() == 5
+        same(reader.frame(), one_read(text.encode()))
+    assert str(reader.frame()["global_step"].dtype) == "int64" and len(reader) == 340
 
 
 def test_repeated_and_earlier_steps_keep_the_last_record_of_each_in_step_order(tmp_path, monkeypatch):

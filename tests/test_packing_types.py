@@ -34,7 +34,7 @@ from trainer import trainer_utils as tu
 from trainer.rules.setup_errors import PackingRefused, pack_refusal
 from trainer.train_distill_reason import TAGS, make_reason_loss_fn
 from trainer.train_distillation import make_distill_loss_fn
-from trainer.train_dpo import make_dpo_loss_fn, sequence_log_probs
+from trainer.dpo_loss import make_dpo_loss_fn, sequence_log_probs
 from trainer.train_pretrain import lm_loss
 
 ROW = 160  # tokens per packed row: several demo conversations each, and more than one attention chunk (64)

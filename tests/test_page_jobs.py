@@ -58,7 +58,7 @@ def button(at, label):
 def log_tail(at):
     """The text of the selected job's log tail (an HTML box that opens at its end)."""
     import json
-    # A live tail component (mmcore.widgets.livepage.log_tail): its first message draws the box.
+    # A live tail component (mmcore.live.livepage.log_tail): its first message draws the box.
     boxes = [json.loads(e.proto.json)["html"] for e in at.get("bidi_component")
              if e.proto.component_name == "minimind_live_tail"]
     assert len(boxes) == 1, boxes
@@ -316,7 +316,7 @@ def test_the_table_is_a_live_table_sent_whole_at_each_full_run(store, tmp_path, 
     again: a new element); the fragment's own runs, which AppTest cannot make, send its changed cells
     (tests/test_browser_jobs_live.py)."""
     from mmcore.jobs import jobtable
-    from mmcore.widgets import livepage
+    from mmcore.live import livepage
     monkeypatch.setattr(livepage, "published",
                         lambda files: {key: f"app/static/{name}" for key, (_, name) in files.items()})
     finished_job(store, "sft", {}, name="done <i>", log="Epoch:[1/1](1/1) loss:2.0 lr:0.0001 epoch_Time:0.0min:\n")

@@ -17,7 +17,7 @@ from mmcore.jobs import change_watch
 from mmcore.jobs.jobstore import JobStore
 from mmcore.logs import charts
 from mmcore.runs import metric_stream
-from mmcore.widgets import livechart_wire
+from mmcore.live import livechart_wire
 
 TIMEOUT_S = 60
 
@@ -60,7 +60,7 @@ def decoded(values):
 
 def chart_specs(at):
     """The page's Plotly figures as JSON data, with x and y decoded to lists (AppTest serves no static
-    files: the charts are Streamlit's own, see mmcore.widgets.livechart)."""
+    files: the charts are Streamlit's own, see mmcore.live.livechart)."""
     specs = []
     for chart in at.get("plotly_chart"):
         spec = json.loads(chart.proto.spec)
@@ -277,7 +277,7 @@ def test_a_resumed_job_continues_its_parents_curve():
 def test_live_charts_send_their_points_once_then_only_the_new_ones(monkeypatch):
     """Where Plotly.js is served, each chart is the live component: drawn whole on the first run, then
     sent nothing while its log stands still and only the new point when it grew; the log tail the same."""
-    from mmcore.widgets import livechart
+    from mmcore.live import livechart
 
     monkeypatch.setattr(livechart, "published_urls", lambda: {"plotly": "app/static/p.js", "module": "app/static/c.js"})
     store = JobStore()

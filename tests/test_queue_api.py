@@ -12,6 +12,10 @@ from mmcore.jobs.jobstore import JobStore
 from mmcore.queue import queueconf
 from mmcore.train import preset_table
 
+# Its jobs write fixed names under the repository's out/ and checkpoints/, which every test's teardown
+# removes: in parallel runs (pytest-xdist, --dist loadgroup) the file's tests share one worker.
+pytestmark = pytest.mark.xdist_group("test_queue_api")
+
 
 @pytest.fixture
 def home(tmp_path, monkeypatch):

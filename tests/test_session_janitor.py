@@ -3,10 +3,10 @@ manager: a session whose reconnect time is up is shut down, uploads of a session
 dropped, a live session keeps its uploads. Fails loudly when a Streamlit upgrade moves those parts
 (the janitor would then do nothing). tests/test_browser_uploads.py measures it in a real server."""
 import inspect
-import time
 from types import SimpleNamespace
 
 from streamlit.runtime.app_session import AppSession
+from streamlit.runtime.caching.ttl_cache import TTLCache
 
 from streamlit.runtime.memory_session_storage import MemorySessionStorage
 from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
@@ -35,9 +35,23 @@ class Session:
         self.closed = True
 
 
-def runtime_with(ttl_s):
+class Clock:
+    """The session store's clock, moved by the test: a session expires when the test says its time is up,
+    however slowly a loaded machine runs the lines between."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def runtime_with(ttl_s, clock=None):
     uploads = MemoryUploadedFileManager("/_stcore/upload_file")
-    manager = WebsocketSessionManager(MemorySessionStorage(ttl_seconds=ttl_s), uploads, ScriptCache(), None)
+    storage = MemorySessionStorage(ttl_seconds=ttl_s)
+    if clock is not None:  # Streamlit's own TTL cache, on the test's clock
+        storage._cache = TTLCache(maxsize=storage._cache.maxsize, ttl=ttl_s, timer=clock)
+    manager = WebsocketSessionManager(storage, uploads, ScriptCache(), None)
     return SimpleNamespace(_session_mgr=manager, uploaded_file_mgr=uploads), manager, uploads
 
 
@@ -51,12 +65,13 @@ def test_streamlit_keeps_the_parts_the_janitor_cleans_where_it_looks_for_them():
 
 
 def test_expired_sessions_are_shut_down_and_orphan_uploads_dropped():
-    runtime, manager, uploads = runtime_with(0.2)
+    clock = Clock()
+    runtime, manager, uploads = runtime_with(0.2, clock)
     closed = Session("closed-tab", uploads)
     manager._session_storage.save(SessionInfo(client=None, session=closed))
     upload(uploads, "closed-tab", 1000)
     upload(uploads, "vanished-tab", 2000)  # dropped from the store without a shutdown: Streamlit's leak
-    time.sleep(0.3)
+    clock.now += 0.3  # past the reconnect time
     assert session_janitor.sweep(runtime) == 2
     assert closed.closed and uploads.file_storage == {}
 
@@ -77,12 +92,13 @@ def test_streamlit_keeps_a_sessions_state_and_script_runner_where_the_janitor_lo
 
 
 def test_an_expired_sessions_state_is_emptied_once_its_script_has_stopped():
-    runtime, manager, uploads = runtime_with(0.2)
+    clock = Clock()
+    runtime, manager, uploads = runtime_with(0.2, clock)
     closed = Session("closed-tab", uploads)
     closed.session_state["logs.parsers"] = {"run.log": "a parsed log"}
     closed._scriptrunner = object()  # a script still running: it may still read its state
     manager._session_storage.save(SessionInfo(client=None, session=closed))
-    time.sleep(0.3)
+    clock.now += 0.3  # past the reconnect time
     session_janitor.sweep(runtime)
     assert closed.closed and "logs.parsers" in closed.session_state
     closed._scriptrunner = None

@@ -9,7 +9,7 @@ from trainer.checkpoint import save_weights
 from trainer.rules import specs
 from trainer.train_distill_reason import TAG_WEIGHT, make_reason_loss_fn, tag_positions
 from trainer.train_distillation import distillation_loss, make_distill_loss_fn
-from trainer.train_dpo import dpo_loss, make_dpo_loss_fn, sequence_log_probs
+from trainer.dpo_loss import dpo_loss, make_dpo_loss_fn, sequence_log_probs
 from trainer.train_pretrain import lm_loss
 
 TINY = dict(hidden_size=64, num_hidden_layers=2, use_moe=False)

@@ -1,13 +1,16 @@
 """A dashboard helper process on a Unix socket, one per dashboard home (the chat worker, the data worker).
 
-A worker reports its memory with `rss_mb`. The socket lives in the worker's folder (or, where that path is too long for a socket, under a short
-name in the temp folder); the worker is started on first use under a file lock in that folder, so two
+A worker serves JSON lines with a `JsonLinesHandler` and reports its memory with `rss_mb`. The socket
+lives in the worker's folder (or, where that path is too long for a socket, under a short name in the
+temp folder); the worker is started on first use under a file lock in that folder, so two
 sessions never start two, and its output goes to `worker.log` beside the lock.
 """
 import fcntl
 import hashlib
+import json
 import os
 import socket
+import socketserver
 import subprocess
 import sys
 import tempfile
@@ -44,6 +47,37 @@ def answers(path):
         return True
     except OSError:
         return False
+
+
+class JsonLinesHandler(socketserver.StreamRequestHandler):
+    """One connection to a worker: one request (a JSON object on one line) in, event lines out. A subclass
+    answers in `serve(request)`; the errors in `PLAIN_ERRORS` are told by their message alone, any other by
+    its type too, and the worker keeps serving. The server's `touch()` marks the connection's start and end
+    (the workers exit after a while without requests)."""
+    PLAIN_ERRORS = ()
+
+    def send(self, **event):
+        self.wfile.write((json.dumps(event, ensure_ascii=False) + "\n").encode())
+        self.wfile.flush()
+
+    def handle(self):
+        self.server.touch()
+        try:
+            request = json.loads(self.rfile.readline().decode() or "null")
+            if not isinstance(request, dict):
+                raise ValueError("a request is one JSON object on one line")
+            self.serve(request)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the reader went away (e.g. the page was closed): nothing to tell
+        except self.PLAIN_ERRORS as exc:
+            self.send(event="error", message=str(exc))
+        except Exception as exc:  # keep serving other users; report what broke this request
+            self.send(event="error", message=f"{type(exc).__name__}: {exc}")
+        finally:
+            self.server.touch()
+
+    def serve(self, request):
+        raise NotImplementedError
 
 
 def rss_mb():

@@ -1,5 +1,5 @@
 """The rule by which a live element in the browser follows its messages (charts, log tails, the Jobs
-table; see `mmcore.widgets.livefeed`), for the tests and benches that replay what a browser holds.
+table; see `mmcore.live.livefeed`), for the tests and benches that replay what a browser holds.
 
 Each message carries its chain (`epoch`, new at each "draw") and its number (`seq`); a change also
 carries the number it follows (`after`). An element keeps what it holds for a message of its chain that

@@ -115,3 +115,45 @@ def describe(procs):
 
 
 __all__ = ["become_subreaper", "descendants", "signal_all", "reap_orphans", "describe", "signal"]
+
+
+# -- the trainer's process group (the supervisor starts each trainer in one of its own) ----------------
+
+def die_with_parent(libc, parent_pid):
+    """In the trainer (between fork and exec): get SIGTERM if the supervisor dies.
+
+    Without a supervisor nobody records the job's ending, so the trainer should not run on unseen;
+    SIGTERM lets it save its resume state first.
+    """
+    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent_pid:  # the supervisor died before prctl took effect
+        os._exit(1)
+
+
+def load_libc():
+    """The C library, for prctl; None where there is none to call (not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+def group_alive(pgid):
+    """True while any non-zombie process is in process group `pgid`."""
+    for proc in psutil.process_iter(["status"]):
+        try:
+            if proc.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(proc.pid) == pgid:
+                return True
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return False
+
+
+def killpg(pgid, sig):
+    """Signal process group `pgid`; one that is gone (or not ours) is left alone."""
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

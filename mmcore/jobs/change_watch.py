@@ -17,7 +17,7 @@ sessions by keying caches on these counters.
 
 `MarkerFile` publishes each snapshot as a small JSON file that Streamlit serves as a static file: a
 tab's ticker fetches it and runs nothing on the server until something it shows changed. The tab side
-(the ticker, the "updated N s ago" line) is `mmcore.widgets.livepage`.
+(the ticker, the "updated N s ago" line) is `mmcore.live.livepage`.
 """
 import atexit
 import hashlib

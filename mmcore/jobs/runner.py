@@ -12,7 +12,6 @@ or SIGTERM/SIGINT/SIGHUP to the supervisor: it sends SIGTERM to the trainer's gr
 the grace period has passed, so the page that asked returns at once.
 """
 import argparse
-import ctypes
 import datetime
 import errno
 import functools
@@ -27,8 +26,6 @@ import threading
 import time
 import traceback
 from pathlib import Path
-
-import psutil
 
 from mmcore.access import dashboard_roots
 from mmcore.base import paths, proctree
@@ -140,45 +137,6 @@ def delete(store, job_id):
 
 
 # -- supervisor side ---------------------------------------------------------------------------
-
-def _die_with_parent(libc, parent_pid):
-    """In the trainer (between fork and exec): get SIGTERM if the supervisor dies.
-
-    Without a supervisor nobody records the job's ending, so the trainer should not run on unseen;
-    SIGTERM lets it save its resume state first.
-    """
-    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    if os.getppid() != parent_pid:  # the supervisor died before prctl took effect
-        os._exit(1)
-
-
-def _load_libc():
-    """The C library, for prctl; None where there is none to call (not Linux)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        return ctypes.CDLL(None, use_errno=True)
-    except OSError:
-        return None
-
-
-def group_alive(pgid):
-    """True while any non-zombie process is in process group `pgid`."""
-    for proc in psutil.process_iter(["status"]):
-        try:
-            if proc.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(proc.pid) == pgid:
-                return True
-        except (ProcessLookupError, psutil.Error):
-            continue
-    return False
-
-
-def _killpg(pgid, sig):
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
 
 def _describe_exit(code):
     if code is not None and code < 0:
@@ -339,7 +297,7 @@ class Supervisor:
             return self._run_trainer(job)
         except BaseException as exc:  # record any supervisor failure instead of leaving the job running
             if self.proc is not None and self.proc.poll() is None:
-                _killpg(self.proc.pid, signal.SIGKILL)
+                proctree.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
             self._write_log(f"# supervisor error:\n{traceback.format_exc()}")
             self._finish("failed", self.proc.returncode if self.proc else None, note=jobnote.stored("note.supervisor_error", error=repr(exc)))
@@ -418,8 +376,8 @@ class Supervisor:
         env = {**os.environ, **job.env, **dashboard_roots.current(self.store.home).env(),
                **file_owners.trainer_env(self.store, job), "PYTHONUNBUFFERED": "1",
                "PYTHONPATH": paths.python_path(job.cwd)}
-        libc = _load_libc()
-        preexec = functools.partial(_die_with_parent, libc, os.getpid()) if libc is not None else None
+        libc = proctree.load_libc()
+        preexec = functools.partial(proctree.die_with_parent, libc, os.getpid()) if libc is not None else None
         try:
             self.proc = subprocess.Popen(
                 argv, cwd=job.cwd or None, env=env, stdin=subprocess.DEVNULL,
@@ -465,7 +423,7 @@ class Supervisor:
                 self._write_log(f"# stop requested: SIGTERM to {len(procs)} process(es) ({proctree.describe(procs)}) "
                                 f"at {_now_iso()}\n")
                 proctree.signal_all(signal.SIGTERM, procs)
-                _killpg(pgid, signal.SIGTERM)
+                proctree.killpg(pgid, signal.SIGTERM)
                 term_sent_at = time.monotonic()
                 # torchrun reports its workers' SIGTERM exit as a failure of its own.
                 launcher = "torch.distributed.run" in argv or Path(argv[0]).name == "torchrun"

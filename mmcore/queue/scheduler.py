@@ -20,9 +20,9 @@ from types import SimpleNamespace
 
 import psutil
 
-from mmcore.base import gpu
+from mmcore.base import gpu, proctree
 from mmcore.base.i18n import message
-from mmcore.jobs import jobnote, runner, scheduler_lock
+from mmcore.jobs import jobnote, scheduler_lock
 from mmcore.queue import backends, queueconf, queueplan, queuetext
 from mmcore.queue.resources import output_paths
 from mmcore.train import file_owners
@@ -80,7 +80,7 @@ def _group_runs(pgid):
         return False
     except PermissionError:
         pass
-    return runner.group_alive(pgid)  # only zombies left counts as gone
+    return proctree.group_alive(pgid)  # only zombies left counts as gone
 
 
 def _our_pids(active):

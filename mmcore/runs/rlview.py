@@ -14,7 +14,7 @@ import plotly.colors
 import plotly.graph_objects as go
 
 from mmcore.base.i18n import t
-from mmcore.logs import charts
+from mmcore.logs import series
 from mmcore.runs import metric_stream, rollout_store
 
 PALETTE = plotly.colors.qualitative.Plotly
@@ -85,7 +85,7 @@ def panel_figure(panel, runs, x="global_step", smoothing=0.0, height=300):
                 continue
             y = rows[metric].to_numpy(dtype=float)
             if smoothing > 0 and not metric.startswith("time/"):
-                y = charts.ema(y, smoothing)
+                y = series.ema(y, smoothing)
             label = f"{run_name} · {metric}" if many else metric
             fig.add_trace(go.Scatter(
                 x=rows[x].to_numpy(), y=y, mode="lines+markers", name=label, marker=dict(size=4),

@@ -4,7 +4,7 @@ and the Rollouts view.
 
 Which runs there are and what each reads as is `mmcore.jobs.run_selection`'s; the charts are
 `mmcore.logs.charts`' and the RL panels `mmcore.runs.rlview`'s. Runs are read and charts computed
-once per change for every session (`shared`), and drawn as live charts (`mmcore.widgets.livechart`).
+once per change for every session (`shared`), and drawn as live charts (`mmcore.live.livechart`).
 Text from a log is shown as plain text.
 """
 import contextlib
@@ -18,10 +18,11 @@ from mmcore.base import i18n
 from mmcore.base.i18n import t
 from mmcore.base.safetext import md, md_lines
 from mmcore.jobs import jobtable, run_selection
+from mmcore.live import livechart, livechart_cache, livefeed, livepage
 from mmcore.logs import charts, logfiles, urlstate
 from mmcore.runs import health, metric_stream, rlview
 from mmcore.train import lossnote
-from mmcore.widgets import livechart, livechart_cache, livefeed, livepage, rollouts_panel, uploader_words
+from mmcore.widgets import rollouts_panel, uploader_words
 
 JOBS_KEY = "logs.jobs"
 FILES_KEY = "logs.files"

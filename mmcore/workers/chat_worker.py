@@ -18,7 +18,6 @@ Requests:
     {"op": "unload"} -> unloads every idle model, then a status event
 """
 import argparse
-import json
 import os
 import socketserver
 import sys
@@ -27,7 +26,7 @@ import time
 
 import torch
 
-from mmcore.base.local_worker import rss_mb
+from mmcore.base.local_worker import JsonLinesHandler, rss_mb
 from mmcore.workers.chat_engine import ModelPool, build_prompt, score_reply, stream_reply
 from model.weights import WeightFileError
 
@@ -43,34 +42,19 @@ def _number(request, name, default, lo, hi, kind=float):
     return kind(value)
 
 
-class Handler(socketserver.StreamRequestHandler):
-    def send(self, **event):
-        self.wfile.write((json.dumps(event, ensure_ascii=False) + "\n").encode())
-        self.wfile.flush()
+class Handler(JsonLinesHandler):
+    PLAIN_ERRORS = (ValueError, WeightFileError, OSError)
 
-    def handle(self):
-        self.server.touch()
-        try:
-            request = json.loads(self.rfile.readline().decode() or "null")
-            if not isinstance(request, dict):
-                raise ValueError("a request is one JSON object on one line")
-            op = request.get("op")
-            if op == "chat":
-                self.chat(request)
-            elif op in ("status", "unload"):
-                if op == "unload":
-                    self.server.pool.unload_idle(now=float("inf"))
-                self.send(event="status", pid=os.getpid(), rss_mb=rss_mb(), models=self.server.pool.describe())
-            else:
-                raise ValueError(f"unknown op {op!r}")
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the reader went away (e.g. the page was closed): nothing to tell
-        except (ValueError, WeightFileError, OSError) as exc:
-            self.send(event="error", message=str(exc))
-        except Exception as exc:  # keep serving other users; report what broke this request
-            self.send(event="error", message=f"{type(exc).__name__}: {exc}")
-        finally:
-            self.server.touch()
+    def serve(self, request):
+        op = request.get("op")
+        if op == "chat":
+            self.chat(request)
+        elif op in ("status", "unload"):
+            if op == "unload":
+                self.server.pool.unload_idle(now=float("inf"))
+            self.send(event="status", pid=os.getpid(), rss_mb=rss_mb(), models=self.server.pool.describe())
+        else:
+            raise ValueError(f"unknown op {op!r}")
 
     def chat(self, request):
         if self.server.threads:

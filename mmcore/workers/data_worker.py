@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mmcore.base.local_worker import rss_mb
+from mmcore.base.local_worker import JsonLinesHandler, rss_mb
 from mmcore.data import checkup
 
 
@@ -238,32 +238,17 @@ def _peak_rss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-class Handler(socketserver.StreamRequestHandler):
-    def send(self, **event):
-        self.wfile.write((json.dumps(event, ensure_ascii=False) + "\n").encode())
-        self.wfile.flush()
-
-    def handle(self):
-        self.server.touch()
-        try:
-            request = json.loads(self.rfile.readline().decode() or "null")
-            if not isinstance(request, dict):
-                raise ValueError("a request is one JSON object on one line")
-            if request.get("op") == "encode":
-                from mmcore.workers import data_tokens
-                tok = data_tokens.tokenizer(request.get("tokenizer"))
-                seqs = data_tokens.encode_row(request["text"], request["kind"], tok, int(request["max_seq_len"]))
-                self.send(event="done", sequences=seqs)
-            elif request.get("op") == "status":
-                self.send(event="status", pid=os.getpid(), rss_mb=rss_mb())
-            else:
-                raise ValueError(f"unknown op {request.get('op')!r}")
-        except (BrokenPipeError, ConnectionResetError):
-            pass
-        except Exception as exc:  # keep serving; say what broke this request
-            self.send(event="error", message=f"{type(exc).__name__}: {exc}")
-        finally:
-            self.server.touch()
+class Handler(JsonLinesHandler):
+    def serve(self, request):
+        if request.get("op") == "encode":
+            from mmcore.workers import data_tokens
+            tok = data_tokens.tokenizer(request.get("tokenizer"))
+            seqs = data_tokens.encode_row(request["text"], request["kind"], tok, int(request["max_seq_len"]))
+            self.send(event="done", sequences=seqs)
+        elif request.get("op") == "status":
+            self.send(event="status", pid=os.getpid(), rss_mb=rss_mb())
+        else:
+            raise ValueError(f"unknown op {request.get('op')!r}")
 
 
 class Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):

@@ -42,7 +42,7 @@ from streamlit.runtime.scriptrunner_utils.script_run_context import SCRIPT_RUN_C
 
 from mmcore.base import i18n
 from mmcore.jobs import change_watch
-from mmcore.widgets import livechart, livepage, livetable
+from mmcore.live import livechart, livepage, livetable
 
 TEXTS_KEY = "livefeed.texts"  # session state: text key -> the HTML this tab shows
 LOCK_KEY = "livefeed.lock"  # session state: the lock of its fed sections' messages (`_session_lock`)

@@ -22,7 +22,7 @@ import math
 
 import streamlit as st
 
-from mmcore.widgets import livechart_wire, livepage
+from mmcore.live import livechart_wire, livepage
 
 PLOTLY_JS = livepage.COMPONENTS / "plotly-basic.min.js"
 CHART_JS = livepage.COMPONENTS / "livechart.js"
@@ -74,7 +74,7 @@ def _message(chart, key, revision):
 
 
 def feed_message(chart, key, revision):
-    """The message that brings the drawn live chart `key` to `chart` (see `mmcore.widgets.livefeed`), or
+    """The message that brings the drawn live chart `key` to `chart` (see `mmcore.live.livefeed`), or
     None when it holds that already."""
     _chart, data = _message(chart, key, revision)
     return None if data["op"] == "same" else data

@@ -18,7 +18,7 @@ sends the table its data only. Where the server has no static folder (static ser
 checkout; also Streamlit's AppTest) the table is drawn as Streamlit HTML blocks instead
 (`jobtable.table_parts`: a block redraws only when its text changes).
 
-In a fed section (`mmcore.widgets.livefeed`) the page's run draws the table and its feed's runs bring it
+In a fed section (`mmcore.live.livefeed`) the page's run draws the table and its feed's runs bring it
 up to date (`feed_message`): the message goes through the section's ticker to the element registered
 under the table's key.
 """
@@ -27,7 +27,7 @@ from pathlib import Path
 import streamlit as st
 
 from mmcore.jobs import jobtable
-from mmcore.widgets import livepage
+from mmcore.live import livepage
 
 TABLE_JS = Path(__file__).with_name("components") / "livetable.js"
 SENT_KEY = "livetable.sent"  # session state: table key -> jobtable.SentTable, what this tab holds

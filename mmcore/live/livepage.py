@@ -28,7 +28,7 @@ from mmcore.base.paths import DB_NAME, default_home
 from mmcore.jobs import change_watch
 from mmcore.jobs.jobstore import JobStore
 from mmcore.logs import tailview
-from mmcore.widgets import livechart_wire
+from mmcore.live import livechart_wire
 
 # How often a visible tab looks at the marker (or, without one, asks the shared watch). Every look costs the
 # tab and the server a little, and ten tabs open on the machine that trains cost the trainer: at 3 s the
@@ -207,7 +207,7 @@ def fragment_ticker(key, logs=False, paths=(), progress_s=5.0, feed=None):
     Without a published marker it reruns every `progress_s`. `feed`, if given, is called once what is
     followed has been noted, with the `live.Seen` drawn and the followed files' counters (by
     `change_watch.path_key`) -> more of the ticker's data: the messages for the page's live elements
-    (see `mmcore.widgets.livefeed`), which the ticker hands out in the browser, and where to fetch the
+    (see `mmcore.live.livefeed`), which the ticker hands out in the browser, and where to fetch the
     next ones; the elements it could not give theirs are in this component's trigger "lost"."""
     w, marker = _shared()
     if w is None:
@@ -241,7 +241,7 @@ def log_tail(lines, key):
 
 
 def tail_feed_message(lines, key):
-    """The message that brings the drawn log tail `key` to `lines` (see `mmcore.widgets.livefeed`), or
+    """The message that brings the drawn log tail `key` to `lines` (see `mmcore.live.livefeed`), or
     None when it shows them already."""
     data = _tail_message(lines, key)
     return None if data["op"] == "same" else data
