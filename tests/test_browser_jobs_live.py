@@ -1,7 +1,7 @@
-"""The Jobs table in headless Chromium as a live table (mmcore/widgets/livetable.py): a running job's
+"""The Jobs table in headless Chromium as a live table (mmcore/live/livetable.py): a running job's
 sparkline gains points, and its progress moves on, while the table, its rows and the finished jobs'
 cells stay the same elements (marks set on them from the page survive): only changed cells are sent.
-The page is a fed section (mmcore/widgets/livefeed.py): the selected job's log tail gains its new lines
+The page is a fed section (mmcore/live/livefeed.py): the selected job's log tail gains its new lines
 in the same element too, and the page is not drawn again."""
 import csv
 import io

@@ -303,7 +303,7 @@ def test_history_and_audit_trail_tables_are_built_when_opened(store):
 
 
 def live_table(at):
-    """The live table component's data (mmcore/widgets/livetable.py) of this run."""
+    """The live table component's data (mmcore/live/livetable.py) of this run."""
     import json
     found = [e for e in at.get("bidi_component") if e.proto.component_name == "minimind_live_table"]
     assert len(found) == 1, [e.proto.component_name for e in at.get("bidi_component")]

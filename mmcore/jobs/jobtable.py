@@ -1,6 +1,6 @@
 """The jobs table and how jobs read: rows, durations, times, labels, URL job ids; the table as HTML
 (`table_html`, `table_parts`) and as the messages of a live table (`table_message`: drawn once, then
-only its changed cells; `mmcore/widgets/livetable.py` shows it).
+only its changed cells; `mmcore/live/livetable.py` shows it).
 
 Plain functions the Jobs and Logs pages and the sidebar share. A row's progress comes from
 `mmcore.jobs.progress.ProgressCache`, which reads only what changed since the last refresh.

@@ -1,8 +1,8 @@
-// A live Plotly chart (see mmcore/widgets/livechart.py and livechart_wire.py). The first message of a
+// A live Plotly chart (see mmcore/live/livechart.py and livechart_wire.py). The first message of a
 // chart draws it; later ones ("extend") replace only the tails of its arrays, and Plotly.react redraws
 // it with the same `uirevision`, so the user's zoom, pan and legend choices stay. A "same" message
 // changes nothing. Messages come with the element's data or, on a page section kept current by a feed
-// (mmcore/widgets/livefeed.py), from the feed, which finds the chart by its key. A message that does
+// (mmcore/live/livefeed.py), from the feed, which finds the chart by its key. A message that does
 // not follow what this element holds (it was remounted, or missed one) is "lost": the element's own
 // data sends the trigger "lost", a feed's message is reported by the feed, and the server answers
 // with a draw.
@@ -257,7 +257,7 @@ export default function (component) {
   chart.setTriggerValue = setTriggerValue;
   const receivers = (window.__minimindReceivers ??= new Map());
   const receiver = (message) => receive(chart, message) && (schedule(chart), true);
-  receivers.set(data.key, receiver);  // a feed's messages for this chart (mmcore/widgets/livefeed.py)
+  receivers.set(data.key, receiver);  // a feed's messages for this chart (mmcore/live/livefeed.py)
   if (receive(chart, data)) {
     schedule(chart);
   } else if (chart.lostSent !== data.epoch + ":" + data.seq) {

@@ -1,4 +1,4 @@
-// A live HTML table (see mmcore/widgets/livetable.py and mmcore/jobs/jobtable.py, table_message). The
+// A live HTML table (see mmcore/live/livetable.py and mmcore/jobs/jobtable.py, table_message). The
 // first message draws the table (HTML the server made, its text escaped); later ones ("patch") replace
 // the inner HTML of the cells that changed, so the table, its rows and its scroll position stay. A
 // "same" message changes nothing. A message that does not follow what this element holds (it was
@@ -7,7 +7,7 @@
 // This module is a file the server publishes in its static folder (`data.module`), loaded once per
 // page. Streamlit calls the component again with each new `data` and keeps the element: the table
 // lives on the element, and each call hands it one message. In a fed page section
-// (mmcore/widgets/livefeed.py) the section's ticker hands it the later messages, by the table's key.
+// (mmcore/live/livefeed.py) the section's ticker hands it the later messages, by the table's key.
 // Follow `data` -> whether it could (a message that does not follow what the element holds cannot).
 function receive(element, held, data) {
   if (data.epoch === held.epoch && data.seq <= held.seq) return true;  // held already (or newer)

@@ -1,7 +1,7 @@
-// A log tail that grows (see mmcore/widgets/livepage.py, log_tail, and livechart_wire.py). The first
+// A log tail that grows (see mmcore/live/livepage.py, log_tail, and livechart_wire.py). The first
 // message draws the box (HTML the server made, its text escaped); later ones drop lines from its top,
 // keep the next ones and add lines at its end, as plain text. Messages come with the element's data
-// or, on a page section kept current by a feed (mmcore/widgets/livefeed.py), from the feed, which
+// or, on a page section kept current by a feed (mmcore/live/livefeed.py), from the feed, which
 // finds the tail by its key. A message that does not follow what the element holds (it was remounted,
 // or missed one) is "lost": the element's own data sends the trigger "lost", a feed's message is
 // reported by the feed, and the server answers with a draw. The box scrolls itself to its end (see

@@ -1,4 +1,4 @@
-// A line of text that a feed keeps current (see mmcore/widgets/livefeed.py): HTML the server made, its
+// A line of text that a feed keeps current (see mmcore/live/livefeed.py): HTML the server made, its
 // text escaped. Each message is numbered; an older one (the element's data after a feed's message)
 // changes nothing.
 export default function (component) {

@@ -1,4 +1,4 @@
-// The live pages' ticker (see mmcore/widgets/livepage.py). While the tab is visible it fetches the server's
+// The live pages' ticker (see mmcore/live/livepage.py). While the tab is visible it fetches the server's
 // published change marker (a static file) every `interval_s` and reruns the fragment holding it only
 // when something this tab shows has changed; it also keeps the "updated N s ago" line current. A hidden
 // tab fetches nothing. The line is drawn from the snapshot the page was drawn from until a newer
@@ -95,7 +95,7 @@ async function tick(live) {
   show(live, m);
 }
 
-// A fed section's pushed feed (mmcore/widgets/livefeed.py, Pusher): the server wrote it before publishing
+// A fed section's pushed feed (mmcore/live/livefeed.py, Pusher): the server wrote it before publishing
 // the marker that says the section grew. A feed not there in time (the session was busy, or no push)
 // falls back on rerunning the fragment.
 async function pull(live, m, given) {
@@ -131,7 +131,7 @@ function show(live, m) {
   if (live.line.title !== title) live.line.title = title;
 }
 
-// The messages of a fed page section (mmcore/widgets/livefeed.py), by key: each goes to the element
+// The messages of a fed page section (mmcore/live/livefeed.py), by key: each goes to the element
 // registered under that key (window.__minimindReceivers). Keys whose element is missing or cannot
 // follow its message are reported once ("lost"): the server draws them afresh.
 function handOut(live, feed) {
