@@ -8,7 +8,7 @@ from mmcore.access import auth
 from mmcore.base import i18n
 from mmcore.base.i18n import t
 from mmcore.base.safetext import md
-from mmcore.jobs import jobnote, jobtable, progress, storeguard
+from mmcore.jobs import htmltable, jobnote, jobtable, progress, storeguard
 from mmcore.jobs.jobrow import STATUSES
 from mmcore.jobs.jobstore import JobStore
 from mmcore.live import livefeed, livepage, livetable
@@ -113,9 +113,9 @@ def job_parameters(job):
     left, right = st.columns(2)
     with left:
         st.markdown(f"**{t('jobs.parameters')}**")
-        st.html(jobtable.table_html(jobtable.params_rows(job), ("parameter", "value"),
-                                    {"parameter": t("jobs.col.parameter"), "value": t("jobs.col.value")},
-                                    theme=st.context.theme.type, height=PARAMS_HEIGHT_PX))
+        st.html(htmltable.table_html(jobtable.params_rows(job), ("parameter", "value"),
+                                     {"parameter": t("jobs.col.parameter"), "value": t("jobs.col.value")},
+                                     theme=st.context.theme.type, height=PARAMS_HEIGHT_PX))
     with right:
         st.markdown(f"**{t('jobs.command')}**")
         st.html(tailview.command_html(job.command))

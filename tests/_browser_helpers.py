@@ -325,7 +325,7 @@ def dataframe_cells(page, index=0):
 
 
 def jobs_table_cells(page):
-    """The cells of the Jobs page's table (`mmcore.jobs.jobtable.table_parts`), row by row, header first."""
+    """The cells of the Jobs page's table (`mmcore.jobs.htmltable.table_parts`), row by row, header first."""
     return page.evaluate("""() => {
         const table = document.querySelector('.st-key-jobs_table');
         if (!table) return null;

@@ -1,4 +1,4 @@
-"""Reading back the plain HTML tables the pages draw (`mmcore.jobs.jobtable.table_html`)."""
+"""Reading back the plain HTML tables the pages draw (`mmcore.jobs.htmltable.table_html`)."""
 import base64
 import re
 from html.parser import HTMLParser
@@ -54,7 +54,7 @@ class _TableReader(HTMLParser):
 def html_tables(*bodies):
     """Every table in HTML strings: a list of {"headers": {column: text}, "rows": [{column: text}]};
     a sparkline (an SVG image) reads as its list of (x, y) points. A table of rows only (a block of
-    `jobtable.table_parts`) continues the table before it."""
+    `htmltable.table_parts`) continues the table before it."""
     out = []
     for body in bodies:
         reader = _TableReader()

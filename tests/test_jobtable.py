@@ -6,7 +6,7 @@ import pytest
 from _tables import html_tables
 
 from mmcore.base.gpu import GpuInfo
-from mmcore.jobs import jobtable, progress
+from mmcore.jobs import htmltable, jobtable, progress
 from mmcore.jobs.jobrow import Job
 
 T0 = 1_767_000_000.0  # a fixed unix time
@@ -114,7 +114,7 @@ def test_table_shows_every_cell_whole_and_escaped():
             {"id": 8, "name": "one-point", "metric": "", "started": "", "progress": 0.0, "trend": [0.5]},
             {"id": 9, "name": "no-metrics", "metric": "", "started": "", "progress": 100.0, "trend": []}]
     columns = ("id", "name", "progress", "metric", "trend", "started")
-    body = jobtable.table_html(rows, columns, {"id": "ID", "name": "名称"}, {"trend": 'Reward "or" loss'}, theme="dark")
+    body = htmltable.table_html(rows, columns, {"id": "ID", "name": "名称"}, {"trend": 'Reward "or" loss'}, theme="dark")
     assert "<script>" not in body and "&lt;script&gt;" in body
     assert "white-space:nowrap" in body and "position:sticky" in body and "#1b1e26" in body
     (table,) = html_tables(body)
@@ -129,9 +129,9 @@ def test_table_shows_every_cell_whole_and_escaped():
 
 
 def test_sparkline_skips_values_that_are_not_numbers():
-    assert jobtable.sparkline_svg([]) == jobtable.sparkline_svg([float("nan"), None]) == ""
-    flat = html_tables(jobtable.table_html([{"trend": [2.0, 2.0, 2.0]}], ["trend"], {}))[0]["rows"][0]["trend"]
-    assert {y for _, y in flat} == {jobtable.SPARK_H / 2}
+    assert htmltable.sparkline_svg([]) == htmltable.sparkline_svg([float("nan"), None]) == ""
+    flat = html_tables(htmltable.table_html([{"trend": [2.0, 2.0, 2.0]}], ["trend"], {}))[0]["rows"][0]["trend"]
+    assert {y for _, y in flat} == {htmltable.SPARK_H / 2}
 
 
 def test_table_as_csv():
@@ -158,10 +158,10 @@ def test_table_parts_redraw_only_the_rows_that_change():
         return [{"id": 4, "name": "queued", "step": ""}, {"id": 3, "name": "running", "step": f"{step}/900"},
                 {"id": 2, "name": "done-名字", "step": "900/900"}, {"id": 1, "name": "done", "step": "900/900"}]
     changing = [True, True, False, False]
-    head, blocks = jobtable.table_parts(rows(5), ("id", "name", "step"), {"name": "名称"}, changing=changing,
-                                        key="jobs_table")
-    later_head, later = jobtable.table_parts(rows(6), ("id", "name", "step"), {"name": "名称"}, changing=changing,
-                                             key="jobs_table")
+    head, blocks = htmltable.table_parts(rows(5), ("id", "name", "step"), {"name": "名称"}, changing=changing,
+                                         key="jobs_table")
+    later_head, later = htmltable.table_parts(rows(6), ("id", "name", "step"), {"name": "名称"}, changing=changing,
+                                              key="jobs_table")
     assert len(blocks) == 2 and later[1] == blocks[1] and later[0] != blocks[0] and later_head == head
     (table,) = html_tables(head, *blocks)
     assert [r["name"] for r in table["rows"]] == ["queued", "running", "done-名字", "done"]
@@ -169,14 +169,14 @@ def test_table_parts_redraw_only_the_rows_that_change():
     cols = re.findall(r"<colgroup>.*?</colgroup>", head + "".join(blocks))
     assert len(cols) == 3 and len(set(cols)) == 1
     assert ".st-key-jobs_table{padding:0}" in head and ".st-key-jobs_table>div:first-child{position:sticky" in head
-    widths = jobtable.column_widths(rows(5), ("id", "name", "step"), {"name": "名称"})
+    widths = htmltable.column_widths(rows(5), ("id", "name", "step"), {"name": "名称"})
     assert widths["name"] >= 2 * 2 + 5  # "done-名字": wide characters count double
     assert widths["step"] >= len("900/900")
 
 
 def test_parts_height_fits_a_short_table_and_caps_a_long_one():
-    assert jobtable.parts_height(2) < jobtable.parts_height(5) < jobtable.TABLE_HEIGHT_PX
-    assert jobtable.parts_height(500) == jobtable.TABLE_HEIGHT_PX
+    assert htmltable.parts_height(2) < htmltable.parts_height(5) < htmltable.TABLE_HEIGHT_PX
+    assert htmltable.parts_height(500) == htmltable.TABLE_HEIGHT_PX
 
 
 def live_rows(step, trend, names=("queued", "running", "done")):
@@ -194,40 +194,41 @@ def test_live_table_is_drawn_once_then_sent_only_its_changed_cells():
     inline SVG); the same rows again send nothing new; a running job's step, progress and sparkline
     send those three cells only, and a browser that applies the messages holds what a fresh draw shows."""
     headers = {"id": "ID", "name": "名称"}
-    draw, sent = jobtable.table_message(live_rows(5, [3.0, 2.5]), LIVE_COLUMNS, headers, theme="dark")
+    draw, sent = htmltable.table_message(live_rows(5, [3.0, 2.5]), LIVE_COLUMNS, headers, theme="dark")
     assert draw["op"] == "draw" and draw["seq"] == 1
     body = draw["html"]
     assert "<b>" not in body and "running &lt;b&gt;" in body and "position:sticky" in body and "#1b1e26" in body
     assert body.count("<svg") == 2 and "base64" not in body and 'data-row="3"' in body
-    held = jobtable.apply_message(None, draw)
+    held = htmltable.apply_message(None, draw)
     assert [len(row) for row in held["rows"]] == [5, 5, 5]
 
-    same, sent_again = jobtable.table_message(live_rows(5, [3.0, 2.5]), LIVE_COLUMNS, headers, theme="dark", sent=sent)
+    same, sent_again = htmltable.table_message(live_rows(5, [3.0, 2.5]), LIVE_COLUMNS, headers, theme="dark", sent=sent)
     assert same == {"op": "same", "epoch": draw["epoch"], "seq": 1} and sent_again == sent
-    assert jobtable.apply_message(held, same) is held
+    assert htmltable.apply_message(held, same) is held
 
-    patch, sent = jobtable.table_message(live_rows(6, [3.0, 2.5, 2.0]), LIVE_COLUMNS, headers, theme="dark",
-                                         sent=sent)
+    patch, sent = htmltable.table_message(live_rows(6, [3.0, 2.5, 2.0]), LIVE_COLUMNS, headers, theme="dark",
+                                          sent=sent)
     assert patch["op"] == "patch" and patch["epoch"] == draw["epoch"] and (patch["after"], patch["seq"]) == (1, 2)
     assert sorted((i, j) for i, j, _ in patch["cells"]) == [(1, 2), (1, 3), (1, 4)]  # progress, step, trend
     assert len(str(patch)) < len(body) / 3
-    held = jobtable.apply_message(held, patch)
-    fresh = jobtable.apply_message(None, jobtable.table_message(live_rows(6, [3.0, 2.5, 2.0]), LIVE_COLUMNS, headers,
-                                                                theme="dark")[0])
+    held = htmltable.apply_message(held, patch)
+    fresh = htmltable.apply_message(None, htmltable.table_message(live_rows(6, [3.0, 2.5, 2.0]), LIVE_COLUMNS, headers,
+                                                                  theme="dark")[0])
     assert held["rows"] == fresh["rows"] and held["seq"] == 2
     polyline = re.search(r'points="([^"]+)"', held["rows"][1][4]).group(1)
     assert len(polyline.split()) == 3  # the sparkline gained its point
 
     # A browser that missed a message cannot follow the next one: it asks for a draw.
-    later, _ = jobtable.table_message(live_rows(7, [3.0, 2.5, 2.0, 1.5]), LIVE_COLUMNS, headers, theme="dark", sent=sent)
-    assert jobtable.apply_message(jobtable.apply_message(None, draw), later) is None
-    assert jobtable.apply_message(held, later)["seq"] == 3
+    later, _ = htmltable.table_message(live_rows(7, [3.0, 2.5, 2.0, 1.5]), LIVE_COLUMNS, headers, theme="dark",
+                                       sent=sent)
+    assert htmltable.apply_message(htmltable.apply_message(None, draw), later) is None
+    assert htmltable.apply_message(held, later)["seq"] == 3
 
 
 @pytest.mark.parametrize("change", ["new row", "order", "header", "theme", "columns"])
 def test_live_table_is_drawn_again_when_its_rows_or_look_change(change):
     rows, headers, theme, columns = live_rows(5, [1.0]), {"name": "Name"}, "light", LIVE_COLUMNS
-    _, sent = jobtable.table_message(rows, columns, headers, theme=theme)
+    _, sent = htmltable.table_message(rows, columns, headers, theme=theme)
     if change == "new row":
         rows = [{"id": 5, "name": "new"}] + rows
     elif change == "order":
@@ -238,6 +239,6 @@ def test_live_table_is_drawn_again_when_its_rows_or_look_change(change):
         theme = "dark"
     else:
         columns = columns[:-1]
-    data, again = jobtable.table_message(rows, columns, headers, theme=theme, sent=sent)
+    data, again = htmltable.table_message(rows, columns, headers, theme=theme, sent=sent)
     assert data["op"] == "draw" and data["epoch"] != sent.epoch and again.seq == 1
-    assert len(jobtable.apply_message(None, data)["rows"]) == len(rows)
+    assert len(htmltable.apply_message(None, data)["rows"]) == len(rows)

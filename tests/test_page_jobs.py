@@ -315,7 +315,7 @@ def test_the_table_is_a_live_table_sent_whole_at_each_full_run(store, tmp_path, 
     the live component, not HTML blocks. A full page run sends it whole (the page may have been opened
     again: a new element); the fragment's own runs, which AppTest cannot make, send its changed cells
     (tests/test_browser_jobs_live.py)."""
-    from mmcore.jobs import jobtable
+    from mmcore.jobs import htmltable, jobtable
     from mmcore.live import livepage
     monkeypatch.setattr(livepage, "published",
                         lambda files: {key: f"app/static/{name}" for key, (_, name) in files.items()})
@@ -329,7 +329,7 @@ def test_the_table_is_a_live_table_sent_whole_at_each_full_run(store, tmp_path, 
     assert draw["op"] == "draw" and draw["module"].startswith("app/static/livetable-")
     assert f'data-row="{running}"' in draw["html"] and "done &lt;i&gt;" in draw["html"]
     # every column, the trend and health too, but the submitter's: both jobs have the same one
-    assert [len(row) for row in jobtable.apply_message(None, draw)["rows"]] == [len(jobtable.COLUMNS) + 1] * 2
+    assert [len(row) for row in htmltable.apply_message(None, draw)["rows"]] == [len(jobtable.COLUMNS) + 1] * 2
     at.run()
     again = live_table(at)
     assert again["op"] == "draw" and again["epoch"] != draw["epoch"]

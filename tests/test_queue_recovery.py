@@ -17,6 +17,7 @@ from _runner_helpers import alive, wait_for
 from mmcore import cli
 from mmcore.jobs import jobnote, restored, runner, scheduler_lock, storeguard
 from mmcore.jobs.jobstore import JobStore
+from mmcore.jobs.supervisor import Supervisor
 from mmcore.queue import queueconf
 from mmcore.train.preset_table import demo_preset
 
@@ -174,7 +175,7 @@ def test_a_log_the_disk_has_no_room_for_never_ends_the_supervisor(tmp_path):
         def write(self, data):
             raise OSError(errno.ENOSPC, "No space left on device")
 
-    supervisor = runner.Supervisor(JobStore(tmp_path / "home" / "jobs.db"), 1)
+    supervisor = Supervisor(JobStore(tmp_path / "home" / "jobs.db"), 1)
     supervisor.log = Full()
     supervisor._write_log("# finished: failed\n")  # the footer of a job on a full disk
     assert supervisor._out_of_space()
@@ -183,7 +184,7 @@ def test_a_log_the_disk_has_no_room_for_never_ends_the_supervisor(tmp_path):
 def test_a_failed_jobs_end_waits_for_room_on_a_full_disk_and_says_why(tmp_path, monkeypatch):
     store = JobStore(tmp_path / "home" / "jobs.db")
     job_id = store.create("pretrain", "full", {}, ["true"], "/tmp", {})
-    supervisor = runner.Supervisor(store, job_id)
+    supervisor = Supervisor(store, job_id)
     real, tries = store.update, []
 
     def full_then_room(job, **fields):
@@ -192,7 +193,7 @@ def test_a_failed_jobs_end_waits_for_room_on_a_full_disk_and_says_why(tmp_path, 
             raise sqlite3.OperationalError("database or disk is full")
         real(job, **fields)
     monkeypatch.setattr(store, "update", full_then_room)
-    monkeypatch.setattr(runner.time, "sleep", lambda s: None)
+    monkeypatch.setattr(time, "sleep", lambda s: None)
     supervisor._record(status="failed", exit_code=1)
     job = store.get(job_id)
     assert job.status == "failed" and "no space left on device" in jobnote.english(job.note)

@@ -193,7 +193,7 @@ def test_runner_gives_training_jobs_their_records_folder(tmp_path):
     from types import SimpleNamespace
 
     from mmcore.jobs.jobstore import JobStore
-    from mmcore.jobs.runner import Supervisor
+    from mmcore.jobs.supervisor import Supervisor
     store = JobStore(tmp_path)
     job_id = store.create("grpo", "demo", {}, ["python", "../trainer/train_grpo.py", "--epochs", "1"], "/r/trainer", {})
     me = SimpleNamespace(store=store)

@@ -1,22 +1,22 @@
 """The Jobs page's table as a live table: a small in-page component (`components/livetable.js`) that is
 sent the table whole once and then, while the same rows show, only the cells that changed
-(`jobtable.table_message`).
+(`htmltable.table_message`).
 
 Why a component of our own rather than Streamlit's HTML element: an `st.html` element is drawn again
 whole (sanitised, parsed, laid out) whenever its text changes, so a running job's progress and
 sparkline redrew its block of rows every few seconds. The component keeps the table in the page and
 replaces the few cells that changed (the running jobs' progress, step, metric, ETA, duration and
 sparkline); the table's look, its header that stays in view, its order and its CSV download are those
-of `jobtable.table_html`. Its HTML is set by the component, not sanitised by Streamlit, so sparklines
+of `htmltable.table_html`. Its HTML is set by the component, not sanitised by Streamlit, so sparklines
 are inline SVG rather than images, and a fresh page draws the table without Streamlit's sanitiser.
 A full cell is sent rather than the sparkline's new points: a trend is at most 40 points, a few hundred
-bytes, and one drawing of it (`jobtable.sparkline_svg`) serves every way the table is shown. A page's
+bytes, and one drawing of it (`htmltable.sparkline_svg`) serves every way the table is shown. A page's
 full run sends the table whole (`forget`); the runs of the fragment around it send its changes.
 
 The component's code is a file of the server's static folder (`livepage.published`), so a page run
 sends the table its data only. Where the server has no static folder (static serving off, a read-only
 checkout; also Streamlit's AppTest) the table is drawn as Streamlit HTML blocks instead
-(`jobtable.table_parts`: a block redraws only when its text changes).
+(`htmltable.table_parts`: a block redraws only when its text changes).
 
 In a fed section (`mmcore.live.livefeed`) the page's run draws the table and its feed's runs bring it
 up to date (`feed_message`): the message goes through the section's ticker to the element registered
@@ -26,11 +26,11 @@ from pathlib import Path
 
 import streamlit as st
 
-from mmcore.jobs import jobtable
+from mmcore.jobs import htmltable
 from mmcore.live import livepage
 
 TABLE_JS = Path(__file__).with_name("components") / "livetable.js"
-SENT_KEY = "livetable.sent"  # session state: table key -> jobtable.SentTable, what this tab holds
+SENT_KEY = "livetable.sent"  # session state: table key -> htmltable.SentTable, what this tab holds
 _FILES = {"module": (TABLE_JS, livepage.module_name(TABLE_JS))}
 _component = st.components.v2.component("minimind_live_table", js=livepage.LOADER_JS,
                                         isolate_styles=False)  # the page's tests and benches read its cells
@@ -52,9 +52,9 @@ def show(rows, columns, headers, helps=None, key="table", changing=()):
     open (used where the table is drawn as HTML blocks). The table is inside a container keyed `key`."""
     urls = livepage.published(_FILES)
     if urls is None:
-        head, blocks = jobtable.table_parts(rows, columns, headers, helps, theme=st.context.theme.type,
-                                            changing=changing, key=key)
-        with st.container(height=jobtable.parts_height(len(rows)), gap=None, border=True, key=key):
+        head, blocks = htmltable.table_parts(rows, columns, headers, helps, theme=st.context.theme.type,
+                                             changing=changing, key=key)
+        with st.container(height=htmltable.parts_height(len(rows)), gap=None, border=True, key=key):
             with st.container(key=f"{key}_head"):
                 st.html(head)
             for block in blocks:
@@ -70,8 +70,8 @@ def _message(rows, columns, headers, helps, key):
     sent = st.session_state.setdefault(SENT_KEY, {})
     state = st.session_state.get(live_key)
     lost = isinstance(state, dict) and state.get("lost")
-    data, sent[live_key] = jobtable.table_message(rows, columns, headers, helps, theme=st.context.theme.type,
-                                                  sent=None if lost else sent.get(live_key))
+    data, sent[live_key] = htmltable.table_message(rows, columns, headers, helps, theme=st.context.theme.type,
+                                                   sent=None if lost else sent.get(live_key))
     return data
 
 

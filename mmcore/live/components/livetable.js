@@ -1,4 +1,4 @@
-// A live HTML table (see mmcore/live/livetable.py and mmcore/jobs/jobtable.py, table_message). The
+// A live HTML table (see mmcore/live/livetable.py and mmcore/jobs/htmltable.py, table_message). The
 // first message draws the table (HTML the server made, its text escaped); later ones ("patch") replace
 // the inner HTML of the cells that changed, so the table, its rows and its scroll position stay. A
 // "same" message changes nothing. A message that does not follow what this element holds (it was
