@@ -9,34 +9,27 @@
    (`time/eval_s` in the run's metrics stream): printed as a share of the stage's wall time.
    Target: at most 10%.
 
-    python3 bench/bench_eval.py                      # both
-    python3 bench/bench_eval.py --skip-chain         # the rescore only (seconds)
-    python3 bench/bench_eval.py --keep DIR           # keep the chain's folder (weights, logs, records)
+    python -m bench.bench_eval                      # both (from the repository root: this checkout's code)
+    python -m bench.bench_eval --skip-chain         # the rescore only (seconds)
+    python -m bench.bench_eval --keep DIR           # keep the chain's folder (weights, logs, records)
 """
 import argparse
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT / "bench"))
-sys.path.insert(0, str(ROOT))  # this checkout's code, whichever one is installed
-
-from bench_demo_rl import CHAIN, make_layout  # noqa: E402
-
-from mmcore import metrics, rollouts  # noqa: E402
-from mmcore.runs import health  # noqa: E402
-from mmcore.train.commandline import build_command  # noqa: E402
-from mmcore.train.preset_table import demo_preset  # noqa: E402
+from bench.bench_demo_rl import CHAIN, make_layout
+from mmcore import metrics, rollouts
+from mmcore.runs import health
+from mmcore.train.commandline import build_command
+from mmcore.train.preset_table import demo_preset
 
 
 def bench_rescore(folder, responses=10_000):
-    from _rescore_helpers import PROMPTS, write_run
+    from tests._rescore_helpers import PROMPTS, write_run
     group = 8
     steps = responses // (group * len(PROMPTS))
     start = time.perf_counter()

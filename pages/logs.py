@@ -13,8 +13,8 @@ from mmcore.base.safetext import md, md_lines
 from mmcore.jobs import run_selection, storeguard
 from mmcore.jobs.jobstore import JobStore
 from mmcore.logs import savedviews, urlstate
-from mmcore.widgets import heldout_panel, logs_panels, navigation, queue_panel, views_panel
-from mmcore.widgets.runviews import group_panel
+from mmcore.widgets import logs_panels, navigation, queue_panel, views_panel
+from mmcore.widgets.runviews import group_panel, heldout_panel
 
 navigation.ensure_app_navigation()
 

@@ -1,4 +1,4 @@
-"""Unit tests of trainer/loop.py (schedule, progress line, stopping, tracker, run paths) and
+"""Unit tests of trainer/loop.py (schedule, progress line, tracker, run paths), trainer/stopping.py (SIGTERM) and
 trainer/checkpoint.py (atomic saves, resume state), in-process."""
 import math
 import os
@@ -9,7 +9,7 @@ import types
 import pytest
 import torch
 
-from trainer import checkpoint, loop
+from trainer import checkpoint, loop, stopping
 from trainer import trainer_utils as tu
 from trainer.rules import specs
 
@@ -79,7 +79,7 @@ def test_resume_state_round_trip_and_world_size_change(tmp_path):
 def test_stop_signal_finishes_the_step_once_armed():
     previous = signal.getsignal(signal.SIGTERM)
     try:
-        stop = loop.StopSignal()
+        stop = stopping.StopSignal()
         with pytest.raises(SystemExit) as exit_info:  # before training: leave at once
             os.kill(os.getpid(), signal.SIGTERM)
         assert exit_info.value.code == tu.SIGTERM_EXIT
@@ -107,7 +107,7 @@ def _toy_run(tmp_path, monkeypatch, **overrides):
     """A `Run` of type ppo over toy options: no torchrun, resume state and weights under tmp_path."""
     values = {**specs.spec("ppo").defaults(), "device": "cpu", "dtype": "float32", "num_workers": 0, "epochs": 1,
               "batch_size": 1, "log_interval": 1, "save_interval": 1000, "save_dir": str(tmp_path), **overrides}
-    run = loop.Run("ppo", types.SimpleNamespace(**values), tu.DistInfo(False, 0, 0, 1, "cpu"), loop.StopSignal())
+    run = loop.Run("ppo", types.SimpleNamespace(**values), tu.DistInfo(False, 0, 0, 1, "cpu"), stopping.StopSignal())
     monkeypatch.setattr(run, "resume_path", lambda: str(tmp_path / "toy_resume.pth"))
     return run
 

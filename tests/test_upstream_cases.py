@@ -19,7 +19,7 @@ from _trainer_helpers import DEMO
 from _upstream_cases import DPO_MAX_LENGTH, DPO_PAIR, PPO, UPSTREAM, moe_batch, moe_model, moe_records, ppo_window
 
 from dataset.lm_dataset import DPODataset
-from trainer import loop
+from trainer import loop, stopping
 from trainer import trainer_utils as tu
 from trainer.rl import losses
 from trainer.rl.rollout import completion_logps
@@ -42,7 +42,7 @@ def _ppo_window_through_the_loop(tmp_path, grad_clip):
                "batch_size": 1, "log_interval": 1, "save_interval": 1000, "save_dir": str(tmp_path),
                "accumulation_steps": PPO["accumulation_steps"], "grad_clip": grad_clip,
                "learning_rate": PPO["learning_rate"], "run_dir": str(tmp_path / "records")}
-    run = loop.Run("ppo", types.SimpleNamespace(**options), tu.DistInfo(False, 0, 0, 1, "cpu"), loop.StopSignal())
+    run = loop.Run("ppo", types.SimpleNamespace(**options), tu.DistInfo(False, 0, 0, 1, "cpu"), stopping.StopSignal())
     run.resume_path = lambda: str(tmp_path / "ppo_resume.pth")
     part = run.part("actor", actor, PPO["learning_rate"])
     before = torch.cat([p.detach().flatten() for p in actor.parameters()])
