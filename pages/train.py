@@ -168,6 +168,7 @@ with st.container(border=True):
         st.page_link("pages/jobs.py", label=t("train.watch"), icon=":material/list:",
                      query_params={"job": str(launched)})
 
-    sweep_panel.form(JobStore(), train_type, check.values if check.command is not None else None,
-                     auth.session_user(state), backend)
+    if not store_problem:  # a sweep queues its runs in the job store
+        sweep_panel.form(JobStore(), train_type, check.values if check.command is not None else None,
+                         auth.session_user(state), backend)
 
