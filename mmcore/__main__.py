@@ -1,4 +1,4 @@
-"""`python -m mmcore COMMAND ...`: the same as the `minimind` command (mmcore/cli.py)."""
+"""`python -m mmcore COMMAND ...`: the same as the `minimind` command (mmcore/cli/)."""
 import sys
 
 from mmcore.cli import MODULE_NAME, main
