@@ -23,6 +23,7 @@ from contextlib import closing
 from dataclasses import asdict, dataclass
 
 from mmcore.base.i18n import MessageError, message
+from mmcore.runs import metric_stream
 
 SCHEMA = "CREATE TABLE IF NOT EXISTS run_guards (job_id INTEGER PRIMARY KEY, guards TEXT NOT NULL)"
 EVAL_METRICS = (("eval/loss", min), ("eval/reward/mean", max))  # a held-out metric and which way is better
@@ -133,15 +134,7 @@ class GuardWatch:
         if end == 0:
             return None
         self.offset += end
-        records = []
-        for line in data[:end].splitlines():
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict):
-                records.append(record)
-        return self.feed(records)
+        return self.feed(metric_stream.json_objects(data[:end]))
 
     def feed(self, records):
         """Look at `records` (dicts, in order); the reason when a guard fires, else None."""

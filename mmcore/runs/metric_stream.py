@@ -228,14 +228,7 @@ class MetricsReader:
         """The block's records, a line at a time (lines that are no JSON object are skipped)."""
         import pandas as pd
 
-        records = []
-        for line in data.splitlines():
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict):
-                records.append(record)
+        records = json_objects(data)
         return pd.DataFrame.from_records(records) if records else None
 
     # -- the table ---------------------------------------------------------------------------------
@@ -409,3 +402,16 @@ def list_run_dirs(home, exclude=()):
     skip = {str(Path(p)) for p in exclude}
     found = [p for p in root.iterdir() if p.is_dir() and str(p) not in skip and (p / METRICS_FILE).is_file()]
     return sorted(found, key=lambda p: (p / METRICS_FILE).stat().st_mtime, reverse=True)
+
+
+def json_objects(data):
+    """The JSON objects of a block of lines (bytes or text); a line that is no JSON object is skipped."""
+    records = []
+    for line in data.splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict):
+            records.append(record)
+    return records
