@@ -9,6 +9,7 @@ import re
 import sqlite3
 import time
 from contextlib import closing
+from pathlib import Path
 
 from mmcore.base import paths
 from mmcore.base.i18n import MessageError, message
@@ -71,6 +72,19 @@ class Annotations:
         """{"tags": [...], "note": str} of one run (empty when it has none)."""
         with closing(self._connect()) as conn:
             row = conn.execute("SELECT tags, note FROM run_annotations WHERE job_id = ?", (int(job_id),)).fetchone()
+        return {"tags": json.loads(row[0]), "note": row[1]} if row else {"tags": [], "note": ""}
+
+    @staticmethod
+    def peek(store_path, job_id):
+        """`get` without writing anything (no table made, the file opened read-only): for a page that only
+        shows a run's tags, so that drawing it never changes the job store it follows."""
+        try:
+            with closing(sqlite3.connect(f"{Path(store_path).resolve().as_uri()}?mode=ro", uri=True,
+                                 timeout=30)) as conn:
+                row = conn.execute("SELECT tags, note FROM run_annotations WHERE job_id = ?",
+                                   (int(job_id),)).fetchone()
+        except sqlite3.Error:  # no table yet (nothing annotated), or no store
+            row = None
         return {"tags": json.loads(row[0]), "note": row[1]} if row else {"tags": [], "note": ""}
 
     def set(self, job_id, user, tags=None, note=None):

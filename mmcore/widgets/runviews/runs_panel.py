@@ -108,7 +108,7 @@ def tags_caption(store, job_id):
     """A run's tags and note as a caption, where a run is named outside the Runs page (nothing when it has none)."""
     from mmcore.experiments.annotations import Annotations
 
-    kept = Annotations(store.path).get(job_id)
+    kept = Annotations.peek(store.path, job_id)
     if kept["tags"] or kept["note"]:
         st.caption(md(t("runs.tagged", tags=", ".join(kept["tags"]) or "-", note=kept["note"] or "-")))
 
