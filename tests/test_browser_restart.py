@@ -15,7 +15,7 @@ from mmcore.base import i18n
 pytestmark = pytest.mark.browser
 
 MISSING = browser.browser_missing_reason()
-TITLES = [i18n.table("en")[f"app.nav.{name}"] for name in ("train", "jobs", "logs", "models", "data")]
+TITLES = [i18n.table("en")[f"app.nav.{name}"] for name in ("train", "jobs", "logs", "runs", "models", "data")]
 PAGES = ("jobs", "logs", "train")  # the tabs open during the restart (Logs and Jobs with no job stop early)
 COUNTS = re.compile(r"Jobs\s*·\s*\d+ running\s*·\s*\d+ queued")
 
