@@ -38,6 +38,8 @@ NOTES = [
     (jobnote.stored("note.files_taken", files="/x/out/a_64.pth (bob, job 3)"),
      "not started: while it waited, another user's job wrote its files (/x/out/a_64.pth (bob, job 3)); "
      "choose another save_weight, or an admin may launch it again"),
+    (jobnote.stored("note.guard_stopped", reason=message("guard.fired.loss_above", limit=0.01, n=2, value=0.5, step=7)),
+     "stopped by a guard: loss_above: the loss stayed above 0.01 for 2 logged steps (0.5 at step 7)"),
 ]
 KEPT = {"pid", "Slurm", "CANCELLED", "Errno", "ENOMEM", "EACCES", "ENOENT", "EPERM", "RuntimeError", "x", "slurm",
         "sbatch", "save_weight", "bob", "job", "out", "a_64.pth"}
