@@ -50,6 +50,12 @@ def clean_note(note):
     return note
 
 
+def _annotation(conn, job_id):
+    """{"tags": [...], "note": str} of one run as stored through `conn` (empty when it has none)."""
+    row = conn.execute("SELECT tags, note FROM run_annotations WHERE job_id = ?", (int(job_id),)).fetchone()
+    return {"tags": json.loads(row[0]), "note": row[1]} if row else {"tags": [], "note": ""}
+
+
 class Annotations:
     """The tags and notes of the runs of the job store at `store_path` (JobStore.path)."""
 
@@ -71,8 +77,7 @@ class Annotations:
     def get(self, job_id):
         """{"tags": [...], "note": str} of one run (empty when it has none)."""
         with closing(self._connect()) as conn:
-            row = conn.execute("SELECT tags, note FROM run_annotations WHERE job_id = ?", (int(job_id),)).fetchone()
-        return {"tags": json.loads(row[0]), "note": row[1]} if row else {"tags": [], "note": ""}
+            return _annotation(conn, job_id)
 
     @staticmethod
     def peek(store_path, job_id):
@@ -81,11 +86,9 @@ class Annotations:
         try:
             with closing(sqlite3.connect(f"{Path(store_path).resolve().as_uri()}?mode=ro", uri=True,
                                  timeout=30)) as conn:
-                row = conn.execute("SELECT tags, note FROM run_annotations WHERE job_id = ?",
-                                   (int(job_id),)).fetchone()
+                return _annotation(conn, job_id)
         except sqlite3.Error:  # no table yet (nothing annotated), or no store
-            row = None
-        return {"tags": json.loads(row[0]), "note": row[1]} if row else {"tags": [], "note": ""}
+            return {"tags": [], "note": ""}
 
     def set(self, job_id, user, tags=None, note=None):
         """Replace the run's tags and/or note (None leaves that one as it is); returns what is stored now.
