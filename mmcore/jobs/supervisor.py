@@ -149,16 +149,16 @@ class Supervisor:
             fields["final_progress"] = summary
         # The footer first: should the database stay unwritable, the log still tells how it ended.
         self._write_log(f"# finished: {status} ({_describe_exit(exit_code)}) at {_now_iso(ended)}\n")
+        try:  # before the status: a run shown as ended has its results in the runs table already
+            runresults.keep_summary(self.store, self.job)
+        except Exception as exc:
+            self._write_log(f"# supervisor: cannot keep the run's results ({exc!r})\n")
         self._record(**fields)
         try:  # what this job held is free now: let the queue start the next job at once
             from mmcore.jobs import scheduler_lock
             scheduler_lock.wake(self.store)
         except Exception as exc:  # the queue's own poll starts it a moment later anyway
             self._write_log(f"# supervisor: cannot wake the queue ({exc!r})\n")
-        try:  # the runs table reads a finished run's results from here, not from its stream
-            runresults.keep_summary(self.store, self.job)
-        except Exception as exc:
-            self._write_log(f"# supervisor: cannot keep the run's results ({exc!r})\n")
         try:  # the owner's chosen events go out through the outbox's own sender process
             from mmcore.jobs import notify
             notify.job_ended(self.store, self.job_id)
