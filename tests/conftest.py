@@ -1,5 +1,6 @@
 """Test-wide setup: keep every test's dashboard state out of the repository's runs/ folder."""
 import os
+import shutil
 import tempfile
 
 import pytest
@@ -10,12 +11,20 @@ from trainer.rules import roots as _roots
 # pytest-xdist worker gets its own (they inherit the controller's environment): tests count the jobs and
 # the audit entries of their home, which another worker's tests would change under them.
 _OWN_HOME = "MINIMIND_TEST_OWN_HOME"  # the home this file made, not one the caller chose
+# The run's own temporary folder (made by the controller, shared by its xdist workers and every child process):
+# the tests' data, weights and records go there, and it, not all of /tmp, is a read and write root, so the pages'
+# scans (the Models catalogue walks the write roots) never meet what other programs leave in /tmp.
+_RUN_TMP = "MINIMIND_TEST_RUN_TMP"
+_made_run_tmp = not os.path.isdir(os.environ.get(_RUN_TMP, ""))
+if _made_run_tmp:
+    os.environ[_RUN_TMP] = tempfile.mkdtemp(prefix="minimind-tests-")
+os.environ["TMPDIR"] = tempfile.tempdir = os.environ[_RUN_TMP]
 if "MINIMIND_DASHBOARD_HOME" not in os.environ or (
         os.environ.get("PYTEST_XDIST_WORKER") and os.environ.get(_OWN_HOME) == os.environ["MINIMIND_DASHBOARD_HOME"]):
     os.environ["MINIMIND_DASHBOARD_HOME"] = os.environ[_OWN_HOME] = tempfile.mkdtemp(prefix="minimind-test-home-")
 _defaults = _roots.default_roots()
 _tmp = os.path.realpath(tempfile.gettempdir())
-# Jobs may use the temporary folder too (tests keep their data, weights and records there), beside
+# Jobs may use the run's temporary folder too (tests keep their data, weights and records there), beside
 # the default roots; tests of the roots themselves set these variables as they need.
 os.environ.setdefault(_roots.READ_ENV, os.pathsep.join([*map(str, _defaults.read), _tmp]))
 os.environ.setdefault(_roots.WRITE_ENV, os.pathsep.join([*map(str, _defaults.write), _tmp]))
@@ -102,6 +111,12 @@ def tier_of(item):
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups into the test ids
+def pytest_sessionfinish(session, exitstatus):
+    """A passing run's temporary folder is removed by the process that made it; a failing run's stays to be read."""
+    if _made_run_tmp and exitstatus == 0:
+        shutil.rmtree(os.environ[_RUN_TMP], ignore_errors=True)
+
+
 def pytest_collection_modifyitems(config, items):
     """Mark each test with its tier. Under pytest-xdist (`--dist loadgroup`), the browser tests share one
     worker (one Chromium and one Streamlit server at a time on two cores), the Slurm tests another, and a slow

@@ -99,7 +99,7 @@ def walk(tmp_path_factory, demo_models):
     server = browser.StreamlitServer(app_dir, home=home, log_path=tmp / "streamlit.log", start_timeout=120)
     saved = os.environ.get(roots.WRITE_ENV)
     try:
-        # The server's catalogue walks only the app's out/ and checkpoints/ (the tests' write roots hold all of /tmp); the
+        # The server's catalogue walks only the app's out/ and checkpoints/ (the tests' write roots hold the whole run's temporary folder); the
         # server's jobs inherit that. The jobs made here check their paths against the tests' roots.
         os.environ[roots.WRITE_ENV] = os.pathsep.join([str(app_dir / "out"), str(app_dir / "checkpoints")])
         try:
