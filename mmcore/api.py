@@ -292,12 +292,16 @@ def check_data(path, train_type=None, max_seq_len=None, tokenizer=None, sample=0
     return data_report.check(path, train_type, max_seq_len, tokenizer=tokenizer, sample=sample, **steps)
 
 
-def rescore(run_dir, reward, name=None, user=None, progress=None):
-    """Score every stored response of the run recorded in `run_dir` again with `reward` (`rule`, `format` or
-    `py:MODULE:FUNCTION`, an admin-trusted function), recorded as `rescore/<name>` beside each response and
-    as `rescore/<name>/mean|std` per step in `mmcore.metrics.read`. The value is the summary (name,
-    responses, steps, seconds, per_step); `Refused` with the reason for a bad reward or run."""
+def rescore(run_dir, reward, name=None, user=None, progress=None, wait=True):
+    """Score every stored response of the run recorded in `run_dir` again with `reward` (`rule`, `format`,
+    `py:MODULE:FUNCTION`, an admin-trusted function, or a reward-model folder, scored in a child process),
+    recorded as `rescore/<name>` beside each response and as `rescore/<name>/mean|std` per step in
+    `mmcore.metrics.read`. With `wait` the value is the summary (name, responses, steps, seconds, per_step);
+    else it is queued as a job (small-job lane, progress on Jobs) and the value is the job id. `Refused`
+    with the reason for a bad reward or run."""
     from mmcore.actions import run_acts
+    if not wait:
+        return _value(run_acts.queue_rescore(open_store(), run_dir, reward, name=name, user=user, entry=_ENTRY.get()))
     return _value(run_acts.rescore(run_dir, reward, name=name, user=user, entry=_ENTRY.get(), progress=progress))
 
 

@@ -1,12 +1,19 @@
-"""Acts on a run's records: score its stored responses again with a second reward (`mmcore.runs.rescore`).
+"""Acts on a run's records: score its stored responses again with a second reward (`mmcore.runs.rescore`),
+now (`rescore`) or as a queued job with progress on Jobs (`queue_rescore`, what the Logs page does).
 
 One `core.perform` each (role checked, act run, one audit row), answered with a `core.Outcome` in the
 acting user's language; `entry` and `user` as in `job_acts`. Rescoring adds columns to a run's rollout
-store (nothing stored is changed or lost), a member's act.
+store (nothing stored is changed or lost), a member's act. Both check first, whichever entry asked, that the
+run's folder lies in a write root (`core.write_root`), a reward-model folder in a read root, and that the
+reward and the name can be used: a refusal writes and queues nothing.
 """
+import os
+
+from mmcore.access import dashboard_roots
 from mmcore.actions import core
 from mmcore.actions.core import PAGE, did, perform, refused
 from mmcore.base.i18n import t
+from mmcore.models import rescore_job
 from mmcore.runs import rescore as rescoring
 
 
@@ -16,11 +23,14 @@ def rescore_refusal(user=None):
 
 
 def rescore(run_dir, reward, name=None, user=None, entry=PAGE, home=None, progress=None):
-    """Score every stored response of the run in `run_dir` with `reward` (rule, format, py:MODULE:FUNCTION)
-    under `name`; the value is `rescoring.rescore`'s summary. `progress(done, total)` as there."""
+    """Score every stored response of the run in `run_dir` with `reward` (rule, format, py:MODULE:FUNCTION, or a
+    reward-model folder, scored in a child process) under `name`, and wait; the value is `rescoring.rescore`'s
+    summary. `progress(done, total)` as there."""
     request = {"run_dir": str(run_dir), "reward": str(reward), "name": name}
 
     def do():
+        if why := _refusal(run_dir, reward, home):
+            return why
         try:
             summary = rescoring.rescore(run_dir, reward, name=name, progress=progress)
         except rescoring.RescoreError as exc:
@@ -29,3 +39,35 @@ def rescore(run_dir, reward, name=None, user=None, entry=PAGE, home=None, progre
                                 steps=summary["steps"]),
                    {key: summary[key] for key in ("name", "responses", "steps")}, summary)
     return perform(home, user, "rescore", entry, request, do)
+
+
+def queue_rescore(store, run_dir, reward, name=None, user=None, entry=PAGE):
+    """Queue the rescore of the run in `run_dir` with `reward` (rule, format, py:MODULE:FUNCTION or a
+    reward-model folder) under `name` as a job owned by `user` in the small-job lane (progress and log on
+    Jobs; a reward model loads in the job's process); the value is the job id."""
+    user = core.acting(user)
+    request = {"run_dir": str(run_dir), "reward": str(reward), "name": name, "job": True}
+
+    def do():
+        if why := _refusal(run_dir, reward, store.home):
+            return why
+        try:
+            job_id, recorded = rescore_job.launch(store, run_dir, reward, name=name, user=user)
+        except (rescoring.RescoreError, OSError, ValueError) as exc:
+            return refused(str(exc))
+        return did("success", t("rescore.queued", job_id=job_id, name=recorded), {"job": job_id, "name": recorded},
+                   job_id)
+    return perform(store.home, user, "rescore", entry, request, do)
+
+
+def _refusal(run_dir, reward, home):
+    """The refusal of a rescore whose run folder is outside the write roots, or whose reward-model folder is
+    outside the read roots; None when both may be used."""
+    try:
+        core.write_root(run_dir, home)
+    except core.OutsideRoots as exc:
+        return refused(exc.args[0])
+    if rescoring.is_folder(reward) and os.path.isdir(str(reward).strip()):
+        if problem := dashboard_roots.current(home).problem(str(reward).strip(), "read", base=os.getcwd()):
+            return refused(problem)
+    return None

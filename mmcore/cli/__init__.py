@@ -15,7 +15,7 @@ pages' rules; and `minimind-dashboard [STREAMLIT OPTIONS]`, which serves the app
                             [--format llama|minimind|gguf|peft] [--gguf_type f16|f32|q8_0]
     python -m mmcore queue [JOB --move up|down|top|bottom | --priority N]
     python -m mmcore data check dataset/demo/sft.jsonl --type sft --max_seq_len 512 [--json]
-    python -m mmcore rescore RUN_DIR --reward rule|format|py:MODULE:FUNCTION [--name NAME] [--json]
+    python -m mmcore rescore RUN_DIR --reward rule|format|py:MODULE:FUNCTION|FOLDER [--name NAME] [--json] [--queue]
     python -m mmcore prompts RUN_DIR [--json] [--export FILE --keep learnable]
     python -m mmcore runs [--type pretrain] [--search WORDS] [--json]
     python -m mmcore diff 12 14 [--all] [--json]

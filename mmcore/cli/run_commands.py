@@ -147,12 +147,20 @@ def add_notify(sub):
 def add_rescore(sub):
     p = sub.add_parser("rescore", help="score every stored response of a run again with another reward")
     p.add_argument("run_dir", help="the run's records folder (its rollouts.sqlite)")
-    p.add_argument("--reward", required=True, help="rule, format, or py:MODULE:FUNCTION (an admin-trusted function)")
+    p.add_argument("--reward", required=True, help="rule, format, py:MODULE:FUNCTION (an admin-trusted function), "
+                                                   "or a reward-model folder (a transformers folder)")
     p.add_argument("--name", default=None, help="recorded as rescore/NAME (default: the reward's name)")
-    p.add_argument("--json", action="store_true", help="the summary and every response's scores, as JSON")
+    p.add_argument("--json", action="store_true", help="the summary and every response's scores, as JSON "
+                                                      '(with --queue: {"job": id})')
+    p.add_argument("--queue", action="store_true", help="queue it as a job (small-job lane, progress on Jobs) "
+                                                       "and print its id instead of waiting")
     user_option(p)
 
     def run(args):
+        if args.queue:
+            job_id = api.rescore(args.run_dir, args.reward, name=args.name, user=args.user, wait=False)
+            print(json.dumps({"job": job_id}) if args.json else f"rescore queued as job {job_id}")
+            return
         summary = api.rescore(args.run_dir, args.reward, name=args.name, user=args.user)
         if args.json:
             from mmcore.runs import rollout_store

@@ -2,18 +2,23 @@
 evaluation, rescores) on one chart of steps, and the per-prompt table (`mmcore.runs.prompt_record`),
 sortable, a chosen prompt's groups across steps below it. Drawing only: what is shown comes from
 `mmcore.runs.heldout_view`, `prompt_record`, `metric_stream`, `rollout_store` and `rlview`."""
+import os
+
 import streamlit as st
 
 from mmcore.actions import run_acts
 from mmcore.base.i18n import t
 from mmcore.jobs import run_selection
+from mmcore.jobs.jobstore import JobStore
 from mmcore.runs import heldout_view, metric_stream, prompt_record, rlview, rollout_store
+from mmcore.widgets import queued_note
 
 RUN_KEY = "logs.heldout.run"
 TABLE_KEY = "logs.prompts.table"
 
 
-REWARDS = ("rule", "format")  # what the page offers; admin-trusted functions: `python -m mmcore rescore`
+REWARDS = ("rule", "format", "model")  # what the page offers; admin-trusted functions: `python -m mmcore rescore`
+OUTCOME_KEY = "logs.rescore.outcome"  # this session's last Rescore click (`queued_note`)
 
 
 def show(runs, user=None, home=None):
@@ -25,18 +30,22 @@ def show(runs, user=None, home=None):
 
 
 def rescore_control(run_dir, user, home):
-    """Score the run's stored responses again (the act `run_acts.rescore`), with a progress bar."""
+    """Queue a rescore of the run's stored responses (the act `run_acts.queue_rescore`): "Queued as job N" with
+    a link to it on Jobs, where its progress shows."""
     why = run_acts.rescore_refusal(user)
     columns = st.columns([2, 2, 1], vertical_alignment="bottom")
     reward = columns[0].selectbox(t("logs.rescore.reward"), REWARDS, key="logs.rescore.reward",
                                   format_func=lambda r: t(f"logs.rescore.reward.{r}"))
-    name = columns[1].text_input(t("logs.rescore.name"), key="logs.rescore.name", placeholder=reward)
+    shown = reward
+    if reward == "model":
+        reward = st.text_input(t("logs.rescore.folder"), key="logs.rescore.folder", help=t("logs.rescore.folder.help"))
+        shown = os.path.basename(reward.strip().rstrip("/")) or None  # the name a folder is recorded under
+    name = columns[1].text_input(t("logs.rescore.name"), key="logs.rescore.name", placeholder=shown)
     if columns[2].button(t("logs.rescore.go"), key="logs.rescore.go", disabled=bool(why),
                          help=why or t("logs.rescore.help")):
-        bar = st.progress(0.0)
-        outcome = run_acts.rescore(run_dir, reward, name=name.strip() or None, user=user, home=home,
-                                   progress=lambda done, total: bar.progress(done / max(total, 1)))
-        (st.error if outcome.refused or outcome.cause else st.success)(outcome.message)
+        outcome = run_acts.queue_rescore(JobStore(home), run_dir, reward, name=name.strip() or None, user=user)
+        queued_note.remember(OUTCOME_KEY, outcome, outcome.value)
+    queued_note.show(OUTCOME_KEY)
 
 
 def _show(stored, user, home):
