@@ -10,7 +10,7 @@ from mmcore.base.i18n import MessageError, t
 from mmcore.experiments import sweeps
 from mmcore.experiments.annotations import Annotations
 from mmcore.jobs import notify, runner
-from mmcore.queue import backends, jobqueue, launch, queueconf, resources
+from mmcore.queue import backends, job_arrays, jobqueue, launch, queueconf, resources
 
 
 def annotate(store, job_id, user=None, tags=None, note=None, entry=PAGE):
@@ -58,10 +58,12 @@ def queue_sweep(store, spec, name=None, user=None, backend=None, entry=PAGE, pri
             kept.drop(sweep_id)
             return refused_for(t("sweep.refused"), problems)
         jobs = []
+        as_array = chosen == "slurm"  # held until all are queued, then released as one job array
         try:
             for n, launch_check in enumerate(checks, 1):
                 jobs.append(launch.start(store, f"{name or spec.train_type}-sw{sweep_id}-{n}", launch_check, user=user,
-                                         backend=chosen, overwrite_others=core.may_overwrite_others(user)))
+                                         backend=chosen, overwrite_others=core.may_overwrite_others(user),
+                                         held=as_array))
         except (launch.LaunchRefused, resources.QueueRefused, OSError, sqlite3.Error) as exc:
             reasons = getattr(exc, "reasons", [str(exc)])
             if not jobs:
@@ -69,6 +71,8 @@ def queue_sweep(store, spec, name=None, user=None, backend=None, entry=PAGE, pri
                 return refused_for(t("sweep.refused"), reasons)
             # Some runs are queued: they stay, recorded with the sweep; the message says what did not start.
             kept.add_jobs(sweep_id, jobs)
+            if as_array:
+                job_arrays.release(store, jobs)
             return did("warning", t("sweep.partly", id=sweep_id, n=len(jobs), total=len(checks),
                                     error="; ".join(map(str, reasons))),
                        {"sweep": sweep_id, "jobs": jobs, "backend": chosen}, {"sweep": sweep_id, "jobs": jobs})
@@ -76,6 +80,8 @@ def queue_sweep(store, spec, name=None, user=None, backend=None, entry=PAGE, pri
         if priority is not None:
             for job_id in jobs:
                 store.update_waiting(job_id, priority=int(priority))
+        if as_array:
+            job_arrays.release(store, jobs)
         return did("success", t("sweep.queued", id=sweep_id, n=len(jobs)),
                    {"sweep": sweep_id, "jobs": jobs, "backend": chosen}, {"sweep": sweep_id, "jobs": jobs})
 
@@ -89,11 +95,7 @@ def stop_sweep(store, sweep_id, user=None, grace=runner.DEFAULT_GRACE_S, entry=P
         return refused(t("sweep.none", id=sweep_id))
 
     def do():
-        stopping = []
-        for job_id in found["jobs"]:
-            job = store.get(job_id)
-            if job is not None and job.active and backends.stop(store, job_id, grace=grace):
-                stopping.append(job_id)
+        stopping = backends.stop_all(store, found["jobs"], grace=grace)  # a job array: one scancel of it
         return did("info", t("sweep.stopping", id=found["id"], n=len(stopping)),
                    {"sweep": found["id"], "stopping": stopping}, stopping)
 
@@ -138,8 +140,10 @@ def retry_sweep(store, sweep_id, user=None, entry=PAGE):
         if problems:
             return refused_for(t("sweep.refused"), problems)
         new = [launch.start(store, f"{job.name}-retry", c, user=core.acting(user), backend=job.backend,
-                            overwrite_others=core.may_overwrite_others(user)) for job, c in checks]
+                            overwrite_others=core.may_overwrite_others(user), held=job.backend == "slurm")
+               for job, c in checks]
         sweeps.SweepStore(store.path).add_jobs(found["id"], new)
+        job_arrays.release(store, [j for j, (job, _) in zip(new, checks) if job.backend == "slurm"])
         return did("success", t("sweep.retried", id=found["id"], n=len(new)),
                    {"sweep": found["id"], "retried": [j.id for j in ended], "jobs": new}, new)
 

@@ -72,6 +72,18 @@ def dispatch(store, job, gpus, settings):
         return False
 
 
+def dispatch_array(store, jobs, tasks, settings):
+    """Hand the runs of one job array that the queue released together to Slurm as one array (job i as task
+    `tasks[i]`); a failure to submit fails each of them, with why."""
+    try:
+        return slurm.SlurmBackend().submit_array(store, jobs, tasks, settings)
+    except Exception as exc:  # as `dispatch`: recorded on the jobs rather than retried forever
+        for job in jobs:
+            store.transition(job.id, "queued", status="failed", waiting=0, ended_at=time.time(), queue_reason=None,
+                             note=jobnote.stored("note.backend_failed", backend=job.backend, error=str(exc)))
+        return []
+
+
 def refresh(store):
     """Reconcile every backend's active jobs (Slurm only when it has some)."""
     store.reconcile()
@@ -108,3 +120,26 @@ def stop(store, job_id, grace=runner.DEFAULT_GRACE_S, wait=False):
             break
         time.sleep(0.5)
     return stopping
+
+
+def stop_all(store, job_ids, grace=runner.DEFAULT_GRACE_S):
+    """Stop several jobs (a sweep's); the ids of those asked to stop. A Slurm job array whose every active task is
+    among them is cancelled with one `scancel` of the array, each of its jobs marked as asked to stop."""
+    jobs = [j for j in (store.get(int(i)) for i in job_ids) if j is not None and j.active]
+    arrays = {}
+    for job in jobs:
+        if job.backend == "slurm" and not job.in_queue and "_" in (job.external_id or ""):
+            arrays.setdefault(job.external_id.split("_")[0], []).append(job)
+    whole = set()
+    for array_id, tasks in arrays.items():
+        with store._connect() as conn:
+            others = conn.execute("SELECT 1 FROM jobs WHERE backend = 'slurm' AND status IN ('queued', 'running')"
+                                  " AND substr(external_id, 1, ?) = ? AND id NOT IN (%s) LIMIT 1"
+                                  % ", ".join("?" * len(tasks)),
+                                  [len(array_id) + 1, f"{array_id}_", *[j.id for j in tasks]]).fetchone()
+        if others is None:
+            for job in tasks:
+                store.transition(job.id, ("queued", "running"), stop_requested=job.stop_requested or time.time())
+            slurm.scancel(array_id)
+            whole.update(j.id for j in tasks)
+    return [j.id for j in jobs if j.id in whole or stop(store, j.id, grace=grace)]

@@ -89,7 +89,7 @@ def enqueue(store, train_type, name, values, cmd, backend=None, gpus=None, user=
             raise QueueRefused(f"asks for {wanted} GPUs; this machine has {gpu_count}")
     job_id = store.create(train_type=train_type, name=name or "", params=values, argv=cmd.argv, cwd=cmd.cwd,
                           env=cmd.env, user=user, backend=backend, resources=resources, waiting=1,
-                          queue_reason=queuetext.SCHEDULER, **fields)
+                          **{"queue_reason": queuetext.SCHEDULER, **fields})
     scheduler_lock.ensure_running(store)
     return job_id
 

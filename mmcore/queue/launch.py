@@ -10,7 +10,7 @@ from pathlib import Path
 
 from mmcore.base import i18n
 from mmcore.base.i18n import t
-from mmcore.queue import jobqueue
+from mmcore.queue import job_arrays, jobqueue
 from mmcore.runs import metric_stream
 from mmcore.train import commandline, file_owners, preflight, train_types
 from trainer.rules import specs
@@ -110,13 +110,15 @@ def check(train_type, values, gpu_count, extra_errors=None, store=None):
                        warnings=preflight.warnings(checked), pending=pending)
 
 
-def start(store, name, launch_check, user=None, backend=None, gpus=None, overwrite_others=False, after=None):
+def start(store, name, launch_check, user=None, backend=None, gpus=None, overwrite_others=False, after=None,
+          held=False):
     """Put a job owned by `user` (None: the OS user) from a passed check in the queue, which starts
     it as soon as its resources are free (`mmcore.queue.jobqueue`); return the job id. `backend`:
     "local", "slurm" or None (the configured default); `gpus`: as `mmcore.queue.resources.resources_for` takes it.
     `overwrite_others`: it may write over another user's files (an admin's launch). `after`: the id of
     the job that writes the check's pending base weights (`LaunchCheck.after`): the job waits until that
-    one has succeeded, as a pipeline's stage waits for the stage before.
+    one has succeeded, as a pipeline's stage waits for the stage before. `held`: the queue passes it over until
+    `mmcore.queue.job_arrays.release` makes it part of a job array with the jobs queued with it.
 
     Raises LaunchRefused with every reason when the check found problems (other than the pending
     weights of the job named by `after`).
@@ -127,7 +129,8 @@ def start(store, name, launch_check, user=None, backend=None, gpus=None, overwri
     try:
         return jobqueue.enqueue(store, launch_check.train_type, name, launch_check.values, launch_check.command,
                                 backend=backend, gpus=gpus, user=user, overwrite_others=overwrite_others,
-                                **({"depends_on": after} if waits else {}))
+                                **({"depends_on": after} if waits else {}),
+                                **({"queue_reason": job_arrays.HELD} if held else {}))
     except jobqueue.QueueRefused as exc:
         raise LaunchRefused(exc.reasons) from None
 

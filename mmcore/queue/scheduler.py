@@ -2,8 +2,9 @@
 
 Every `POLL_S` seconds (and at once when a supervisor reports a job's end with SIGUSR1) it runs
 one round (`Queue.tick`): reconcile what ended (local supervisors, Slurm), hold pipeline stages
-behind failed ones, decide with `mmcore.queue.queueplan.plan`, hand starting jobs to their backend, and
-store each waiting job's place and reason. It runs detached like the job supervisors, holds the
+behind failed ones, decide with `mmcore.queue.queueplan.plan`, hand starting jobs to their backend (the runs
+of one job array that start together as one array, `mmcore.queue.job_arrays`), and store each waiting job's
+place and reason. It runs detached like the job supervisors, holds the
 store's scheduler lock (`mmcore.jobs.scheduler_lock`: one at a time), and exits when nothing is left to wait
 for; `queuelock.ensure_running()` starts it again.
 """
@@ -23,7 +24,7 @@ import psutil
 from mmcore.base import gpu, proctree
 from mmcore.base.i18n import message
 from mmcore.jobs import jobnote, scheduler_lock
-from mmcore.queue import backends, queueconf, queueplan, queuetext
+from mmcore.queue import backends, job_arrays, queueconf, queueplan, queuetext
 from mmcore.queue.resources import output_paths
 from mmcore.train import file_owners
 
@@ -144,6 +145,10 @@ class Queue:
         """(waiting jobs, decisions) for the store as it is now."""
         store = self.store
         waiting = waiting_jobs(store)
+        held = [j.id for j in waiting if j.queue_reason == job_arrays.HELD]  # their array is being queued
+        if held:
+            job_arrays.release_stale(store, held)  # (taken next round)
+            waiting = [j for j in waiting if j.queue_reason != job_arrays.HELD]
         if not waiting:
             self._outputs.clear()
             return [], []
@@ -184,15 +189,24 @@ class Queue:
         settings = queueconf.load(store.home)
         waiting, decisions = self.decide(settings)
         by_id = {j.id: j for j in waiting}
+        starting_slurm = [d.job_id for d in decisions if d.start and by_id[d.job_id].backend == "slurm"]
+        in_arrays = job_arrays.members(store, starting_slurm) if starting_slurm else {}
+        arrays = {}  # array group -> [(job, task)] starting this round: submitted together
         reasons = []
         for d in decisions:
             job = by_id[d.job_id]
             if d.start:
                 full = store.get(d.job_id)
                 if full is not None and full.in_queue and not self._files_taken(full):
-                    backends.dispatch(store, full, list(d.gpus), settings)
+                    if d.job_id in in_arrays:
+                        group, task = in_arrays[d.job_id]
+                        arrays.setdefault(group, []).append((full, task))
+                    else:
+                        backends.dispatch(store, full, list(d.gpus), settings)
             elif (why := d.stored) != job.queue_reason:
                 reasons.append((why, d.job_id))
+        for runs in arrays.values():
+            backends.dispatch_array(store, [job for job, _ in runs], [task for _, task in runs], settings)
         if reasons:
             with store._write() as conn:
                 conn.executemany("UPDATE jobs SET queue_reason = ? WHERE id = ? AND waiting = 1", reasons)

@@ -10,6 +10,10 @@ State comes from `squeue --json -t all` (no accounting database needed), or `sco
 for a job squeue no longer lists. `stop` is `scancel`: Slurm sends SIGTERM to every task, the
 trainer saves its resume state and exits 143, and SIGKILL follows after the cluster's KillWait.
 A job cancelled from the shell is reconciled the same way: it shows as stopped.
+
+The runs of a sweep go in as one job array (`submit_array`, `mmcore.queue.job_arrays`): each run keeps its
+batch script, log and records, the array's script runs run i's script as task i, and the run's id at Slurm
+is its task, `ARRAYID_INDEX`, which squeue, scontrol and scancel take like a job id.
 """
 import dataclasses
 import json
@@ -25,7 +29,7 @@ from pathlib import Path
 from mmcore.access import dashboard_roots
 from mmcore.base import paths
 from mmcore.jobs import jobnote
-from mmcore.queue import queueconf, queuetext
+from mmcore.queue import job_arrays, queueconf, queuetext
 from mmcore.runs import metric_stream
 from mmcore.train import file_owners
 from trainer.rules.specs import SPECS
@@ -78,6 +82,20 @@ def _python(job):
     return job.argv[0] if first.startswith("python") else sys.executable
 
 
+def _allocation(settings):
+    """The sbatch options that say what a job (or each task of an array) gets: nodes, tasks, GPUs, CPUs, where."""
+    directives = [f"--nodes={int(settings.slurm_nodes)}", f"--ntasks-per-node={int(settings.slurm_tasks_per_node)}"]
+    if int(settings.slurm_gpus_per_node):
+        directives.append(f"--gres=gpu:{int(settings.slurm_gpus_per_node)}")
+    if settings.slurm_cpus_per_task:
+        directives.append(f"--cpus-per-task={settings.slurm_cpus_per_task}")
+    for flag, value in (("partition", settings.slurm_partition), ("account", settings.slurm_account),
+                        ("time", settings.slurm_time)):
+        if value:
+            directives.append(f"--{flag}={value}")
+    return directives
+
+
 def batch_script(job, settings, extra_env=None):
     """The sbatch script that runs `job` (text). Its output goes to the job's log file.
 
@@ -88,15 +106,7 @@ def batch_script(job, settings, extra_env=None):
     gpus = int(settings.slurm_gpus_per_node)
     nodes, tasks = int(settings.slurm_nodes), int(settings.slurm_tasks_per_node)
     directives = [f"--job-name=minimind-{job.id}-{job.train_type}", f"--output={job.log_path}",
-                  "--open-mode=append", f"--chdir={job.cwd}", f"--nodes={nodes}", f"--ntasks-per-node={tasks}"]
-    if gpus:
-        directives.append(f"--gres=gpu:{gpus}")
-    if settings.slurm_cpus_per_task:
-        directives.append(f"--cpus-per-task={settings.slurm_cpus_per_task}")
-    for flag, value in (("partition", settings.slurm_partition), ("account", settings.slurm_account),
-                        ("time", settings.slurm_time)):
-        if value:
-            directives.append(f"--{flag}={value}")
+                  "--open-mode=append", f"--chdir={job.cwd}", *_allocation(settings)]
     trainer = _script_argv(job)
     distributed = nodes * tasks > 1 or gpus > 1
     if distributed:
@@ -122,10 +132,27 @@ def batch_script(job, settings, extra_env=None):
              f"echo {shlex.quote(f'# job {job.id} · type {job.train_type} · {name}')}",
              f"echo {shlex.quote('# command: ' + run)}",
              f"echo {shlex.quote('# cwd: ' + job.cwd)}",
-             'echo "# slurm: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST (first node $head)"',
+             'echo "# slurm: job $SLURM_JOB_ID${SLURM_ARRAY_JOB_ID:+ (array task ${SLURM_ARRAY_JOB_ID}_$SLURM_ARRAY_TASK_ID)}'
+             ' on $SLURM_JOB_NODELIST (first node $head)"',
              'echo "# started: $(date -Iseconds)"',
              run, ""]
     return "\n".join(lines)
+
+
+def array_script(runs, settings, output, cwd):
+    """The sbatch script of a job array (text): `runs` [(task index, job, its own batch script's path)]; task i
+    runs the script of its job with bash (the script's #SBATCH lines are then comments, its output already goes
+    to `output`, a pattern whose %a names a link to the job's log)."""
+    first = runs[0][1]
+    directives = [f"--job-name=minimind-array-{first.id}-{first.train_type}", f"--output={output}",
+                  "--open-mode=append", f"--chdir={cwd}", *_allocation(settings),
+                  f"--array={job_arrays.index_ranges(task for task, _, _ in runs)}"]
+    branches = [f"  {task}) exec bash {shlex.quote(str(path))} ;;  # job {job.id}" for task, job, path in runs]
+    return "\n".join(["#!/bin/bash", *[f"#SBATCH {d}" for d in directives],
+                      "# MiniMind dashboard job array: each task runs one job's own batch script (its log, records"
+                      " and resume state are the job's).",
+                      'case "$SLURM_ARRAY_TASK_ID" in', *branches,
+                      '  *) echo "# no job for array task $SLURM_ARRAY_TASK_ID" >&2; exit 2 ;;', "esac", ""])
 
 
 # -- the backend ----------------------------------------------------------------------------------------
@@ -138,14 +165,35 @@ def _exit_code(raw):
     return raw >> 8
 
 
+def _number(value):
+    """An integer field of squeue's JSON: a plain number, or {"set": .., "number": ..} in newer Slurm."""
+    if isinstance(value, dict):
+        return value.get("number") if value.get("set", True) else None
+    return value
+
+
+def record_ids(record):
+    """The ids a record of `squeue --json` answers to: its job id, and for a job array's task its task id
+    `ARRAYID_INDEX` (a record of pending tasks stands for each of them, "0-3" in its task list)."""
+    ids = [str(_number(record.get("job_id")))]
+    array = _number(record.get("array_job_id"))
+    if array:
+        task = _number(record.get("array_task_id"))
+        if isinstance(task, int) and 0 <= task < 4294967294:  # (NO_VAL marks none)
+            ids.append(f"{array}_{task}")
+        ids.extend(f"{array}_{i}" for i in job_arrays.expand_ranges(str(record.get("array_task_string") or "")))
+    return ids
+
+
 def squeue_jobs(ids=None):
-    """{slurm id: job dict from `squeue --json -t all`}, limited to `ids` when given."""
+    """{slurm id: job dict from `squeue --json -t all`}, limited to `ids` when given; an array's task is found
+    under `ARRAYID_INDEX`."""
     out = _run(["squeue", "--json", "-t", "all"])
     jobs = {}
     for j in json.loads(out).get("jobs", []):
-        key = str(j.get("job_id"))
-        if ids is None or key in ids:
-            jobs[key] = j
+        for key in record_ids(j):
+            if ids is None or key in ids:
+                jobs[key] = j
     return jobs
 
 
@@ -184,8 +232,8 @@ class SlurmBackend:
     def script_path(self, store, job):
         return Path(store.home) / "slurm" / f"job-{job.id}.sbatch"
 
-    def submit(self, store, job, gpus=(), settings=None):
-        settings = settings or queueconf.load(store.home)
+    def _write_script(self, store, job, settings):
+        """Write the job's batch script; its path."""
         path = self.script_path(store, job)
         paths.private_dir(path.parent)
         paths.private_dir(Path(job.log_path).parent)
@@ -196,12 +244,44 @@ class SlurmBackend:
             job = dataclasses.replace(job, argv=metric_stream.with_run_dir(job.argv, metric_stream.job_run_dir(job, store.home)))
         extra = {**dashboard_roots.current(store.home).env(), **file_owners.trainer_env(store, job)}
         path.write_text(batch_script(job, settings, extra))
+        return path
+
+    def submit(self, store, job, gpus=(), settings=None):
+        settings = settings or queueconf.load(store.home)
+        path = self._write_script(store, job, settings)
         claimed = store.update_waiting(job.id, waiting=0, dispatched_at=time.time(), queue_reason=queuetext.SUBMITTING)
         if not claimed:
             return False
         slurm_id = _run(["sbatch", "--parsable", str(path)]).strip().split(";")[0]
         store.update(job.id, external_id=slurm_id, queue_reason=queuetext.slurm_submitted(slurm_id))
         return True
+
+    def submit_array(self, store, jobs, tasks, settings=None):
+        """Submit `jobs` as one job array, job i as task `tasks[i]` (`mmcore.queue.job_arrays`); each job's
+        `external_id` becomes its task, `ARRAYID_INDEX`. Returns the ids of the jobs submitted (those still
+        waiting when claimed)."""
+        settings = settings or queueconf.load(store.home)
+        runs = []
+        for job, task in zip(jobs, tasks):
+            path = self._write_script(store, job, settings)
+            if store.update_waiting(job.id, waiting=0, dispatched_at=time.time(), queue_reason=queuetext.SUBMITTING):
+                runs.append((int(task), job, path))
+        if not runs:
+            return []
+        folder = self.script_path(store, runs[0][1]).parent
+        name = f"array-{runs[0][1].id}"
+        # Slurm names a task's output with %a; a link of that name leads to the job's own log.
+        for task, job, _ in runs:
+            link = folder / f"{name}-{task}.log"
+            link.unlink(missing_ok=True)
+            link.symlink_to(os.path.abspath(job.log_path))
+        script = folder / f"{name}.sbatch"
+        script.write_text(array_script(runs, settings, str(folder / f"{name}-%a.log"), runs[0][1].cwd))
+        array_id = _run(["sbatch", "--parsable", str(script)]).strip().split(";")[0]
+        for task, job, _ in runs:
+            task_id = f"{array_id}_{task}"
+            store.update(job.id, external_id=task_id, queue_reason=queuetext.slurm_submitted(task_id))
+        return [job.id for _, job, _ in runs]
 
     def refresh(self, store, force=False):
         """Update every active Slurm job of the store from squeue (at most once a second)."""
@@ -262,11 +342,16 @@ class SlurmBackend:
         """scancel: Slurm sends SIGTERM, then SIGKILL after KillWait (the cluster's grace period)."""
         store.transition(job.id, ("queued", "running"), stop_requested=job.stop_requested or time.time())
         if job.external_id:
-            _run(["scancel", str(job.external_id)])
+            scancel(job.external_id)
         return True
 
     def log_path(self, job):
         return job.log_path
+
+
+def scancel(slurm_id):
+    """Cancel a Slurm job, one task of an array (`ARRAYID_INDEX`) or a whole array (its id)."""
+    _run(["scancel", str(slurm_id)])
 
 
 def cluster_summary():
