@@ -19,7 +19,8 @@ navigation.ensure_app_navigation()
 user = auth.session_user(st.session_state)
 try:
     store = JobStore()
-    runs = runtable.runs(store)
+    pending = set()  # runs whose results a background worker is still reading
+    runs = runtable.runs(store, pending=pending)
 except (sqlite3.Error, RuntimeError, OSError) as exc:  # missing, damaged, locked or newer-schema database
     st.error(md(storeguard.explain(exc)))
     st.stop()
@@ -33,7 +34,8 @@ if not runs:
 table_tab, diff_tab, notes_tab, sweep_tab = st.tabs([t("runs.tab.table"), t("runs.tab.diff"), t("runs.tab.notes"),
                                                      t("sweep.view")])
 with table_tab:
-    runs_panel.table(runs)
+    runs_panel.reading(store, pending)
+    runs_panel.table(runs, pending)
 with diff_tab:
     runs_panel.diff(store, runs)
 with notes_tab:

@@ -3,7 +3,8 @@
 `runs(store)` gives one dict per job (newest first): `id`, `name`, `type`, `owner`, `status`, `tags`, `note`,
 `created_at`, `params` (every parameter of its type, typed values as a form shows them: the script's default
 where the job did not set one) and `results` (`mmcore.runs.runresults`). `frame(runs)` lays them out
-one column per parameter and per result, leaving out parameters on which every run agrees; `search`,
+one column per parameter and per result (and READING_COLUMN, "…" for each run whose results are still being
+read, when any is), leaving out parameters on which every run agrees; `search`,
 `filter_column` and `sort` narrow and order it; `csv` writes what is shown.
 """
 import functools
@@ -12,13 +13,14 @@ import re
 import pandas as pd
 
 from mmcore.base.i18n import MessageError, message
-from mmcore.runs import runresults
+from mmcore.runs import runresults, summary_worker
 from mmcore.experiments.annotations import Annotations
 from mmcore.jobs import jobnote
 from mmcore.train import train_types
 
 #: The columns every runs table starts with, before parameters and results.
 BASE_COLUMNS = ("id", "name", "type", "owner", "status", "tags", "note")
+READING_COLUMN, READING = "reading", "…"  # the column that marks runs whose results are still being read
 PARAM_PREFIX = "p:"  # a parameter's column is "p:<name>", so that no parameter shadows a base or result column
 _COMPARISON = re.compile(r"^\s*(<=|>=|!=|<|>|=)\s*(.*?)\s*$")
 
@@ -60,22 +62,31 @@ def params_of(job):
     return {name: normal_value(kinds.get(name), value) for name, value in values.items()}
 
 
-def run_of(job, home, notes=None, read=None):
-    """One run as a dict (see the module's docstring); `read`: see `runresults.metrics_summary`."""
+def run_of(job, home, notes=None, read=None, later=None):
+    """One run as a dict (see the module's docstring); `read`, `later`: see `runresults.results`."""
     annotation = (notes or {}).get(job.id, {"tags": [], "note": ""})
     return {"id": job.id, "name": job.name, "type": job.train_type, "owner": job.user, "status": job.status,
             "tags": list(annotation["tags"]), "note": annotation["note"], "job_note": jobnote.english(job.note),
-            "created_at": job.created_at, "params": params_of(job), "results": runresults.results(job, home, read)}
+            "created_at": job.created_at, "params": params_of(job),
+            "results": runresults.results(job, home, read, later)}
 
 
-def runs(store, train_type=None, limit=None):
-    """Every run of the job store, newest first (of one type, at most `limit`)."""
+def runs(store, train_type=None, limit=None, pending=None):
+    """Every run of the job store, newest first (of one type, at most `limit`), with complete results: every
+    stream without a kept summary is read here. With `pending` (a set), what a page does that must not wait:
+    past `runresults.INLINE_BYTES` the streams of finished runs that were never summarised are handed to the
+    background worker (`summary_worker`) and those runs' ids go into `pending`, their results blank until it
+    has kept them."""
     notes = Annotations(store.path).all()
     kept = runresults.SummaryStore(store.path)
     kept.load()
     read = set()
-    found = [run_of(job, store.home, notes, read) for job in store.list(train_type=train_type, limit=limit)]
+    later = None if pending is None else runresults.Later(inline=summary_worker.unfinished(store.path))
+    found = [run_of(job, store.home, notes, read, later) for job in store.list(train_type=train_type, limit=limit)]
     kept.keep(read)  # the streams read here need not be read again by the next process
+    if later is not None and later.paths:
+        summary_worker.hand_over(store.path, later.paths)
+        pending.update(later.jobs)
     return found
 
 
@@ -88,9 +99,10 @@ def varying(runs_, key="params"):
     return [name for name in names if len({run[key].get(name) for run in runs_}) > 1]
 
 
-def frame(runs_, all_params=False):
+def frame(runs_, all_params=False, pending=()):
     """The runs as a table: the base columns, "p:<name>" for each parameter (only those that differ, unless
-    `all_params`), then the results (`final_loss`, ..., `eval/...`) that any run has."""
+    `all_params`), then the results (`final_loss`, ..., `eval/...`) that any run has, preceded by READING_COLUMN
+    when some runs' results are still being read (`pending`: their ids)."""
     params = list({n: None for r in runs_ for n in r["params"]}) if all_params else varying(runs_)
     result_keys = list(runresults.RESULT_KEYS) + sorted(
         {k for r in runs_ for k in r["results"] if k not in runresults.RESULT_KEYS})
@@ -99,6 +111,9 @@ def frame(runs_, all_params=False):
             for r in runs_]
     columns = [*BASE_COLUMNS, *(PARAM_PREFIX + p for p in params), *result_keys]
     df = pd.DataFrame(rows, columns=columns)
+    if pending:
+        df.insert(len(columns) - len(result_keys), READING_COLUMN,
+                  [READING if r["id"] in pending else "" for r in runs_])
     for key in result_keys:
         df[key] = pd.to_numeric(df[key], errors="coerce")
     return df

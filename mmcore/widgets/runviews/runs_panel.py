@@ -7,7 +7,7 @@ from mmcore.base.i18n import MessageError, t
 from mmcore.base.safetext import md
 from mmcore.experiments import rundiff, runtable
 from mmcore.logs import charts
-from mmcore.runs import metric_stream
+from mmcore.runs import metric_stream, summary_worker
 
 CURVE_METRICS = ("loss", "reward")
 
@@ -20,10 +20,26 @@ def column_label(column):
     return t(key) if not column.startswith("eval/") else column
 
 
-def table(runs):
-    """The runs table with its search, filter and sort controls; returns the rows shown (a DataFrame)."""
+def reading(store, pending):
+    """While a background worker reads the results of the runs in `pending` (ids), how many are left; a
+    fragment that redraws itself every second and reruns the page when they are all kept."""
+    if not pending:
+        return
+
+    @st.fragment(run_every=1.0)
+    def left():
+        n = summary_worker.left(store.path)
+        if not n:
+            st.rerun()
+        st.caption(t("runs.reading", n=n))
+    left()
+
+
+def table(runs, pending=()):
+    """The runs table with its search, filter and sort controls; returns the rows shown (a DataFrame).
+    `pending`: the ids of the runs whose results are still being read (marked in the table)."""
     all_params = st.checkbox(t("runs.all_params"), key="runs.all_params", help=t("runs.all_params.help"))
-    df = runtable.frame(runs, all_params=all_params)
+    df = runtable.frame(runs, all_params=all_params, pending=pending)
     controls = st.columns([3, 2, 2, 2, 1])
     text = controls[0].text_input(t("runs.search"), key="runs.search", placeholder=t("runs.search.placeholder"))
     columns = list(df.columns)
