@@ -110,13 +110,13 @@ def tier_of(item):
     return "fast"
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups into the test ids
 def pytest_sessionfinish(session, exitstatus):
     """A passing run's temporary folder is removed by the process that made it; a failing run's stays to be read."""
     if _made_run_tmp and exitstatus == 0:
         shutil.rmtree(os.environ[_RUN_TMP], ignore_errors=True)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups into the test ids
 def pytest_collection_modifyitems(config, items):
     """Mark each test with its tier. Under pytest-xdist (`--dist loadgroup`), the browser tests share one
     worker (one Chromium and one Streamlit server at a time on two cores), the Slurm tests another, and a slow
