@@ -92,6 +92,12 @@ SLOW_TESTS = {
 }
 
 
+# The browser tests run on two workers, each one Chromium and one Streamlit server at a time: these files on
+# one, the others on the second (about half the browser tier's time each, by `pytest --durations=0`).
+BROWSER_FIRST = {"test_browser_live.py", "test_browser_e2e.py", "test_browser_pipeline.py", "test_browser_walk.py",
+                 "test_browser_signin.py", "test_browser_runs.py", "test_browser_restart.py"}
+
+
 def tier_of(item):
     """browser, slurm, llama_cpp, slow or fast: the first that fits."""
     name = item.path.name
@@ -118,14 +124,16 @@ def pytest_sessionfinish(session, exitstatus):
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups into the test ids
 def pytest_collection_modifyitems(config, items):
-    """Mark each test with its tier. Under pytest-xdist (`--dist loadgroup`), the browser tests share one
-    worker (one Chromium and one Streamlit server at a time on two cores), the Slurm tests another, and a slow
-    file's tests stay together (its module fixtures are built once); the long groups are handed out first."""
+    """Mark each test with its tier. Under pytest-xdist (`--dist loadgroup`), the browser tests share two
+    workers (see BROWSER_FIRST), the Slurm tests another, and a slow file's tests stay together (its module
+    fixtures are built once); the long groups are handed out first."""
     order = {"browser": 0, "slurm": 1, "llama_cpp": 2, "slow": 3, "fast": 4}
     for item in items:
         tier = tier_of(item)
         item.add_marker(tier)
-        if tier in ("browser", "slurm"):
+        if tier == "browser":
+            item.add_marker(pytest.mark.xdist_group("browser" if item.path.name in BROWSER_FIRST else "browser-2"))
+        elif tier == "slurm":
             item.add_marker(pytest.mark.xdist_group(tier))
         elif tier in ("slow", "llama_cpp"):
             item.add_marker(pytest.mark.xdist_group(item.path.stem))
