@@ -7,7 +7,8 @@ most training reward and the least held-out score, what a reader opens first to 
   column), else whether its answer is right (`accuracy` as the trainer stored it, else the rule's check);
 - `held_out_gain`: that score less its prompt's mean held-out score when the prompt was first stored,
 and keeps those that gained training reward with no held-out gain, ordered by `gain - held_out_gain`
-(most first), with every stored column of theirs after these. `link(...)` is the URL of the Logs page opened on them; `GAINERS_PARAM` its query parameter.
+(most first), with every stored column of theirs after these. `link(...)` is the URL of the Logs page
+opened on them (`GAINERS_PARAM`, `STEP_PARAM` its query parameters); `finding_link` the link after a finding.
 """
 import urllib.parse
 

@@ -62,7 +62,8 @@ def show_gainers(label, run_dir, since_step, parts):
                 st.caption(t("logs.gainers.card", step=r["step"], group=r["group"], gain=f"{r['gain']:+.3f}",
                              held=rlview.format_value(r["held_out"])))
                 left, right = st.columns(2)
-                left.code(r["prompt"], language=None, wrap_lines=True, height=120 if len(r["prompt"]) > 300 else "content")
+                left.code(r["prompt"], language=None, wrap_lines=True,
+                          height=120 if len(r["prompt"]) > 300 else "content")
                 right.code(r["reference"] or t("logs.no_reference"), language=None, wrap_lines=True)
                 response_card(r, parts)
 
