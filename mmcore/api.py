@@ -305,6 +305,15 @@ def rescore(run_dir, reward, name=None, user=None, progress=None, wait=True):
     return _value(run_acts.rescore(run_dir, reward, name=name, user=user, entry=_ENTRY.get(), progress=progress))
 
 
+def export_prompts(run_dir, path, keep=("learnable",), user=None):
+    """Write the training prompts of the RL run recorded in `run_dir` whose flag is in `keep` (see
+    `mmcore.runs.prompt_record`) as an RLAIF file at `path`, a new file inside the write roots; the value is
+    the number of rows written. `Refused` with the reason for a path outside the roots, an existing file,
+    an unknown flag or a folder without rollouts."""
+    from mmcore.actions import run_acts
+    return _value(run_acts.export_prompts(run_dir, path, keep=tuple(keep), user=user, entry=_ENTRY.get()))
+
+
 def export(weight, out_dir, format=None, gguf_type="f16", user=None, wait=True, **options):
     """Export weight file `weight` to the folder `out_dir` as `format` ("llama", the default where the model
     allows it; "minimind", "gguf" or "peft"), verified after writing (see `model.export_hf`). `options`:

@@ -13,7 +13,7 @@ from mmcore.jobs.jobrow import STATUSES
 from mmcore.jobs.jobstore import JobStore
 from mmcore.live import livefeed, livepage, livetable
 from mmcore.logs import logfiles, tailview
-from mmcore.runs import health, metric_stream, resumes
+from mmcore.runs import gainers, health, metric_stream, resumes
 from mmcore.runs.trend_watch import RunWatch
 from mmcore.train import lossnote, train_types
 from mmcore.widgets import audit_panel, confirm, navigation, queue_panel
@@ -137,7 +137,8 @@ def details(live, job, settings):
         findings = run_watch().summary(metric_stream.job_run_dir(job, store.home), job.train_type, settings).findings
         for finding in findings:
             live.fixed(st.warning, t("jobs.finding", title=finding.title, step=finding.since_step,
-                                     message=finding.message, advice=finding.advice),
+                                     message=finding.message, advice=finding.advice)
+                       + gainers.finding_link(finding, {"job": str(job.id)}),
                        icon=":material/health_and_safety:")
         live.fixed(confirm.buttons, store, job, user, select, cache)
         live.fixed(job_parameters, job)

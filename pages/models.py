@@ -14,7 +14,7 @@ from mmcore.base.i18n import t
 from mmcore.base.safetext import md, md_lines
 from mmcore.jobs import storeguard
 from mmcore.jobs.jobstore import JobStore
-from mmcore.models import catalogue, chat_client, eval_jobs, modelsview
+from mmcore.models import catalogue, chat_client, eval_jobs, modelsview, timeline
 from mmcore.widgets import export_panel, model_panels, navigation, queued_note
 
 navigation.ensure_app_navigation()
@@ -23,6 +23,7 @@ state = st.session_state
 user = auth.session_user(state)  # who acts: a viewer may look, members and admins may run models
 HISTORY_KEY = "models.chat.history"  # {target label: [{"role", "content"}]}
 COMPARE_KEY = "models.compare.result"
+TIMELINE_KEY = "models.timeline.generated"  # {job id: {(checkpoint label, row): answer}} made in this session
 EVAL_OUTCOME_KEY = "models.eval.outcome"  # the last Evaluate click (`queued_note`)
 
 st.title(t("models.title"))
@@ -125,7 +126,14 @@ def chat_section():
 
 
 def compare_section():
-    """Two to four checkpoints answer the same prompts with the same settings, scored side by side."""
+    """Two to four checkpoints answer the same prompts with the same settings, scored side by side; or one
+    run's checkpoints answer its held-out prompts."""
+    how = st.radio(t("models.compare.how"), ("Checkpoints", "A run's checkpoints"), horizontal=True,
+                   key="models.compare.how", format_func=lambda s: t("models.compare.how.checkpoints")
+                   if s == "Checkpoints" else t("models.timeline"))
+    if how != "Checkpoints":
+        timeline_section()
+        return
     if len(targets) < 2:
         st.info(t("models.compare_needs_two"))
         st.stop()
@@ -160,6 +168,39 @@ def compare_section():
     result = state.get(COMPARE_KEY)
     if result:
         model_panels.compare_result(result)
+
+
+def timeline_section():
+    """The held-out prompts across one run's checkpoints: the answers recorded during training, and those of
+    checkpoints saved between evaluations, made by the chat worker on request."""
+    by_run = timeline.run_checkpoints(entries)
+    if store is None or not by_run:
+        st.info(t("models.timeline.no_runs"))
+        return
+    job_id = st.selectbox(t("models.eval.run"), list(by_run), key="models.timeline.run",
+                          format_func=lambda j: t("models.job", id=j))
+    plan = timeline.plan(store, job_id, by_run[job_id])
+    if not plan.prompts:
+        st.info(t("models.timeline.no_prompts", id=job_id))
+        return
+    generated = state.setdefault(TIMELINE_KEY, {}).get(job_id, {})
+    to_run = [c for c in plan.to_run if not any(label == c.label for label, _ in generated)]
+    st.caption(t("models.timeline.help", prompts=len(plan.prompts), checkpoints=len(plan.checkpoints),
+                 missing=len(to_run)))
+    may_not = show_refusal("compare") if to_run else False
+    if to_run and st.button(t("models.timeline.answer", n=len(to_run)), key="models.timeline.go", disabled=may_not):
+        bar = st.progress(0.0, text=t("models.answering"))
+        outcome = model_acts.compare(
+            user, [c.target() for c in to_run], plan.prompts, plan.settings, home,
+            on_answer=lambda done, total: bar.progress(done / total, t("models.answers", done=done, total=total)))
+        bar.empty()
+        if outcome.kind == "error":
+            st.error(md_lines(outcome.message))
+        else:
+            state[TIMELINE_KEY][job_id] = {**generated, **timeline.generated_answers(outcome.value, to_run, plan.prompts)}
+            st.rerun()  # drawn again with every answer, without the button
+    model_panels.timeline_result(*timeline.timeline(plan.run_dir, plan.checkpoints, plan.prompts, plan.recorded,
+                                                    generated))
 
 
 def evaluate_section():
@@ -203,7 +244,7 @@ def export_section():
 
 SECTIONS = {"Catalogue": catalogue_section, "Chat": chat_section, "Compare": compare_section,
             "Evaluate": evaluate_section, "Export": export_section}
-i18n.relabel(state, "models.section", "models.compare.source", "models.eval.how")
+i18n.relabel(state, "models.section", "models.compare.how", "models.compare.source", "models.eval.how")
 section = st.radio(t("models.section"), list(SECTIONS), horizontal=True, key="models.section", label_visibility="collapsed",
                    format_func=lambda s: t(f"models.section.{s}"))
 SECTIONS[section]()

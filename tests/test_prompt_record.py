@@ -7,12 +7,17 @@ import json
 import os
 
 import pytest
+from _runner_helpers import home_with_roles
 from transformers import AutoTokenizer
 
 from dataset.lm_dataset import RLAIFDataset
-from mmcore import cli, rollouts
+from mmcore import api, cli, rollouts
+from mmcore.access import audit
+from mmcore.actions import run_acts
+from mmcore.actions.core import PAGE
 from mmcore.runs import prompt_record
 from trainer.rl import losses, rewards
+from trainer.rules import roots as trainer_roots
 from trainer.rules.records import RunRecords
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -81,11 +86,12 @@ def test_export_writes_a_file_the_trainers_read(tmp_path, tokenizer):
     data = RLAIFDataset(str(target), tokenizer, max_length=64)
     read = sorted((data[i]["prompt"], data[i]["answer"]) for i in range(len(data)))
     assert read == sorted([prompts["2+2=?"], prompts["3+3=?"]])
-    # An existing file is never overwritten; an unknown flag is a usage error; both change nothing.
+    # An existing file is never overwritten (the act refuses: exit 1); an unknown flag is a usage error;
+    # both change nothing.
     err = io.StringIO()
-    with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as exit_:
-        cli.main(["prompts", str(tmp_path / "run"), "--export", str(target)])
-    assert exit_.value.code == 2 and "exists" in err.getvalue()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        assert cli.main(["prompts", str(tmp_path / "run"), "--export", str(target)]) == 1
+    assert "exists" in err.getvalue()
     with contextlib.redirect_stderr(io.StringIO()), pytest.raises(SystemExit):
         cli.main(["prompts", str(tmp_path / "run"), "--export", str(tmp_path / "x.jsonl"), "--keep", "bogus"])
     assert not (tmp_path / "x.jsonl").exists() and len(RLAIFDataset(str(target), tokenizer, 64)) == 2
@@ -94,3 +100,37 @@ def test_export_writes_a_file_the_trainers_read(tmp_path, tokenizer):
 def test_a_folder_without_a_store_says_so(tmp_path):
     with pytest.raises(prompt_record.NoPromptRecord):
         prompt_record.prompts(tmp_path)
+
+
+def test_export_goes_through_the_act_inside_the_write_roots(tmp_path, tokenizer, monkeypatch):
+    """The export is the act `run_acts.export_prompts` at every door (CLI, API, page): a path outside the
+    write roots (`..`, absolute elsewhere, a symlink out) is refused with the roots' message and writes
+    nothing; a path inside writes the file and leaves one audit row."""
+    write(tmp_path / "run", tokenizer)
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    (root / "work").mkdir(parents=True)
+    outside.mkdir()
+    (root / "link").symlink_to(outside, target_is_directory=True)
+    home = home_with_roles(tmp_path, monkeypatch, mia="member", vic="viewer")
+    monkeypatch.setenv(trainer_roots.WRITE_ENV, str(root))
+    monkeypatch.chdir(root / "work")
+    run = str(tmp_path / "run")
+    for path in ("../../outside/up.jsonl", str(outside / "abs.jsonl"), "../link/via_link.jsonl"):
+        err = io.StringIO()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            assert cli.main(["prompts", run, "--export", path, "--user", "mia"]) == 1, path
+        assert "is outside the folders a job may write to" in err.getvalue(), path
+        with pytest.raises(api.Refused, match="outside the folders"):
+            api.export_prompts(run, path, user="mia")
+        assert run_acts.export_prompts(run, path, user="mia", entry=PAGE, home=home).refused
+    assert list(outside.iterdir()) == [] and sorted(p.name for p in (root / "work").iterdir()) == []
+    kept = audit.refusals(home=home)
+    assert {r.entry for r in kept} == {"cli", "api", "page"} and {r.action for r in kept} == {"prompts_export"}
+    assert audit.entries(home=home) == []
+    # A viewer may not write files; a member may, inside the roots, and the act is recorded once.
+    assert run_acts.export_prompts(run, "ok.jsonl", user="vic", entry=PAGE, home=home).refused
+    assert not (root / "work" / "ok.jsonl").exists()
+    assert api.export_prompts(run, "ok.jsonl", keep=["learnable", "learned"], user="mia") == 2
+    assert len((root / "work" / "ok.jsonl").read_text().splitlines()) == 2
+    [row] = audit.entries(home=home)
+    assert row.action == "prompts_export" and row.detail["result"]["rows"] == 2

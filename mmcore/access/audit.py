@@ -27,7 +27,7 @@ from mmcore.base.paths import default_home
 DB_NAME = "audit.db"
 ACTIONS = ("launch", "stop", "resume", "delete", "clone", "move", "priority", "queue_pipeline", "stop_pipeline",
            "retry_pipeline", "settings", "restore", "save_view", "delete_view", "chat", "compare", "evaluate", "export",
-           "audit_repair", "upload", "rescore", "annotate", "sweep", "stop_sweep",
+           "audit_repair", "upload", "rescore", "prompts_export", "annotate", "sweep", "stop_sweep",
            "retry_sweep", "notify_prefs")
 #: Where an act was asked from: a page, `mmcore.api`, or `python -m mmcore`.
 ENTRIES = ("page", "api", "cli")

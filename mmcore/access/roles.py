@@ -46,14 +46,15 @@ MODEL_ACTIONS = frozenset({"chat", "compare", "evaluate", "export"})
 #: What each role may do (an admin may do everything).
 _ALLOWED = {
     "viewer": frozenset({"view"}),
-    "member": (frozenset({"view", "launch", "clone", "upload", "upload_data", "rescore"})
+    "member": (frozenset({"view", "launch", "clone", "upload", "upload_data", "rescore",
+                         "prompts_export"})
                | OWN_JOB_ACTIONS | MODEL_ACTIONS),
     "admin": None,
 }
 # Actions with a wording of their own in messages ("role.verb.<action>" in the language files).
 _VERBS = frozenset({"launch", "clone", "stop", "delete", "resume", "retry", "move", "settings", "restore", "view",
                     "chat", "compare", "evaluate", "export", "audit_repair", "upload", "upload_data", "priority",
-                    "rescore", "annotate"})
+                    "rescore", "prompts_export", "annotate"})
 
 
 class RolesFileError(ValueError):

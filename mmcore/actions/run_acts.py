@@ -1,11 +1,13 @@
 """Acts on a run's records: score its stored responses again with a second reward (`mmcore.runs.rescore`),
-now (`rescore`) or as a queued job with progress on Jobs (`queue_rescore`, what the Logs page does).
+now (`rescore`) or as a queued job with progress on Jobs (`queue_rescore`, what the Logs page does), and
+export its training prompts for the next run (`export_prompts`, `mmcore.runs.prompt_record`).
 
 One `core.perform` each (role checked, act run, one audit row), answered with a `core.Outcome` in the
 acting user's language; `entry` and `user` as in `job_acts`. Rescoring adds columns to a run's rollout
-store (nothing stored is changed or lost), a member's act. Both check first, whichever entry asked, that the
-run's folder lies in a write root (`core.write_root`), a reward-model folder in a read root, and that the
-reward and the name can be used: a refusal writes and queues nothing.
+store (nothing stored is changed or lost), a member's act. Both rescores check first, whichever entry asked,
+that the run's folder lies in a write root (`core.write_root`), a reward-model folder in a read root, and that
+the reward and the name can be used: a refusal writes and queues nothing. An export is a member's act too,
+which writes only a new file inside the write roots.
 """
 import os
 
@@ -14,6 +16,7 @@ from mmcore.actions import core
 from mmcore.actions.core import PAGE, did, perform, refused
 from mmcore.base.i18n import t
 from mmcore.models import rescore_job
+from mmcore.runs import prompt_record
 from mmcore.runs import rescore as rescoring
 
 
@@ -71,3 +74,32 @@ def _refusal(run_dir, reward, home):
         if problem := dashboard_roots.current(home).problem(str(reward).strip(), "read", base=os.getcwd()):
             return refused(problem)
     return None
+
+
+def export_prompts(run_dir, path, keep=("learnable",), user=None, entry=PAGE, home=None, base=None):
+    """Write the training prompts of the run in `run_dir` whose flag is in `keep` (`prompt_record.FLAGS`)
+    as an RLAIF file at `path` (a new file, relative to `base`, default the working directory), for the
+    next run; the value is the number of rows written. A path outside the write roots (`core.write_root`),
+    an existing file or a missing folder is refused before anything is written."""
+    request = {"run_dir": str(run_dir), "path": str(path), "keep": list(keep)}
+
+    def do():
+        unknown = [flag for flag in keep if flag not in prompt_record.FLAGS]
+        if unknown:
+            return refused(t("prompts.export.bad_flag", flags=", ".join(prompt_record.FLAGS), got=", ".join(unknown)))
+        try:
+            target = core.write_root(path, home, base)
+        except core.OutsideRoots as exc:
+            return refused(exc.args[0])
+        if problem := prompt_record.export_error(target):
+            return refused(problem)
+        try:
+            table = prompt_record.prompts(run_dir)
+            written = prompt_record.export(table[table["flag"].isin(list(keep))], target)
+        except prompt_record.NoPromptRecord as exc:
+            return refused(str(exc))
+        except OSError as exc:  # the folder went away or filled up: the "x" open wrote nothing or failed
+            return refused(t("prompts.export.failed", path=str(target), error=exc))
+        return did("success", t("prompts.export.done", n=written, flags=", ".join(keep), path=str(target)),
+                   {"path": str(target), "rows": written}, written)
+    return perform(home, user, "prompts_export", entry, request, do)

@@ -185,21 +185,20 @@ def add_prompts(sub):
     p.add_argument("--keep", nargs="+", default=["learnable"], metavar="FLAG",
                    help="flags of the prompts --export writes (always_right always_wrong learned forgotten "
                         "learnable; default: learnable)")
+    user_option(p)
 
     def run(args):
         from mmcore.runs import prompt_record
         unknown = [f for f in args.keep if f not in prompt_record.FLAGS]
         if unknown:
             p.error(f"--keep takes {', '.join(prompt_record.FLAGS)}; got {', '.join(unknown)}")
-        if args.export and prompt_record.export_error(args.export):
-            p.error(prompt_record.export_error(args.export))
         try:
             table = prompt_record.prompts(args.run_dir)
         except prompt_record.NoPromptRecord as exc:
             print(f"python -m mmcore prompts: {exc}", file=sys.stderr)
             return 1
-        if args.export:
-            written = prompt_record.export(table[table["flag"].isin(args.keep)], args.export)
+        if args.export:  # the act: inside the write roots, a new file, audited (Refused exits 1)
+            written = api.export_prompts(args.run_dir, args.export, keep=args.keep, user=args.user)
             print(f"{written} prompts ({', '.join(args.keep)}) written to {args.export}", file=sys.stderr)
         if args.json:
             print(json.dumps(table.to_dict("records"), indent=1, ensure_ascii=False, default=str))

@@ -20,7 +20,7 @@ from mmcore.base.safetext import md, md_lines
 from mmcore.jobs import jobtable, run_selection
 from mmcore.live import livechart, livechart_cache, livefeed, livepage
 from mmcore.logs import charts, logfiles, urlstate
-from mmcore.runs import health, metric_stream, rlview
+from mmcore.runs import gainers, health, metric_stream, rlview
 from mmcore.train import lossnote
 from mmcore.widgets import rollouts_panel, uploader_words
 
@@ -342,7 +342,8 @@ def show_records(live, runs, settings):
                                          lambda df=df: health.evaluate(df, settings))
         for finding in findings:
             live.fixed(st.warning, t("logs.finding", run=md(run.label), title=finding.title, step=finding.since_step,
-                                     message=finding.message, advice=finding.advice),
+                                     message=finding.message, advice=finding.advice)
+                       + gainers.finding_link(finding, st.query_params.to_dict(), run.label),
                        icon=":material/health_and_safety:")
     panels = _record_panels(recorded, frames, versions)
     if not panels:

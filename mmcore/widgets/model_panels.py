@@ -119,3 +119,32 @@ def eval_results(evals, results):
             st.caption(t("models.reference_is", text=a["reference"]))
             show_reply(a["answer"])
             st.caption(modelsview.score_text(a))
+
+
+def timeline_result(rows, scores):
+    """The held-out prompts across a run's checkpoints (`timeline.timeline`): each checkpoint's training
+    and held-out scores, then each prompt with every checkpoint's answer side by side."""
+    shown = pd.DataFrame(scores).assign(source=[" + ".join(t(f"models.timeline.source.{part}") for part in
+                                                         s["source"].split("+") if part) for s in scores])
+    st.dataframe(shown, hide_index=True, width="stretch", column_config={
+        name: st.column_config.Column(t(f"models.timeline.col.{name}"))
+        for name in ("checkpoint", "step", "training_reward", "held_out_reward", "held_out_accuracy", "answers",
+                     "source")})
+    labels = [s["checkpoint"] for s in scores]
+    steps = {s["checkpoint"]: s["step"] for s in scores}
+    for i, row in enumerate(rows, 1):
+        with st.container(border=True):
+            st.text(f"{i}. {row['prompt']}")
+            st.caption(t("models.reference"))
+            st.text(row["reference"] or "")
+            for col, label in zip(st.columns(len(labels)), labels):
+                with col:
+                    st.caption(t("models.timeline.at_step", step="?" if steps[label] is None else steps[label]))
+                    answer = row["answers"].get(label)
+                    if answer is None:
+                        st.caption(t("models.timeline.not_answered"))
+                        continue
+                    show_reply(answer["text"])
+                    st.caption(modelsview.score_text({"reward": answer["reward"], "rule": answer["accuracy"],
+                                                      "length": answer["tokens"]})
+                               + " · " + t(f"models.timeline.source.{answer['source']}"))

@@ -11,7 +11,7 @@ import streamlit as st
 from mmcore.base import i18n
 from mmcore.base.i18n import t
 from mmcore.base.safetext import md
-from mmcore.runs import rlview, rollout_store
+from mmcore.runs import gainers, rlview, rollout_store
 
 RUN_KEY = "logs.rollouts.run"
 STEP_KEY = "logs.rollouts.step"
@@ -20,6 +20,52 @@ GROUPS_SHOWN = 12
 HISTORY_STEPS = 10
 ANCHOR = "rollouts"  # the heading's anchor: Logs links to it from the top of the page
 COLUMNS_PER_ROW = 4
+GAINERS_KEY = "logs.rollouts.gainers"  # (run label, since step): the view opens on a reward-hacking finding's gainers
+GAINERS_APPLIED_KEY = "logs.rollouts.gainers_applied"  # the query it came from (applied once per link)
+GAINERS_SHOWN = 8
+
+
+def apply_link(query, labels):
+    """Open the view on the gainers a link asks for (`gainers.requested`), once per link: the run it names
+    (a label of `labels`, else the first run) is chosen. Returns the request, or None."""
+    state = st.session_state
+    asked = gainers.requested(query)
+    if asked is None or state.get(GAINERS_APPLIED_KEY) == asked:
+        return state.get(GAINERS_KEY)
+    state[GAINERS_APPLIED_KEY] = asked
+    label = asked[0] if asked[0] in labels else labels[0]
+    state[GAINERS_KEY] = (label, asked[1])
+    state[RUN_KEY] = label
+    return state[GAINERS_KEY]
+
+
+def show_gainers(label, run_dir, since_step, parts):
+    """The responses that gained the most training reward and the least held-out score (`gainers.gainers`),
+    each with its prompt and reference; a button goes back to every response."""
+    top = gainers.gainers(run_dir, since_step)
+    with st.container(border=True, key="logs.rollouts.gainers_box"):
+        st.markdown(f"**{t('logs.gainers', run=md(label))}**")
+        st.caption(t("logs.gainers.help", step=since_step if since_step is not None else 0,
+                     signal=top.attrs.get("held_out", "rule"), n=len(top)))
+        if st.button(t("logs.gainers.all"), key="logs.rollouts.gainers_all", icon=":material/close:"):
+            st.session_state.pop(GAINERS_KEY, None)
+            st.rerun(scope="fragment")
+        if not len(top):
+            st.info(t("logs.gainers.none"))
+            return
+        st.dataframe(top[["step", "group", "sample", "reward", "gain", "held_out", "held_out_gain", "response"]],
+                     hide_index=True, width="stretch", key="logs.rollouts.gainers_table",
+                     column_config={c: st.column_config.Column(t(f"logs.gainers.col.{c}"))
+                                    for c in ("gain", "held_out", "held_out_gain")})
+        for _, r in top.head(GAINERS_SHOWN).iterrows():
+            with st.container(border=True):
+                st.caption(t("logs.gainers.card", step=r["step"], group=r["group"], gain=f"{r['gain']:+.3f}",
+                             held=rlview.format_value(r["held_out"])))
+                left, right = st.columns(2)
+                left.code(r["prompt"], language=None, wrap_lines=True,
+                          height=120 if len(r["prompt"]) > 300 else "content")
+                right.code(r["reference"] or t("logs.no_reference"), language=None, wrap_lines=True)
+                response_card(r, parts)
 
 
 def show(stored):
@@ -28,8 +74,11 @@ def show(stored):
     st.subheader(t("logs.rollouts"), anchor=ANCHOR)
     by_label = dict(stored)
     top = st.columns([2, 5])
+    focus = apply_link(st.query_params, list(by_label))
     label = top[0].selectbox(t("logs.run"), list(by_label), key=RUN_KEY) if len(by_label) > 1 else stored[0][0]
     run_dir = by_label[label]
+    if focus is not None and focus[0] == label:
+        show_gainers(label, run_dir, focus[1], rollout_store.part_names(run_dir))
     steps = list(rollout_store.steps(run_dir)["step"])
     if not steps:
         st.info(t("logs.no_step_yet", run=md(label)))

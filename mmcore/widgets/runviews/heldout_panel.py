@@ -55,8 +55,7 @@ def _show(stored, user, home):
     df = metric_stream.read(run_dir)
     if heldout_view.has_held_out(df):
         st.subheader(t("logs.heldout"))
-        st.line_chart(heldout_view.signals(df), x="global_step", y="value", color="signal",
-                      x_label=t("logs.step"), y_label=t("logs.heldout.value"))
+        st.plotly_chart(heldout_view.figure(df), width="stretch", key="logs.heldout.chart")
         st.caption(t("logs.heldout.help"))
     rescore_control(run_dir, user, home)
     st.subheader(t("logs.prompts"))
@@ -64,9 +63,12 @@ def _show(stored, user, home):
     if not len(table):
         st.caption(t("logs.prompts.none"))
         return
-    shown = table.drop(columns=["prompt"]).assign(prompt=[" ".join(p.split())[-80:] for p in table["prompt"]])
+    shown = heldout_view.prompt_rows(table)
     picked = st.dataframe(shown, hide_index=True, width="stretch", key=TABLE_KEY, on_select="rerun",
-                          selection_mode="single-row")
+                          selection_mode="single-row", column_config={
+                              name: st.column_config.Column(t(f"logs.prompts.col.{name}"),
+                                                            width="large" if name == "prompt" else None)
+                              for name in shown.columns})
     st.caption(t("logs.prompts.help", flagged=int(table["no_advantage"].sum()), total=len(table)))
     rows = picked.selection.rows if picked is not None else []
     if rows:
