@@ -15,10 +15,11 @@ from hypothesis import strategies as st
 
 from mmcore import api, cli
 from mmcore.access import audit
-from mmcore.actions import core, data_acts, model_acts, view_acts
+from mmcore.actions import core, data_acts, model_acts, run_acts, view_acts
 from mmcore.actions.core import PAGE
 from mmcore.jobs.jobstore import JobStore
 from trainer.rules import roots as trainer_roots
+from trainer.rules.records import RunRecords
 
 NAMES = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789._-", min_size=1, max_size=20).filter(
     lambda s: s not in (".", ".."))
@@ -47,7 +48,18 @@ def world(tmp_path, monkeypatch):
     monkeypatch.setenv(trainer_roots.WRITE_ENV, str(root))
     monkeypatch.setenv("HOME", str(outside / "home"))
     monkeypatch.chdir(root / "work")
-    return {"root": root, "outside": outside, "home": home, "weight": str(root / "w_64.pth")}
+    return {"root": root, "outside": outside, "home": home, "weight": str(root / "w_64.pth"),
+            "run": one_step_run(tmp_path / "run")}
+
+
+def one_step_run(run_dir):
+    """An RL run's records with one group of two rollouts: what `prompts --export` exports from."""
+    records = RunRecords(run_dir, "grpo", rollouts=True, meta={"group_size": 2, "reasoning": 0})
+    records.add_rollouts(1, 0, [[{"prompt": "1+1=?", "reference": "2", "response": answer, "reward": reward,
+                                  "advantage": reward - 0.5, "length": 1, "truncated": False, "parts": {"rule": reward}}
+                                 for answer, reward in (("2", 1.0), ("3", 0.0))]])
+    records.close()
+    return str(run_dir)
 
 
 def hostile(world):
@@ -84,6 +96,15 @@ def _acts(world, path):
     outcomes.append(("page export", model_acts.export("mia", weight, path, home, entry=PAGE).refused))
     outcomes.append(("page export job", model_acts.launch_export(store, "mia", weight, path, entry=PAGE).refused))
     outcomes.append(("page import", model_acts.import_weight("mia", weight, path, home, entry=PAGE).refused))
+    run = world["run"]
+    try:
+        api.export_prompts(run, path, user="mia")
+        outcomes.append(("api prompts export", False))
+    except api.Refused:
+        outcomes.append(("api prompts export", True))
+    outcomes.append(("cli prompts export", cli.main(["prompts", run, "--export", path, "--user", "mia"]) == 1))
+    outcomes.append(("page prompts export", run_acts.export_prompts(run, path, user="mia", entry=PAGE,
+                                                                    home=home).refused))
     return outcomes
 
 
@@ -118,6 +139,9 @@ def test_a_path_inside_the_root_passes_and_resolves_as_the_write_will(world):
     assert core.write_refusal(world["root"] / "link" / ".." / "x") is not None  # `..` of the link's target
     assert core.write_refusal(world["outside"] / "x") is not None
     assert core.write_refusal(world["home"] / "uploads", roots=[world["home"]]) is None
+    # the run the property test's prompt exports name does export inside the root: their refusals are the roots'
+    assert api.export_prompts(world["run"], "prompts.jsonl", user="mia") == 1
+    assert (world["root"] / "work" / "prompts.jsonl").is_file()
 
 
 def test_the_cli_refusal_keeps_its_message_and_the_act_keeps_the_attempt(world, capsys):
