@@ -136,3 +136,35 @@ def test_the_train_form_launches_with_its_guards_and_refuses_bad_ones(home, monk
     next(b for b in at.button if b.label == "Launch").click().run()
     [job] = api.list_jobs()
     assert guards.load(JobStore().path, job["id"]) == guards.Guards(loss_above=9.5, patience=3)
+
+
+def test_a_launchs_guards_exist_the_moment_its_job_does(home, monkeypatch):
+    """The scheduler may start a job as soon as its row exists: its guards are written with the row, so the
+    scheduler (woken by the insert) already finds them."""
+    store = JobStore()
+    seen = {}
+
+    def scheduler_woken(woken_store):  # what a scheduler started by the insert would read, then and there
+        for job in woken_store.list(limit=None):
+            seen[job.id] = guards.load(woken_store.path, job.id)
+    monkeypatch.setattr("mmcore.jobs.scheduler_lock.ensure_running", scheduler_woken)
+    job_id = api.submit("pretrain", demo_preset("pretrain"), guards={"loss_above": "4.5", "patience": "3"})
+    assert seen == {job_id: guards.Guards(loss_above=4.5, patience=3)}
+
+
+def test_guards_that_cannot_be_kept_leave_no_job(home, monkeypatch):
+    """The job's row and its guards are one transaction: when the guards' insert fails, no job is left behind."""
+    import sqlite3
+    from contextlib import closing
+
+    monkeypatch.setattr("mmcore.jobs.scheduler_lock.ensure_running", lambda store: None)
+    store = JobStore()
+    with closing(sqlite3.connect(store.path)) as conn, conn:
+        conn.execute(guards.SCHEMA)
+        conn.execute("CREATE TRIGGER no_guards BEFORE INSERT ON run_guards BEGIN SELECT RAISE(ABORT, 'guards refused');"
+                     " END")
+    with pytest.raises(api.Refused, match="guards refused"):
+        api.submit("pretrain", demo_preset("pretrain"), guards={"loss_above": "4.5"})
+    assert api.list_jobs() == [] and store.list(limit=None) == []
+    api.submit("pretrain", demo_preset("pretrain"))  # without guards of its own: nothing to insert, it launches
+    assert len(store.list(limit=None)) == 1

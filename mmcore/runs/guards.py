@@ -1,7 +1,8 @@
 """Guards: rules a run is stopped by when its records say it went wrong, checked by its supervisor.
 
 A launch sets them (`guards={...}`: the Train form, `mmcore.api.submit`, `python -m mmcore submit --guard
-NAME=VALUE`); they are kept in the job store's file (`run_guards`, `save`/`load`), and the job's supervisor
+NAME=VALUE`); they are kept in the job store's file (`run_guards`, `save`/`load`), written in the transaction
+that creates the job's row (`save_in`), and the job's supervisor
 (`mmcore.jobs.runner`) follows the run's metrics stream with a `GuardWatch`, which reads only the lines
 appended since its last look. The guards:
 
@@ -92,8 +93,15 @@ def _connect(store_path):
 def save(store_path, job_id, guards):
     """Keep job `job_id`'s guards in the job store's file."""
     with closing(_connect(store_path)) as conn, conn:
-        conn.execute("INSERT OR REPLACE INTO run_guards (job_id, guards) VALUES (?, ?)",
-                     (int(job_id), json.dumps(guards.as_dict())))
+        save_in(conn, job_id, guards)
+
+
+def save_in(conn, job_id, guards):
+    """Keep job `job_id`'s guards through `conn`, in its open transaction (the one that creates the job's row:
+    `mmcore.queue.launch.start`), so that a job never exists without its guards."""
+    conn.execute(SCHEMA)
+    conn.execute("INSERT OR REPLACE INTO run_guards (job_id, guards) VALUES (?, ?)",
+                 (int(job_id), json.dumps(guards.as_dict())))
 
 
 def load(store_path, job_id):
