@@ -119,6 +119,15 @@ def test_a_job_launched_with_loss_above_ends_stopped_with_the_guard_in_its_note(
     assert "# guard: loss_above" in log
     [launched] = [e for e in audit.entries(job_id, home=home) if e.action == "launch"]
     assert launched.detail["result"]["guards"]["loss_above"] == 0.01
+    # The guard's stop has its own entry in the audit trail: who (the guard), which guard, why.
+    [stop] = [e for e in audit.entries(job_id, home=home) if e.action == "guard_stop"]
+    assert (stop.user, stop.job_id, stop.detail["entry"]) == (guards.AUDIT_ACTOR, job_id, "system")
+    assert stop.detail["request"] == {"guard": "loss_above"}
+    assert stop.detail["result"]["reason"].startswith("loss_above: the loss stayed above 0.01 for 2 logged steps")
+    history = subprocess.run([sys.executable, "-m", "mmcore", "history", str(job_id)], cwd=ROOT, env=env,
+                             capture_output=True, text=True)
+    assert history.returncode == 0, history.stderr
+    assert "guard_stop" in history.stdout and guards.AUDIT_ACTOR in history.stdout, history.stdout
 
 
 def test_the_train_form_launches_with_its_guards_and_refuses_bad_ones(home, monkeypatch):

@@ -13,7 +13,8 @@ appended since its last look. The guards:
   better) did not improve for N evaluations in a row.
 
 A guard that fires stops the job as a stop request does (its trainer saves its resume state and exits), and
-the job ends "stopped" with the guard and its reason in its note. Slurm jobs have no local supervisor;
+the job ends "stopped" with the guard and its reason in its note, and the audit trail has the stop (`record_stop`:
+actor "system:guard", action "guard_stop"). Slurm jobs have no local supervisor;
 their guards are for the supervisor that follows them.
 """
 import json
@@ -23,13 +24,15 @@ import sqlite3
 from contextlib import closing
 from dataclasses import asdict, dataclass
 
-from mmcore.base.i18n import MessageError, message
+from mmcore.access import audit
+from mmcore.base.i18n import MessageError, english, message
 from mmcore.runs import metric_stream
 
 SCHEMA = "CREATE TABLE IF NOT EXISTS run_guards (job_id INTEGER PRIMARY KEY, guards TEXT NOT NULL)"
 EVAL_METRICS = (("eval/loss", min), ("eval/reward/mean", max))  # a held-out metric and which way is better
 LOSS_KEY, REWARD_KEY = "loss", "reward"
 CHECK_S = 2.0  # how often a supervisor looks at its run's new records
+AUDIT_ACTOR = "system:guard"  # who stopped a run, in the audit trail
 
 
 @dataclass(frozen=True)
@@ -186,6 +189,14 @@ class GuardWatch:
                     self.fired = message("guard.fired.eval_patience", step=step, metric=name, n=self.eval_stale,
                                          best=round(self.eval_best, 6))
             return
+
+
+def record_stop(home, job_id, reason):
+    """The audit trail's entry of a guard's stop of job `job_id` (`reason`: the message `check` answered): who
+    (`AUDIT_ACTOR`), which guard and why, in English as the trail keeps it. Returns the entry's id."""
+    guard = str(getattr(reason, "key", "")).rpartition(".")[2] or None
+    return audit.record_system(AUDIT_ACTOR, "guard_stop", int(job_id), {"guard": guard},
+                               {"status": "stopping", "reason": english(reason)}, home=home)
 
 
 def _number(value):
