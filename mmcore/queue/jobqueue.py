@@ -95,10 +95,15 @@ def enqueue(store, train_type, name, values, cmd, backend=None, gpus=None, user=
     return job_id
 
 
-def set_priority(store, job_id, priority):
-    """Change a waiting job's priority (higher goes first); False when it is not waiting."""
+def check_priority(priority):
+    """Raise QueueRefused unless `priority` is a job's priority: a whole number from -1000 to 1000."""
     if isinstance(priority, bool) or not isinstance(priority, int) or not -1000 <= priority <= 1000:
         raise QueueRefused("priority must be a whole number from -1000 to 1000")
+
+
+def set_priority(store, job_id, priority):
+    """Change a waiting job's priority (higher goes first); False when it is not waiting."""
+    check_priority(priority)
     ok = store.update_waiting(job_id, priority=priority)
     scheduler_lock.wake(store)
     return ok

@@ -113,7 +113,7 @@ def check(train_type, values, gpu_count, extra_errors=None, store=None):
 
 
 def start(store, name, launch_check, user=None, backend=None, gpus=None, overwrite_others=False, after=None,
-          guards=None):
+          guards=None, priority=None):
     """Put a job owned by `user` (None: the OS user) from a passed check in the queue, which starts
     it as soon as its resources are free (`mmcore.queue.jobqueue`); return the job id. `backend`:
     "local", "slurm" or None (the configured default); `gpus`: as `mmcore.queue.resources.resources_for` takes it.
@@ -121,7 +121,7 @@ def start(store, name, launch_check, user=None, backend=None, gpus=None, overwri
     the job that writes the check's pending base weights (`LaunchCheck.after`): the job waits until that
     one has succeeded, as a pipeline's stage waits for the stage before. `guards`: the job's
     `mmcore.runs.guards.Guards`, kept in the same transaction as its row (the scheduler never sees the job
-    without them); None: the defaults.
+    without them); None: the defaults. `priority`: the job's queue priority, written with its row (None: 0).
 
     Raises LaunchRefused with every reason when the check found problems (other than the pending
     weights of the job named by `after`).
@@ -133,7 +133,8 @@ def start(store, name, launch_check, user=None, backend=None, gpus=None, overwri
     try:
         return jobqueue.enqueue(store, launch_check.train_type, name, launch_check.values, launch_check.command,
                                 backend=backend, gpus=gpus, user=user, overwrite_others=overwrite_others,
-                                with_row=with_row, **({"depends_on": after} if waits else {}))
+                                with_row=with_row, **({"depends_on": after} if waits else {}),
+                                **({"priority": priority} if priority is not None else {}))
     except jobqueue.QueueRefused as exc:
         raise LaunchRefused(exc.reasons) from None
 
