@@ -341,4 +341,5 @@ def test_the_run_picker_names_each_job_with_its_tags(home):
     assert experiment_acts.annotate(store, tagged, tags=["lr", "baseline"]).kind == "success"
     at = open_logs()
     assert not at.exception, at.exception
-    assert sorted(multiselect(at, "Jobs").options) == sorted([f"{tagged} — runs-a [baseline, lr]", f"{plain} — runs-b"])
+    assert sorted(multiselect(at, "Jobs").options) == sorted([f"{tagged} — runs-a [baseline, lr]",
+                                                               f"{plain} — runs-b"])

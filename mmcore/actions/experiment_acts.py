@@ -35,8 +35,8 @@ def annotate(store, job_id, user=None, tags=None, note=None, entry=PAGE):
 def queue_sweep(store, spec, name=None, user=None, backend=None, entry=PAGE, priority=None):
     """Check every run of the sweep `spec` (a `sweeps.SweepSpec`) and queue them all as one sweep owned by `user`,
     or none when any run cannot start (every reason said). `priority`: the queue priority of every run (an
-    admin's choice, as for any job), written with each job's row. The Outcome's value: {"sweep": id, "jobs": [ids]}. One audit row records the sweep
-    with its jobs."""
+    admin's choice, as for any job), written with each job's row. The Outcome's value: {"sweep": id, "jobs":
+    [ids]}. One audit row records the sweep with its jobs."""
     user = core.acting(user)
     request = {"sweep": spec.as_dict(), "name": name, "backend": backend, "priority": priority}
 
