@@ -8,6 +8,7 @@ from mmcore.access import auth
 from mmcore.base import i18n
 from mmcore.base.i18n import t
 from mmcore.base.safetext import md
+from mmcore.experiments.annotations import Annotations
 from mmcore.jobs import htmltable, jobnote, jobtable, progress, storeguard
 from mmcore.jobs.jobrow import STATUSES
 from mmcore.jobs.jobstore import JobStore
@@ -182,7 +183,11 @@ def table(jobs, settings):
         summary = follower.summary(metric_stream.job_run_dir(job, store.home), job.train_type, settings)
         row["trend"], row["health"] = summary.trend, health.badge(summary.findings)
         row["status"] = t(f"status.{row['status']}")
+    tags = Annotations.peek_tags(store.path)  # read-only: drawing the table never writes to the store
+    for row in rows:
+        row["tags"] = ", ".join(tags.get(row["id"], ()))
     order = list(jobtable.COLUMNS)
+    order[order.index("name") + 1:order.index("name") + 1] = ["tags"]
     order[order.index("metric") + 1:order.index("metric") + 1] = ["trend", "health"]
     headers = {column: t(f"jobs.col.{column}") for column in order if column != "id"} | {"id": "ID"}
     helps = {column: t(f"jobs.col.{column}.help") for column in ("trend", "health", "started")}

@@ -119,6 +119,15 @@ def test_a_job_launched_with_loss_above_ends_stopped_with_the_guard_in_its_note(
     assert "# guard: loss_above" in log
     [launched] = [e for e in audit.entries(job_id, home=home) if e.action == "launch"]
     assert launched.detail["result"]["guards"]["loss_above"] == 0.01
+    # The guard's stop has its own entry in the audit trail: who (the guard), which guard, why.
+    [stop] = [e for e in audit.entries(job_id, home=home) if e.action == "guard_stop"]
+    assert (stop.user, stop.job_id, stop.detail["entry"]) == (guards.AUDIT_ACTOR, job_id, "system")
+    assert stop.detail["request"] == {"guard": "loss_above"}
+    assert stop.detail["result"]["reason"].startswith("loss_above: the loss stayed above 0.01 for 2 logged steps")
+    history = subprocess.run([sys.executable, "-m", "mmcore", "history", str(job_id)], cwd=ROOT, env=env,
+                             capture_output=True, text=True)
+    assert history.returncode == 0, history.stderr
+    assert "guard_stop" in history.stdout and guards.AUDIT_ACTOR in history.stdout, history.stdout
 
 
 def test_the_train_form_launches_with_its_guards_and_refuses_bad_ones(home, monkeypatch):
@@ -136,3 +145,35 @@ def test_the_train_form_launches_with_its_guards_and_refuses_bad_ones(home, monk
     next(b for b in at.button if b.label == "Launch").click().run()
     [job] = api.list_jobs()
     assert guards.load(JobStore().path, job["id"]) == guards.Guards(loss_above=9.5, patience=3)
+
+
+def test_a_launchs_guards_exist_the_moment_its_job_does(home, monkeypatch):
+    """The scheduler may start a job as soon as its row exists: its guards are written with the row, so the
+    scheduler (woken by the insert) already finds them."""
+    store = JobStore()
+    seen = {}
+
+    def scheduler_woken(woken_store):  # what a scheduler started by the insert would read, then and there
+        for job in woken_store.list(limit=None):
+            seen[job.id] = guards.load(woken_store.path, job.id)
+    monkeypatch.setattr("mmcore.jobs.scheduler_lock.ensure_running", scheduler_woken)
+    job_id = api.submit("pretrain", demo_preset("pretrain"), guards={"loss_above": "4.5", "patience": "3"})
+    assert seen == {job_id: guards.Guards(loss_above=4.5, patience=3)}
+
+
+def test_guards_that_cannot_be_kept_leave_no_job(home, monkeypatch):
+    """The job's row and its guards are one transaction: when the guards' insert fails, no job is left behind."""
+    import sqlite3
+    from contextlib import closing
+
+    monkeypatch.setattr("mmcore.jobs.scheduler_lock.ensure_running", lambda store: None)
+    store = JobStore()
+    with closing(sqlite3.connect(store.path)) as conn, conn:
+        conn.execute(guards.SCHEMA)
+        conn.execute("CREATE TRIGGER no_guards BEFORE INSERT ON run_guards BEGIN SELECT RAISE(ABORT, 'guards refused');"
+                     " END")
+    with pytest.raises(api.Refused, match="guards refused"):
+        api.submit("pretrain", demo_preset("pretrain"), guards={"loss_above": "4.5"})
+    assert api.list_jobs() == [] and store.list(limit=None) == []
+    api.submit("pretrain", demo_preset("pretrain"))  # without guards of its own: nothing to insert, it launches
+    assert len(store.list(limit=None)) == 1

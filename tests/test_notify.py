@@ -197,3 +197,39 @@ def test_a_run_that_ended_with_a_health_check_holding_sends_the_health_event(hom
     body = receiver.bodies[0][1]
     assert body["event"] == "health" and "health:" in body["text"]
     wait_for(lambda: not notify.pending(store.path)[0], timeout=30, what="the outbox to empty")
+
+
+def test_a_health_check_that_fires_while_the_run_runs_is_sent_then_and_only_once(home, receiver, tmp_path,
+                                                                                monkeypatch):
+    """The supervisor follows a running job's records with the health checks: the first time one fires, the
+    "health" event reaches the receiver while the job still runs, and the job's end does not send it again."""
+    from _runner_helpers import script
+
+    monkeypatch.setenv("MINIMIND_HEALTH_CHECK_S", "0.5")  # (the supervisor's; 30 s by default)
+    config(home, f'[[webhook]]\nurl = "{receiver.url}/h"\n')
+    store = JobStore()
+    api.set_notifications(["health", "succeeded"])
+    run_dir, release = tmp_path / "run", tmp_path / "release"
+    trainer = script(tmp_path, "kl_trainer.py", f"""
+        import json, os, sys, time
+        run_dir = sys.argv[sys.argv.index("--run_dir") + 1]
+        os.makedirs(run_dir, exist_ok=True)
+        with open(os.path.join(run_dir, "metrics.jsonl"), "a") as f:
+            for step in range(1, 13):  # KL past its bound (1.0) for more than the window (10 logged steps)
+                f.write(json.dumps({{"global_step": step, "loss": 2.0, "kl": 5.0}}) + "\\n")
+        deadline = time.time() + 120
+        while not os.path.exists({str(release)!r}) and time.time() < deadline:
+            time.sleep(0.1)
+    """)
+    job_id = store.create("grpo", "drifting", {}, [*trainer, "--run_dir", str(run_dir)], str(tmp_path), {})
+    runner.launch(store, job_id)
+    [(path, body)] = wait_for(lambda: receiver.bodies, timeout=120, what="the health message")
+    assert store.get(job_id).status == "running"  # told while it runs, not when it ended
+    assert (path, body["event"], body["job"], body["status"]) == ("/h", "health", job_id, "running")
+    assert "health: KL past bound" in body["text"] and body["metrics"] == {"step": 12, "loss": 2.0}, body
+    release.touch()
+    wait_for(lambda: store.get(job_id).finished, timeout=60, what="the job to end")
+    wait_for(lambda: len(receiver.bodies) >= 2, timeout=60, what="the end's message")
+    wait_for(lambda: not notify.pending(store.path)[0], timeout=30, what="the outbox to empty")
+    assert [b["event"] for _, b in receiver.bodies] == ["health", "succeeded"]  # the finding is not sent twice
+    assert notify.health_sent(store.path, job_id)

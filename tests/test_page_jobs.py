@@ -343,3 +343,26 @@ def test_the_latest_loss_columns_tooltip_explains_reasoning_distills_weighted_lo
     headers = [re.search(r'<th data-column="metric" title="([^"]*)"', body) for body in bodies]
     (help_text,) = [html.unescape(found.group(1)) for found in headers if found]
     assert help_text.startswith("The latest loss in the job's log") and "four reply tags 10×" in help_text
+
+
+def test_the_table_has_a_tags_column_read_without_writing_to_the_store(store):
+    """Tags are shown where a run is named; drawing the table reads them read-only: a store where nothing was
+    tagged yet has no tags table made by opening the page, and the column appears only once a run has tags."""
+    import sqlite3
+    from contextlib import closing
+
+    from mmcore.actions import experiment_acts
+
+    def tables():
+        with closing(sqlite3.connect(store.path)) as conn:
+            return {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    plain = finished_job(store, "sft", {}, name="runs-b")
+    tagged_job = finished_job(store, "sft", {}, name="runs-a")
+    at = open_page("pages/jobs.py")
+    assert not at.exception, at.exception
+    assert "tags" not in table(at).columns and "run_annotations" not in tables()
+    assert experiment_acts.annotate(store, tagged_job, tags="lr,baseline").kind == "success"
+    at.run()
+    shown = table(at).set_index("id")
+    assert (shown.loc[tagged_job, "tags"], shown.loc[plain, "tags"]) == ("baseline, lr", "")
+    assert [h for h in page_tables(at) if "status" in h["headers"]][0]["headers"]["tags"] == "Tags"

@@ -321,3 +321,25 @@ def test_of_many_runs_no_log_tail_is_read_nor_sent_until_chosen():
     choice.set_value([store.get(b).log_path]).run()  # the user chooses b
     assert "**Log tail: 2 — b**" in [m.value for m in at.markdown]
     assert len(log_tails(at)) == 1 and "Epoch:[1/" in log_tails(at)[0]
+
+
+def test_the_run_picker_names_each_job_with_its_tags(home):
+    """Tags are shown where a run is named: the Jobs picker's options read "12 — runs-a [baseline, lr]"; the
+    page reads them without writing (no tags table is made by drawing it)."""
+    import sqlite3
+    from contextlib import closing
+
+    from mmcore.actions import experiment_acts
+
+    store = JobStore()
+    plain = finished_job(store, "pretrain", "upstream_pretrain.log", name="runs-b")
+    tagged = finished_job(store, "pretrain", "upstream_pretrain.log", name="runs-a")
+    at = open_logs()
+    assert not at.exception, at.exception
+    with closing(sqlite3.connect(store.path)) as conn:
+        assert not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'run_annotations'").fetchone()
+    assert experiment_acts.annotate(store, tagged, tags=["lr", "baseline"]).kind == "success"
+    at = open_logs()
+    assert not at.exception, at.exception
+    assert sorted(multiselect(at, "Jobs").options) == sorted([f"{tagged} — runs-a [baseline, lr]",
+                                                               f"{plain} — runs-b"])

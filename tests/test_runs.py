@@ -4,6 +4,7 @@ import hashlib
 import json
 import math
 import os
+import sqlite3
 import subprocess
 import sys
 
@@ -157,6 +158,26 @@ def test_tags_and_notes_by_the_owner_or_an_admin_audited_and_bad_ones_change_not
     rows = [(e.user, e.action, e.detail["result"]["note"]) for e in audit.entries(job_id, home=home)]
     assert rows == [("root", "annotate", "checked"), ("alice", "annotate", "first try")]
     assert [r.user for r in audit.refusals(home=home)] == ["alice", "bob"]
+
+
+def test_pages_read_tags_without_writing_and_name_runs_with_them(home):
+    """peek_tags reads every tagged run without making the tags table; a run whose tags were cleared is not
+    listed; `tagged` names a run with its tags, and the Jobs table shows its Tags column only when a row has tags."""
+    from mmcore.experiments.annotations import Annotations, tagged
+    from mmcore.jobs import jobtable
+    store = JobStore()
+    first, second = ended(store, "a"), ended(store, "b")
+    assert Annotations.peek_tags(store.path) == {}
+    with sqlite3.connect(store.path) as conn:
+        assert not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'run_annotations'").fetchone()
+    api.annotate(first, tags="baseline,lr")
+    api.annotate(second, tags="x")
+    api.annotate(second, tags="")
+    assert Annotations.peek_tags(store.path) == {first: ["baseline", "lr"]}
+    assert (tagged("1 — a", ["baseline", "lr"]), tagged("2 — b", [])) == ("1 — a [baseline, lr]", "2 — b")
+    columns = ["id", "name", "tags"]
+    assert jobtable.shown_columns([{"id": 1, "tags": ""}], columns) == ["id", "name"]
+    assert jobtable.shown_columns([{"id": 1, "tags": ""}, {"id": 2, "tags": "lr"}], columns) == columns
 
 
 def cli(*args, home):

@@ -140,6 +140,7 @@ def test_cluster_summary_lists_the_partition(cluster):
 
 def test_a_guard_stops_a_slurm_job_from_its_records(tmp_path, home):
     """A Slurm job has no local supervisor: the queue follows its records for its guards (mmcore.queue.slurm_guards)."""
+    from mmcore.access import audit
     from mmcore.runs import guards
 
     job_id = jobqueue.submit(home, "pretrain", _values(tmp_path, "guarded", lines=3000, epochs="3"), backend="slurm",
@@ -148,3 +149,5 @@ def test_a_guard_stops_a_slurm_job_from_its_records(tmp_path, home):
     job = wait_for(lambda: _finished(home, job_id), 240, 0.5, "the guard to stop the Slurm job")
     assert job.status == "stopped", open(job.log_path).read()
     assert english(job.note).startswith("stopped by a guard: loss_above"), english(job.note)
+    [stop] = [e for e in audit.entries(job_id, home=home.home) if e.action == "guard_stop"]
+    assert (stop.user, stop.detail["request"]) == (guards.AUDIT_ACTOR, {"guard": "loss_above"})

@@ -104,6 +104,32 @@ def test_the_train_form_shows_the_run_count_before_queueing(home):
     assert len(api.list_jobs()) == 12 and any("12 runs queued" in s for s in texts(at.success))
 
 
+def test_the_sweep_forms_priority_reaches_every_queued_run_and_is_an_admins(home):
+    """An admin's priority in the form is every queued run's; a member sees the field disabled and queues at 0."""
+    def queue_from_the_form(priority=None):
+        at = open_page(state={"sweep.open": True})
+        at.selectbox(key="train.type").set_value("pretrain").run()
+        next(b for b in at.button if b.label == "Demo preset").click().run()
+        at.multiselect(key=sweeps_key()).set_value(["learning_rate"]).run()
+        at.text_input(key="sweep.values.learning_rate").set_value("1e-3, 5e-4, 2e-4").run()
+        field = at.number_input(key="sweep.priority")
+        if priority is not None:
+            field.set_value(priority).run()
+        at.button(key="sweep.launch").click().run()
+        assert not at.exception, at.exception
+        return field.disabled, sweeps.SweepStore(JobStore().path).list()[0]["jobs"]
+
+    home.mkdir(parents=True, exist_ok=True)
+    store = JobStore()
+    disabled, jobs = queue_from_the_form(priority=7)
+    assert not disabled and len(jobs) == 3
+    assert [store.get(j).priority for j in jobs] == [7, 7, 7]
+    assert [e.detail["request"]["priority"] for e in audit.entries(limit=None, home=home)][:1] == [7]
+    (home / "roles.toml").write_text(f'[users]\n"{roles.os_user()}" = "member"\n')
+    disabled, jobs = queue_from_the_form()
+    assert disabled and len(jobs) == 3 and {store.get(j).priority for j in jobs} == {0}
+
+
 def sweeps_key():
     from mmcore.widgets.runviews import sweep_panel
     return sweep_panel.PICK_KEY
@@ -138,6 +164,9 @@ def test_retry_failed_queues_the_ended_runs_again_once_and_priority_is_an_admins
     assert {store.get(j).priority for j in found["jobs"]} == {3}
     with pytest.raises(api.Refused, match="may not"):
         api.sweep("pretrain", DEMO, grid={"epochs": ["1", "2"]}, priority=5, user="bob")
+    with pytest.raises(api.Refused, match="from -1000 to 1000"):
+        api.sweep("pretrain", DEMO, grid={"epochs": ["1", "2"]}, priority=5000)
+    assert len(api.list_jobs()) == 3 and len(sweeps.SweepStore(store.path).list()) == 1  # nothing queued
     with pytest.raises(api.Refused, match="No run of sweep"):
         api.retry_sweep(found["sweep"])
     first, second, third = found["jobs"]
@@ -146,6 +175,7 @@ def test_retry_failed_queues_the_ended_runs_again_once_and_priority_is_an_admins
     new = api.retry_sweep(found["sweep"])
     [again] = new
     assert store.get(again).params["learning_rate"] == "1e-3" and store.get(again).name.endswith("-retry")
+    assert store.get(again).priority == 3  # the retry keeps the sweep's priority
     assert sweeps.SweepStore(store.path).get(found["sweep"])["jobs"] == [first, second, third, again]
     with pytest.raises(api.Refused, match="No run of sweep"):
         api.retry_sweep(found["sweep"])  # retried once already

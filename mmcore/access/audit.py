@@ -5,7 +5,8 @@ priorities, pipelines, settings, restore, saved views, and the Models page's cha
 export), whether asked from a page, the Python API or `python -m mmcore`, adds one row: unix time, the acting
 identity, the action, the job id (if any) and a JSON detail of one shape, `{"entry": "page" | "api" |
 "cli", "request": {...}, "result": {...}}` (what was asked, what came of it). Only `mmcore.actions.core`
-writes rows; rows are only ever added. The trail is a file of its own, so it survives a job store that had
+writes rows, and `record_system` what the dashboard did by itself (a guard that stopped a run); rows are only
+ever added. The trail is a file of its own, so it survives a job store that had
 to be restored from a backup, and a deleted job keeps its history.
 
 No act without its record: `check` opens the trail before an act runs, and a trail that cannot be opened or
@@ -25,12 +26,14 @@ from mmcore.base.i18n import MessageError, message
 from mmcore.base.paths import default_home
 
 DB_NAME = "audit.db"
-ACTIONS = ("launch", "stop", "resume", "delete", "clone", "move", "priority", "queue_pipeline", "stop_pipeline",
+ACTIONS = ("launch", "stop", "guard_stop", "resume", "delete", "clone", "move", "priority", "queue_pipeline", "stop_pipeline",
            "retry_pipeline", "settings", "restore", "save_view", "delete_view", "chat", "compare", "evaluate", "export",
            "audit_repair", "upload", "rescore", "prompts_export", "annotate", "sweep", "stop_sweep",
            "retry_sweep", "notify_prefs")
 #: Where an act was asked from: a page, `mmcore.api`, or `python -m mmcore`.
 ENTRIES = ("page", "api", "cli")
+#: The entry of what no person asked for: the dashboard acting by itself (`record_system`).
+SYSTEM = "system"
 #: The keys of every detail: where it was asked from, what was asked, what came of it.
 DETAIL_KEYS = ("entry", "request", "result")
 BUSY_TIMEOUT_S = 30.0
@@ -152,12 +155,18 @@ def record(user, action, job_id, detail, home=None):
     if action not in ACTIONS:
         raise ValueError(f"unknown audit action {action!r}; expected one of {', '.join(ACTIONS)}")
     if (not isinstance(detail, dict) or tuple(sorted(detail)) != tuple(sorted(DETAIL_KEYS))
-            or detail["entry"] not in ENTRIES or not all(isinstance(detail[k], dict) for k in ("request", "result"))):
+            or detail["entry"] not in (*ENTRIES, SYSTEM) or not all(isinstance(detail[k], dict) for k in ("request", "result"))):
         raise ValueError(f"an audit detail is {{'entry': one of {ENTRIES}, 'request': {{...}}, 'result': {{...}}}}, "
                          f"got {detail!r}")
     return _run(home, lambda conn: conn.execute(
         "INSERT INTO audit (at, user, action, job_id, detail) VALUES (?, ?, ?, ?, ?)",
         (time.time(), str(user), action, job_id, json.dumps(detail, default=str))).lastrowid)
+
+
+def record_system(actor, action, job_id, request, result, home=None):
+    """Add the entry of something the dashboard did by itself: `actor` names what acted ("system:guard"),
+    `request` what made it act, `result` what came of it; the entry is `SYSTEM`."""
+    return record(actor, action, job_id, {"entry": SYSTEM, "request": request, "result": result}, home)
 
 
 def record_refusal(user, action, job_id, entry, request, reason, home=None):

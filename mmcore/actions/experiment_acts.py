@@ -34,15 +34,20 @@ def annotate(store, job_id, user=None, tags=None, note=None, entry=PAGE):
 
 def queue_sweep(store, spec, name=None, user=None, backend=None, entry=PAGE, priority=None):
     """Check every run of the sweep `spec` (a `sweeps.SweepSpec`) and queue them all as one sweep owned by `user`,
-    or none when any run cannot start (every reason said). `priority`: the runs' queue priority (an admin's
-    choice, as for any job). The Outcome's value: {"sweep": id, "jobs": [ids]}. One audit row records the sweep
-    with its jobs."""
+    or none when any run cannot start (every reason said). `priority`: the queue priority of every run (an
+    admin's choice, as for any job), written with each job's row. The Outcome's value: {"sweep": id, "jobs":
+    [ids]}. One audit row records the sweep with its jobs."""
     user = core.acting(user)
     request = {"sweep": spec.as_dict(), "name": name, "backend": backend, "priority": priority}
 
     def do():
         if priority is not None and (why := core.refusal(user, "priority")):
             return refused(why)
+        if priority is not None:
+            try:
+                jobqueue.check_priority(priority)
+            except resources.QueueRefused as exc:
+                return refused("; ".join(exc.reasons), exc.reasons)
         try:
             runs = sweeps.expand(spec)
         except MessageError as exc:
@@ -63,7 +68,7 @@ def queue_sweep(store, spec, name=None, user=None, backend=None, entry=PAGE, pri
             for n, launch_check in enumerate(checks, 1):
                 jobs.append(launch.start(store, f"{name or spec.train_type}-sw{sweep_id}-{n}", launch_check, user=user,
                                          backend=chosen, overwrite_others=core.may_overwrite_others(user),
-                                         held=as_array))
+                                         held=as_array, priority=priority))
         except (launch.LaunchRefused, resources.QueueRefused, OSError, sqlite3.Error) as exc:
             reasons = getattr(exc, "reasons", [str(exc)])
             if not jobs:
@@ -77,9 +82,6 @@ def queue_sweep(store, spec, name=None, user=None, backend=None, entry=PAGE, pri
                                     error="; ".join(map(str, reasons))),
                        {"sweep": sweep_id, "jobs": jobs, "backend": chosen}, {"sweep": sweep_id, "jobs": jobs})
         kept.add_jobs(sweep_id, jobs)
-        if priority is not None:
-            for job_id in jobs:
-                store.update_waiting(job_id, priority=int(priority))
         if as_array:
             job_arrays.release(store, jobs)
         return did("success", t("sweep.queued", id=sweep_id, n=len(jobs)),
@@ -121,7 +123,8 @@ def set_notifications(store, events, email="", user=None, entry=PAGE):
 
 def retry_sweep(store, sweep_id, user=None, entry=PAGE):
     """Queue again, as new jobs of the same sweep, every run of a sweep that failed, was stopped or was lost (and
-    was not retried already): its owner or an admin. The value: the new job ids."""
+    was not retried already): its owner or an admin; each new job keeps the priority of the run it repeats. The
+    value: the new job ids."""
     found = sweeps.SweepStore(store.path).get(sweep_id)
     if found is None:
         return refused(t("sweep.none", id=sweep_id))
@@ -140,7 +143,8 @@ def retry_sweep(store, sweep_id, user=None, entry=PAGE):
         if problems:
             return refused_for(t("sweep.refused"), problems)
         new = [launch.start(store, f"{job.name}-retry", c, user=core.acting(user), backend=job.backend,
-                            overwrite_others=core.may_overwrite_others(user), held=job.backend == "slurm")
+                            overwrite_others=core.may_overwrite_others(user), held=job.backend == "slurm",
+                            priority=job.priority)
                for job, c in checks]
         sweeps.SweepStore(store.path).add_jobs(found["id"], new)
         job_arrays.release(store, [j for j, (job, _) in zip(new, checks) if job.backend == "slurm"])

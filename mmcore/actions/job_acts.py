@@ -84,10 +84,9 @@ def launch_job(store, train_type, name, values, user=None, check=None, backend=N
                     full = resources.values_on(full, resources.resources_for(full, gpus, gpu_count))
                 launch_check = launch.check(train_type, full, gpu_count, store=store)
             override = core.may_overwrite_others(user)
+            # The guards go in with the job's row: the scheduler may start it the moment it exists.
             job_id = launch.start(store, name, launch_check, user=user, backend=chosen, gpus=gpus,
-                                  overwrite_others=override, after=after)
-            if guards:  # read by the job's supervisor once its trainer runs
-                run_guards.save(store.path, job_id, kept_guards)
+                                  overwrite_others=override, after=after, guards=kept_guards if guards else None)
             result = {"job": job_id, "backend": chosen, **({"after": after} if after is not None else {})}
             if guards:
                 result["guards"] = kept_guards.as_dict()

@@ -2,7 +2,8 @@
 
 A run's tags are short words (`baseline`, `lr-sweep`), its note free text; both are set through the act
 `mmcore.actions.experiment_acts.annotate` (its owner or an admin, audited) and read everywhere a run is named
-(the runs table, its search, the diff). Rows of deleted jobs are harmless: they are never joined.
+(the runs table, its search, the diff, the Jobs table's Tags column, the Logs page's run picker: `peek_tags`,
+`tagged`). Rows of deleted jobs are harmless: they are never joined.
 """
 import json
 import re
@@ -56,6 +57,15 @@ def _annotation(conn, job_id):
     return {"tags": json.loads(row[0]), "note": row[1]} if row else {"tags": [], "note": ""}
 
 
+def _read_only(store_path):
+    return sqlite3.connect(f"{Path(store_path).resolve().as_uri()}?mode=ro", uri=True, timeout=30)
+
+
+def tagged(label, tags):
+    """A run's name with its tags after it, as a picker shows it: "12 — runs-a [baseline, lr]"."""
+    return f"{label} [{', '.join(tags)}]" if tags else label
+
+
 class Annotations:
     """The tags and notes of the runs of the job store at `store_path` (JobStore.path)."""
 
@@ -84,11 +94,21 @@ class Annotations:
         """`get` without writing anything (no table made, the file opened read-only): for a page that only
         shows a run's tags, so that drawing it never changes the job store it follows."""
         try:
-            with closing(sqlite3.connect(f"{Path(store_path).resolve().as_uri()}?mode=ro", uri=True,
-                                 timeout=30)) as conn:
+            with closing(_read_only(store_path)) as conn:
                 return _annotation(conn, job_id)
         except sqlite3.Error:  # no table yet (nothing annotated), or no store
             return {"tags": [], "note": ""}
+
+    @staticmethod
+    def peek_tags(store_path):
+        """{job_id: [tag, ...]} of every tagged run, read as `peek` reads (nothing written): for the pages that
+        name runs (the Jobs table, the Logs page's run picker) while they draw."""
+        try:
+            with closing(_read_only(store_path)) as conn:
+                rows = conn.execute("SELECT job_id, tags FROM run_annotations WHERE tags != '[]'").fetchall()
+        except sqlite3.Error:  # no table yet (nothing annotated), or no store
+            return {}
+        return {job_id: json.loads(tags) for job_id, tags in rows}
 
     def set(self, job_id, user, tags=None, note=None):
         """Replace the run's tags and/or note (None leaves that one as it is); returns what is stored now.

@@ -143,10 +143,12 @@ class JobStore:
         """Where job `job_id` writes its log."""
         return str(self.logs_dir / f"job-{job_id}.log")
 
-    def create(self, train_type, name, params, argv, cwd, env, user=None, host=None, **queue_fields):
+    def create(self, train_type, name, params, argv, cwd, env, user=None, host=None, with_row=None, **queue_fields):
         """Insert a `queued` job and return its id. `user`/`host` default to this process's.
 
         `queue_fields` sets further columns at once (backend, resources, waiting, pipeline_id, ...).
+        `with_row(conn, job_id)`: writes that belong with the job (its guards), made in the same transaction:
+        the job's row exists with them or, when they fail, not at all.
         """
         if not isinstance(train_type, str) or not train_type:
             raise ValueError("train_type must be a non-empty string")
@@ -169,6 +171,8 @@ class JobStore:
             assignments = ", ".join(f"{k} = ?" for k in extra)
             conn.execute(f"UPDATE jobs SET log_path = ?, {assignments} WHERE id = ?",
                          (self._fresh_log_path(job_id), *extra.values(), job_id))
+            if with_row is not None:
+                with_row(conn, job_id)
         storeguard.backup_if_due(self.path)
         return job_id
 

@@ -150,9 +150,12 @@ def job_row(job, prog, now=None):
 
 def shown_columns(rows, columns):
     """The columns worth a place on the page: "submitted_by" only when the rows were submitted by more
-    than one user@host (the selected job's details say who submitted it); the CSV keeps every column."""
+    than one user@host (the selected job's details say who submitted it), "tags" only when a row has tags;
+    the CSV keeps every column."""
     if "submitted_by" in columns and len({row.get("submitted_by") for row in rows}) <= 1:
-        return [c for c in columns if c != "submitted_by"]
+        columns = [c for c in columns if c != "submitted_by"]
+    if "tags" in columns and not any(row.get("tags") for row in rows):
+        columns = [c for c in columns if c != "tags"]
     return list(columns)
 
 

@@ -15,7 +15,8 @@ An admin writes `<dashboard home>/notify.toml`::
     sender = "dashboard@example.com"
     starttls = true                                # username / password when the server wants them
 
-The "health" event is a run that ended with health checks holding (`mmcore.runs.health`). Each user chooses
+The "health" event is a health check that fired (`mmcore.runs.health`): sent once per run, by its supervisor the
+first time a check holds while it runs (`health_fired`), or when it ends with one holding. Each user chooses
 which of their runs' events reach them, and an e-mail address (`save_prefs`: the act
 `mmcore.actions.experiment_acts.set_notifications`). When a job ends its supervisor calls `job_ended`: one
 outbox row (`notify_outbox` in the job store's file) per webhook and e-mail the event goes to, then a sender
@@ -129,11 +130,12 @@ def event_of(job):
     return None
 
 
-def compose(job, event, config, extra=None):
-    """The message of a run's event: {"event", "job", "name", "owner", "status", "metrics", "link", "text"}."""
+def compose(job, event, config, extra=None, metrics=None):
+    """The message of a run's event: {"event", "job", "name", "owner", "status", "metrics", "link", "text"}.
+    `metrics`: the last values of a run that has no final ones yet (it still runs)."""
     from mmcore.jobs import jobnote  # (the English wording of the job's note)
 
-    progress = job.final_progress or {}
+    progress = job.final_progress or metrics or {}
     metrics = {k: progress[k] for k in ("step", "total", "loss", "reward") if progress.get(k) is not None}
     link = f"{config['dashboard_url']}/logs?job={job.id}" if config.get("dashboard_url") else f"/logs?job={job.id}"
     note = jobnote.english(job.note) or ""
@@ -156,13 +158,13 @@ def webhook_body(msg, fmt):
     return msg
 
 
-def enqueue(store_path, job, event, config, extra=None):
+def enqueue(store_path, job, event, config, extra=None, metrics=None):
     """Put the event's messages in the outbox (one per webhook, one e-mail when the owner gave an address), when
     the owner chose this event; returns how many."""
     chosen = prefs(store_path, job.user, config)
     if event not in chosen["events"]:
         return 0
-    msg = compose(job, event, config, extra)
+    msg = compose(job, event, config, extra, metrics)
     rows = [(f"webhook:{hook['name']}", json.dumps({"url": hook["url"], "json": webhook_body(msg, hook["format"])}))
             for hook in config["webhooks"]]
     if chosen["email"] and config.get("smtp"):
@@ -203,6 +205,41 @@ def health_findings(store, job):
         return [f.title for f in health.evaluate(metric_stream.read(run_dir), health.load_settings(store.home))]
 
 
+def wanted(store, job, event):
+    """Whether a message of `event` about `job` would go anywhere: its owner chose the event, and a webhook or
+    (for an owner with an address) e-mail is configured. What a supervisor asks before it watches for it."""
+    try:
+        config = load_config(store.home)
+    except NotifyConfigError:
+        return False
+    chosen = prefs(store.path, job.user, config)
+    return event in chosen["events"] and bool(config["webhooks"] or (chosen["email"] and config.get("smtp")))
+
+
+def health_sent(store_path, job_id):
+    """Whether the "health" event of job `job_id` is in the outbox already (it goes once per run)."""
+    with closing(_connect(store_path)) as conn:
+        return conn.execute("SELECT 1 FROM notify_outbox WHERE job_id = ? AND event = 'health' LIMIT 1",
+                            (int(job_id),)).fetchone() is not None
+
+
+def _health_extra(titles):
+    return "health: " + ", ".join(titles)
+
+
+def health_fired(store, job_id, titles, metrics=None):
+    """A health check fired while job `job_id` runs (`titles`: the findings' English titles; `metrics`: the run's
+    last values): its "health" event goes in the outbox, once per run, and the sender starts. Returns the number
+    of messages queued (0 when it was sent before or nobody chose it)."""
+    job = store.get(job_id)
+    if job is None or health_sent(store.path, job_id):
+        return 0
+    n = enqueue(store.path, job, "health", load_config(store.home), extra=_health_extra(titles), metrics=metrics)
+    if n:
+        start_sender(store.path)
+    return n
+
+
 def job_ended(store, job_id):
     """A job's end: put its events in the outbox and start the sender (without waiting). Returns the number of
     messages queued; an unreadable notify.toml queues none (the sender's admins see nothing to send)."""
@@ -214,8 +251,9 @@ def job_ended(store, job_id):
     event = event_of(job)
     if event is not None:
         n += enqueue(store.path, job, event, config)
-    if "health" in prefs(store.path, job.user, config)["events"] and (found := health_findings(store, job)):
-        n += enqueue(store.path, job, "health", config, extra="health: " + ", ".join(found))
+    if ("health" in prefs(store.path, job.user, config)["events"] and not health_sent(store.path, job_id)
+            and (found := health_findings(store, job))):  # (not again when it was sent while the run ran)
+        n += enqueue(store.path, job, "health", config, extra=_health_extra(found))
     sweep = _sweep_done(store, job)
     if sweep is not None:
         n += enqueue(store.path, job, "sweep_finished", config, extra=f"sweep {sweep} finished")

@@ -37,6 +37,8 @@ HEARTBEAT_S = 1.0  # how often it makes sure the queue's scheduler runs (a kille
 LEFTOVER_GRACE_S = 5.0  # for processes a finished trainer left behind in its group
 FINAL_WRITE_ATTEMPTS = 5  # tries (1, 2, 4, 8 s apart) to record a job's ending in a busy database
 FULL_DISK_WRITE_ATTEMPTS = 25  # on a full disk: about ten minutes for someone to make room
+# How often the health checks look at a running job's new records, when its owner wants their "health" event.
+HEALTH_CHECK_S = float(os.environ.get("MINIMIND_HEALTH_CHECK_S", 30))
 
 
 def _now_iso(ts=None):
@@ -66,6 +68,8 @@ class Supervisor:
         self.disk_full = False  # a write to the log failed for want of space
         self.guard_watch = None  # follows the run's records for its guards (mmcore.runs.guards); False: none
         self.guard_note = None  # the note of a guard that stopped the job
+        self.health_watch = None  # the run's health checks (mmcore.runs.health.HealthWatch), once someone wants them
+        self.health_done = False  # its "health" event was queued (once per run), or the run cannot be checked
 
     def _on_signal(self, signum, frame):
         # Only a flag: the main loop does the work (database writes are not signal-safe).
@@ -255,7 +259,42 @@ class Supervisor:
         except sqlite3.Error:
             pass  # it stops all the same: the flag below
         self.signalled = True
+        try:
+            guards.record_stop(self.store.home, self.job_id, reason)
+        except (ValueError, sqlite3.Error) as exc:  # AuditUnavailable is a ValueError: the stop goes on
+            self._write_log(f"# supervisor: cannot record the guard's stop in the audit trail ({exc})\n")
         return True
+
+    def _health_fired(self, argv, job):
+        """Look at the run's new records with the health checks, when its owner wants to hear of one firing (asked
+        again at each look: a choice made while it runs counts); the first time one holds, its "health" event goes
+        to the outbox, once per run. Pandas is loaded only for a run that is watched."""
+        if self.health_done:
+            return
+        try:
+            from mmcore.jobs import notify
+            if self.health_watch is None:
+                run_dir = option_value(argv)
+                if not run_dir:  # a command that keeps no records
+                    self.health_done = True
+                    return
+                if not notify.wanted(self.store, job, "health"):
+                    return
+                from mmcore.runs import health
+                self.health_watch = health.HealthWatch(Path(job.cwd or ".") / run_dir,
+                                                       health.load_settings(self.store.home))
+            findings = self.health_watch.check()
+            if not findings:
+                return
+            self.health_done = True
+            from mmcore.base.i18n import language
+            with language("en"):
+                titles = [f.title for f in findings]
+            self._write_log(f"# health check: {', '.join(titles)}; the owner's notification is queued\n")
+            notify.health_fired(self.store, self.job_id, titles, self.health_watch.last_metrics())
+        except Exception as exc:  # a notification is never worth a training run: stop looking, say why once
+            self.health_done = True
+            self._write_log(f"# supervisor: cannot check the run's health ({exc!r})\n")
 
     def _run_trainer(self, job):
         argv = self._trainer_argv(job)
@@ -300,6 +339,7 @@ class Supervisor:
         killed = launcher = False
         heartbeat = time.monotonic() + HEARTBEAT_S
         guard_check = time.monotonic() + guards.CHECK_S  # the guards are read then, after the launch kept them
+        health_check = time.monotonic() + HEALTH_CHECK_S
         while True:
             try:
                 code = self.proc.wait(timeout=POLL_S)
@@ -313,6 +353,9 @@ class Supervisor:
             if term_sent_at is None and time.monotonic() >= guard_check:
                 guard_check = time.monotonic() + guards.CHECK_S
                 self._guard_fired(argv, job)
+            if term_sent_at is None and time.monotonic() >= health_check:
+                health_check = time.monotonic() + HEALTH_CHECK_S
+                self._health_fired(argv, job)
             if term_sent_at is None and self._stop_requested():
                 try:
                     current = self.store.get(self.job_id)

@@ -63,13 +63,14 @@ def _preflight(train_type, values, gpu_count):
 
 
 def enqueue(store, train_type, name, values, cmd, backend=None, gpus=None, user=None, gpu_count=None,
-            overwrite_others=False, small=False, **fields):
+            overwrite_others=False, small=False, with_row=None, **fields):
     """Write a checked job (its `cmd` built from `values`) into the queue and wake the scheduler.
 
     Every launch passes here, so here a job of `user` is refused when it would write over (or continue
     the resume state of) another user's files, unless `overwrite_others` (an admin's act says so).
     A `small` job (an export, an evaluation: seconds to minutes) that would take a CPU slot here runs in
-    the small-job lane instead (`mmcore.queue.queueplan.SMALL_SLOTS`), never waiting behind training."""
+    the small-job lane instead (`mmcore.queue.queueplan.SMALL_SLOTS`), never waiting behind training.
+    `with_row`: as `JobStore.create` takes it (what is written with the job's row, in its transaction)."""
     if not overwrite_others:
         taken = file_owners.others_files(store, train_type, values, user, cmd.cwd or TRAINER_DIR)
         if taken:
@@ -89,15 +90,20 @@ def enqueue(store, train_type, name, values, cmd, backend=None, gpus=None, user=
             raise QueueRefused(f"asks for {wanted} GPUs; this machine has {gpu_count}")
     job_id = store.create(train_type=train_type, name=name or "", params=values, argv=cmd.argv, cwd=cmd.cwd,
                           env=cmd.env, user=user, backend=backend, resources=resources, waiting=1,
-                          **{"queue_reason": queuetext.SCHEDULER, **fields})
+                          with_row=with_row, **{"queue_reason": queuetext.SCHEDULER, **fields})
     scheduler_lock.ensure_running(store)
     return job_id
 
 
-def set_priority(store, job_id, priority):
-    """Change a waiting job's priority (higher goes first); False when it is not waiting."""
+def check_priority(priority):
+    """Raise QueueRefused unless `priority` is a job's priority: a whole number from -1000 to 1000."""
     if isinstance(priority, bool) or not isinstance(priority, int) or not -1000 <= priority <= 1000:
         raise QueueRefused("priority must be a whole number from -1000 to 1000")
+
+
+def set_priority(store, job_id, priority):
+    """Change a waiting job's priority (higher goes first); False when it is not waiting."""
+    check_priority(priority)
     ok = store.update_waiting(job_id, priority=priority)
     scheduler_lock.wake(store)
     return ok

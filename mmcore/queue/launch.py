@@ -5,12 +5,14 @@ once (`check`: the values parsed by `mmcore.train.commandline`, then `mmcore.tra
 started from that check (`start`), so a page that shows the check's findings launches exactly
 what it showed.
 """
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from mmcore.base import i18n
 from mmcore.base.i18n import t
 from mmcore.queue import job_arrays, jobqueue
+from mmcore.runs import guards as run_guards
 from mmcore.runs import metric_stream
 from mmcore.train import commandline, file_owners, preflight, train_types
 from trainer.rules import specs
@@ -111,14 +113,16 @@ def check(train_type, values, gpu_count, extra_errors=None, store=None):
 
 
 def start(store, name, launch_check, user=None, backend=None, gpus=None, overwrite_others=False, after=None,
-          held=False):
+          held=False, guards=None, priority=None):
     """Put a job owned by `user` (None: the OS user) from a passed check in the queue, which starts
     it as soon as its resources are free (`mmcore.queue.jobqueue`); return the job id. `backend`:
     "local", "slurm" or None (the configured default); `gpus`: as `mmcore.queue.resources.resources_for` takes it.
     `overwrite_others`: it may write over another user's files (an admin's launch). `after`: the id of
     the job that writes the check's pending base weights (`LaunchCheck.after`): the job waits until that
     one has succeeded, as a pipeline's stage waits for the stage before. `held`: the queue passes it over until
-    `mmcore.queue.job_arrays.release` makes it part of a job array with the jobs queued with it.
+    `mmcore.queue.job_arrays.release` makes it part of a job array with the jobs queued with it. `guards`: the
+    job's `mmcore.runs.guards.Guards`, kept in the same transaction as its row (the scheduler never sees the job
+    without them); None: the defaults. `priority`: the job's queue priority, written with its row (None: 0).
 
     Raises LaunchRefused with every reason when the check found problems (other than the pending
     weights of the job named by `after`).
@@ -126,11 +130,13 @@ def start(store, name, launch_check, user=None, backend=None, gpus=None, overwri
     waits = after is not None and launch_check.after == after
     if not (launch_check.ok or waits):
         raise LaunchRefused(launch_check.reasons)
+    with_row = None if guards is None else functools.partial(run_guards.save_in, guards=guards)
     try:
         return jobqueue.enqueue(store, launch_check.train_type, name, launch_check.values, launch_check.command,
                                 backend=backend, gpus=gpus, user=user, overwrite_others=overwrite_others,
-                                **({"depends_on": after} if waits else {}),
-                                **({"queue_reason": job_arrays.HELD} if held else {}))
+                                with_row=with_row, **({"depends_on": after} if waits else {}),
+                                **({"queue_reason": job_arrays.HELD} if held else {}),
+                                **({"priority": priority} if priority is not None else {}))
     except jobqueue.QueueRefused as exc:
         raise LaunchRefused(exc.reasons) from None
 

@@ -1,6 +1,6 @@
 """Guards of Slurm jobs: a Slurm job has no local supervisor, so the queue's scheduler follows its records (on the
 filesystem the nodes share) with the same `mmcore.runs.guards.GuardWatch` and scancels it when a guard fires;
-the job ends "stopped" with the guard's reason in its note, as a local job does."""
+the job ends "stopped" with the guard's reason in its note, and the audit trail has the stop, as for a local job."""
 import time
 
 from mmcore.jobs import jobnote
@@ -25,6 +25,10 @@ def check(store, stop):
             continue
         if store.transition(job.id, "running", note=jobnote.stored("note.guard_stopped", reason=reason),
                             stop_requested=time.time()):
+            try:
+                guards.record_stop(store.home, job.id, reason)
+            except ValueError:  # an audit trail that cannot be written (AuditUnavailable) does not hold up the stop
+                pass
             stop(store, store.get(job.id))
             stopped.append(job.id)
     return stopped

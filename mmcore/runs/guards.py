@@ -1,7 +1,8 @@
 """Guards: rules a run is stopped by when its records say it went wrong, checked by its supervisor.
 
 A launch sets them (`guards={...}`: the Train form, `mmcore.api.submit`, `python -m mmcore submit --guard
-NAME=VALUE`); they are kept in the job store's file (`run_guards`, `save`/`load`), and the job's supervisor
+NAME=VALUE`); they are kept in the job store's file (`run_guards`, `save`/`load`), written in the transaction
+that creates the job's row (`save_in`), and the job's supervisor
 (`mmcore.jobs.runner`) follows the run's metrics stream with a `GuardWatch`, which reads only the lines
 appended since its last look. The guards:
 
@@ -12,7 +13,8 @@ appended since its last look. The guards:
   better) did not improve for N evaluations in a row.
 
 A guard that fires stops the job as a stop request does (its trainer saves its resume state and exits), and
-the job ends "stopped" with the guard and its reason in its note. Slurm jobs have no local supervisor;
+the job ends "stopped" with the guard and its reason in its note, and the audit trail has the stop (`record_stop`:
+actor "system:guard", action "guard_stop"). Slurm jobs have no local supervisor;
 their guards are for the supervisor that follows them.
 """
 import json
@@ -22,13 +24,15 @@ import sqlite3
 from contextlib import closing
 from dataclasses import asdict, dataclass
 
-from mmcore.base.i18n import MessageError, message
+from mmcore.access import audit
+from mmcore.base.i18n import MessageError, english, message
 from mmcore.runs import metric_stream
 
 SCHEMA = "CREATE TABLE IF NOT EXISTS run_guards (job_id INTEGER PRIMARY KEY, guards TEXT NOT NULL)"
 EVAL_METRICS = (("eval/loss", min), ("eval/reward/mean", max))  # a held-out metric and which way is better
 LOSS_KEY, REWARD_KEY = "loss", "reward"
 CHECK_S = 2.0  # how often a supervisor looks at its run's new records
+AUDIT_ACTOR = "system:guard"  # who stopped a run, in the audit trail
 
 
 @dataclass(frozen=True)
@@ -92,8 +96,15 @@ def _connect(store_path):
 def save(store_path, job_id, guards):
     """Keep job `job_id`'s guards in the job store's file."""
     with closing(_connect(store_path)) as conn, conn:
-        conn.execute("INSERT OR REPLACE INTO run_guards (job_id, guards) VALUES (?, ?)",
-                     (int(job_id), json.dumps(guards.as_dict())))
+        save_in(conn, job_id, guards)
+
+
+def save_in(conn, job_id, guards):
+    """Keep job `job_id`'s guards through `conn`, in its open transaction (the one that creates the job's row:
+    `mmcore.queue.launch.start`), so that a job never exists without its guards."""
+    conn.execute(SCHEMA)
+    conn.execute("INSERT OR REPLACE INTO run_guards (job_id, guards) VALUES (?, ?)",
+                 (int(job_id), json.dumps(guards.as_dict())))
 
 
 def load(store_path, job_id):
@@ -178,6 +189,14 @@ class GuardWatch:
                     self.fired = message("guard.fired.eval_patience", step=step, metric=name, n=self.eval_stale,
                                          best=round(self.eval_best, 6))
             return
+
+
+def record_stop(home, job_id, reason):
+    """The audit trail's entry of a guard's stop of job `job_id` (`reason`: the message `check` answered): who
+    (`AUDIT_ACTOR`), which guard and why, in English as the trail keeps it. Returns the entry's id."""
+    guard = str(getattr(reason, "key", "")).rpartition(".")[2] or None
+    return audit.record_system(AUDIT_ACTOR, "guard_stop", int(job_id), {"guard": guard},
+                               {"status": "stopping", "reason": english(reason)}, home=home)
 
 
 def _number(value):

@@ -3,7 +3,8 @@
 `evaluate(df, settings)` looks at a metrics frame (`mmcore.runs.metric_stream.read`, or the records parsed from
 a log) and returns a `Finding` per rule that holds now: what, since which step, what to try. A rule
 fires only when its condition has held for the last `window` logged steps, so one noisy step raises
-nothing; a non-finite loss fires at once. The frame may be re-evaluated as records arrive.
+nothing; a non-finite loss fires at once. The frame may be re-evaluated as records arrive: `HealthWatch`
+does so for a running job's supervisor, reading only the appended records.
 
 Rules: no learning signal (zero-std groups), length collapse, mostly truncated responses, KL past a
 bound, reward-model scores pinned at the clip bound, NaN/inf loss, and reward hacking: the training
@@ -238,6 +239,41 @@ def evaluate(df, settings=None):
         found.append(Finding("rm_pinned", start, (("last", float(df["rm/clip_frac"].dropna().iloc[-1])),
                                                   ("bound", s.rm_pinned_max), ("window", w))))
     return found
+
+
+class HealthWatch:
+    """The health checks of one run while it runs (its supervisor asks now and then, `check`): each look reads
+    only the records appended since the last (`metric_stream.MetricsReader`) and evaluates again only when
+    some came."""
+
+    def __init__(self, run_dir, settings=None):
+        from mmcore.runs.metric_stream import MetricsReader
+
+        self.reader = MetricsReader(run_dir)
+        self.settings = settings or HealthSettings()
+
+    def check(self):
+        """The findings that hold now; None when no record came since the last look (nothing new to judge)."""
+        if not self.reader.update():
+            return None
+        return evaluate(self.reader.frame(), self.settings)
+
+    def last_metrics(self):
+        """The last logged step, loss and reward ({"step", "loss", "reward"}, those the run has): what a message
+        about a run that is still running shows of it."""
+        df = self.reader.frame()
+        if not len(df):
+            return {}
+        row = df.iloc[-1]
+        found = {"step": int(row["global_step"])} if "global_step" in df.columns else {}
+        for column in ("loss", "reward"):
+            try:
+                value = float(row[column])
+            except (KeyError, TypeError, ValueError):  # not a column of this run, or not a number
+                continue
+            if math.isfinite(value):
+                found[column] = value
+        return found
 
 
 def _nonfinite_in_records(df):

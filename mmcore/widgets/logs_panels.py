@@ -17,6 +17,7 @@ from mmcore.actions import view_acts
 from mmcore.base import i18n
 from mmcore.base.i18n import t
 from mmcore.base.safetext import md, md_lines
+from mmcore.experiments.annotations import Annotations, tagged
 from mmcore.jobs import jobtable, run_selection
 from mmcore.live import livechart, livechart_cache, livefeed, livepage
 from mmcore.logs import charts, logfiles, urlstate
@@ -56,8 +57,10 @@ def sources(store, jobs, log_files, run_folders, user=None):
     if FOLDERS_KEY in state:
         state[FOLDERS_KEY] = run_selection.still_there(state[FOLDERS_KEY], run_folders)
     cols = st.columns([3, 2, 2, 2])
+    tags = Annotations.peek_tags(store.path)  # each job named with its tags ("12 — runs-a [baseline, lr]")
     chosen_jobs = cols[0].multiselect(
-        t("logs.jobs"), list(jobs), key=JOBS_KEY, format_func=lambda i: jobtable.job_label(jobs[i]),
+        t("logs.jobs"), list(jobs), key=JOBS_KEY,
+        format_func=lambda i: tagged(jobtable.job_label(jobs[i]), tags.get(i)),
         placeholder=t("logs.jobs.placeholder"), help=t("logs.jobs.help"))
     chosen_files = cols[1].multiselect(
         t("logs.files"), [p.name for p in log_files], key=FILES_KEY, placeholder=t("logs.files.placeholder"),

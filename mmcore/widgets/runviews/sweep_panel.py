@@ -1,5 +1,6 @@
 """Sweeps on the pages: the Train page's "A sweep" (what varies, the run count and total estimated time before
-anything is queued) and the Runs page's sweep view (its runs, a parallel-coordinates chart, the best run)."""
+anything is queued, the runs' queue priority) and the Runs page's sweep view (its runs, a parallel-coordinates
+chart, the best run)."""
 import streamlit as st
 
 from mmcore.actions import core, experiment_acts
@@ -10,6 +11,7 @@ from mmcore.train import train_types
 
 PICK_KEY = "sweep.params"
 OPEN_KEY = "sweep.open"  # the expander: its fields are built only while it is open
+PRIORITY_KEY = "sweep.priority"  # the queue priority of every run of the sweep
 
 
 def _spec(train_type, base, chosen, state):
@@ -42,10 +44,14 @@ def form(store, train_type, base, user, backend=None):
         chosen = st.multiselect(t("sweep.params"), names, key=PICK_KEY, format_func=train_types.field_label)
         for name in chosen:
             st.text_input(t("sweep.values", name=train_types.field_label(name)), key=f"sweep.values.{name}")
-        left, right = st.columns(2)
+        left, middle, right = st.columns(3)
         left.number_input(t("sweep.trials"), min_value=1, max_value=sweeps.MAX_RUNS, value=1, step=1,
                           key="sweep.trials")
-        right.number_input(t("sweep.seeds"), min_value=1, max_value=32, value=1, step=1, key="sweep.seeds")
+        middle.number_input(t("sweep.seeds"), min_value=1, max_value=32, value=1, step=1, key="sweep.seeds")
+        no_priority = core.refusal(user, "priority")  # priorities are an admin's
+        right.number_input(t("queue.priority"), min_value=-1000, max_value=1000, value=0, step=1,
+                           key=PRIORITY_KEY, disabled=bool(no_priority),
+                           help=md(no_priority) if no_priority else t("sweep.priority.help"))
         if base is None:
             st.warning(t("train.fix_fields"))
             return
@@ -59,7 +65,9 @@ def form(store, train_type, base, user, backend=None):
             st.warning(md(MessageError(problems)))
         why = core.refusal(user, "launch")
         if st.button(t("sweep.launch"), key="sweep.launch", disabled=bool(problems) or bool(why), help=why or None):
-            outcome = experiment_acts.queue_sweep(store, spec, name=None, user=user, backend=backend)
+            priority = None if no_priority else int(st.session_state.get(PRIORITY_KEY) or 0)
+            outcome = experiment_acts.queue_sweep(store, spec, name=None, user=user, backend=backend,
+                                                  priority=priority)
             (st.error if outcome.refused else st.success)(md_lines(outcome.message))
 
 
