@@ -185,8 +185,8 @@ def timeline_section():
         return
     generated = state.setdefault(TIMELINE_KEY, {}).get(job_id, {})
     to_run = [c for c in plan.to_run if not any(label == c.label for label, _ in generated)]
-    st.caption(t("models.timeline.help", prompts=len(plan.prompts), checkpoints=len(plan.checkpoints),
-                 missing=len(to_run)))
+    st.caption(t("models.timeline.help" if to_run else "models.timeline.help.answered", prompts=len(plan.prompts),
+                 checkpoints=len(plan.checkpoints), missing=len(to_run)))
     may_not = show_refusal("compare") if to_run else False
     if to_run and st.button(t("models.timeline.answer", n=len(to_run)), key="models.timeline.go", disabled=may_not):
         bar = st.progress(0.0, text=t("models.answering"))

@@ -1,11 +1,20 @@
-"""The Logs page's held-out view in headless Chromium, in English and in 中文: a GRPO run whose records hold
-held-out evaluations and a rescore (written by the trainers' writers, no training) shows the training reward
-and the held-out signals as traces of one chart, and the per-prompt table; nothing cut, no Python object
-text, no English left on the 中文 page. Screenshots: `test-artifacts/heldout-logs-<language>.png`."""
+"""A run's held-out evaluation in headless Chromium, in English and in 中文. A GRPO run whose records hold
+held-out evaluations (means and greedy answers) and a rescore, written by the trainers' writers without
+training, and step snapshots of its weights at two evaluated steps:
+
+- Logs shows the training reward and the held-out signals as traces of one chart, and the per-prompt table;
+- Models -> Compare shows the held-out prompts across the run's checkpoints, the answers recorded at each
+  checkpoint's step side by side (no model runs).
+
+Nothing cut, no Python object text, no English left on the 中文 page. Screenshots:
+`test-artifacts/heldout-logs-<language>.png`, `test-artifacts/heldout-timeline-<language>.png`."""
+import os
+
 import _browser_helpers as browser
 import _walk_checks as checks
 import pytest
-from test_heldout_page import evaluated_job
+from _trainer_helpers import save_random_weights
+from test_heldout_page import HELD_OUT, RIGHT_AT, evaluated_job
 
 from mmcore.base import i18n
 
@@ -27,19 +36,50 @@ PROMPTS_JS = """(column) => {
 }"""
 
 
+SNAPSHOTS = (6, 12)  # evaluated steps the run kept its weights at
+
+
+def save_snapshots(out, job_id):
+    """The run's weight file and its step snapshots, each with the metadata a trainer writes beside it
+    (`weight_meta.after_save` under the job's supervisor)."""
+    from trainer.rules import weight_meta
+
+    path = str(save_random_weights(out, "grpo_ho", seed=3))
+    for step in SNAPSHOTS:
+        weight_meta.write_meta(path, weight_meta.build_meta(path, kind="full", train_type="grpo", hidden_size=64,
+                                                            num_hidden_layers=2, use_moe=False, global_step=step,
+                                                            extra={"job_id": job_id}))
+        weight_meta.keep_snapshot(path, step, keep=5)
+
+
 @pytest.fixture(scope="module")
 def dashboard(tmp_path_factory):
     if MISSING:
         pytest.skip(f"browser test needs Chromium and Playwright: {MISSING}")
     from mmcore.jobs.jobstore import JobStore
+    from trainer.rules import roots
 
     tmp = tmp_path_factory.mktemp("browser-heldout")
     app_dir = browser.copy_app(tmp / "app")
     home = tmp / "home"
     job_id, _ = evaluated_job(JobStore(home / "jobs.db"))
-    with browser.StreamlitServer(app_dir, home=home, log_path=tmp / "streamlit.log") as server:
+    save_snapshots(app_dir / "out", job_id)
+    server = browser.StreamlitServer(app_dir, home=home, log_path=tmp / "streamlit.log")
+    saved = os.environ.get(roots.WRITE_ENV)
+    try:
+        # The catalogue walks only the app's out/ (the tests' write roots hold all of /tmp).
+        os.environ[roots.WRITE_ENV] = str(app_dir / "out")
+        try:
+            server.__enter__()
+        finally:
+            if saved is None:
+                os.environ.pop(roots.WRITE_ENV, None)
+            else:
+                os.environ[roots.WRITE_ENV] = saved
         with browser.chromium() as chromium:
             yield server, chromium, job_id
+    finally:
+        server.stop()
 
 
 def page_in(chromium, lang):
@@ -69,6 +109,45 @@ def test_logs_shows_training_and_held_out_reward_on_one_chart_and_the_prompt_tab
                                                                           for r in rows[1:]), rows
             page.set_viewport_size({"width": 1400, "height": 1000})
             shot = browser.screenshot(page, f"heldout-logs-{lang}")
+            seen = checks.python_text(page) + checks.cut_text(page)
+            if lang == "zh":
+                seen += [f"English on the 中文 page: {text!r} ({key})" for text, key in checks.untranslated(page)]
+            if seen:
+                findings[f"{lang} ({shot.name})"] = seen
+        page.context.close()
+    assert not findings, findings
+
+
+def pick(page, text):
+    """Click the radio option whose label is `text`, then wait for the rerun."""
+    page.locator('[data-testid="stRadio"] label').filter(has=page.get_by_text(text, exact=True)).first.click()
+    browser.wait_for_rerun(page, 90)
+
+
+def test_compare_shows_the_held_out_answers_across_the_run_checkpoints(dashboard):
+    server, chromium, job_id = dashboard
+    findings = {}
+    for lang in ("en", "zh"):
+        page = page_in(chromium, lang)
+        with i18n.language(lang), browser.screenshot_on_failure(page, f"heldout-timeline-{lang}"):
+            browser.open_app(page, f"{server.url}/models", timeout=90)
+            pick(page, i18n.t("models.section.Compare"))
+            pick(page, i18n.t("models.timeline"))
+            browser.wait_for_dataframe_cell(page, i18n.t("models.timeline.source.recorded"), timeout=60)
+            scores = page.evaluate(PROMPTS_JS, i18n.t("models.timeline.col.held_out_accuracy"))
+            header = scores[0]
+            steps = [row[header.index(i18n.t("models.timeline.col.step"))] for row in scores[1:]]
+            accuracy = [row[header.index(i18n.t("models.timeline.col.held_out_accuracy"))] for row in scores[1:]]
+            assert steps == [str(s) for s in SNAPSHOTS], scores
+            assert [float(a) for a in accuracy] == [RIGHT_AT[s] / len(HELD_OUT) for s in SNAPSHOTS], scores
+            # each held-out prompt with the answer recorded at each checkpoint's step, side by side
+            text = checks.page_text(page)
+            assert all(question in text for question, _ in HELD_OUT)
+            assert text.count(i18n.t("models.timeline.source.recorded")) >= len(HELD_OUT) * len(SNAPSHOTS)
+            assert i18n.t("models.timeline.not_answered") not in text
+            assert i18n.t("models.timeline.help.answered", prompts=len(HELD_OUT), checkpoints=len(SNAPSHOTS)) in text
+            assert not page.get_by_role("button", name=i18n.t("models.timeline.answer", n=1)).count()
+            shot = browser.screenshot(page, f"heldout-timeline-{lang}")
             seen = checks.python_text(page) + checks.cut_text(page)
             if lang == "zh":
                 seen += [f"English on the 中文 page: {text!r} ({key})" for text, key in checks.untranslated(page)]

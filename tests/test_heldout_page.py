@@ -19,17 +19,36 @@ def home(tmp_path, monkeypatch):
     return tmp_path / "home"
 
 
+HELD_OUT = [(f"What is {a}+{b}?", str(a + b)) for a, b in ((2, 3), (4, 4), (7, 1), (9, 5), (6, 6))]
+RIGHT_AT = {0: 1, 6: 2, 12: 2}  # held-out answers right at each evaluation
+
+
+def probe(step, row):
+    """The greedy held-out answer to `HELD_OUT[row]` recorded at `step`: right for the first RIGHT_AT[step]."""
+    question, answer = HELD_OUT[row]
+    right = row < RIGHT_AT[step]
+    return {"mode": "greedy", "row": row, "prompt": f"<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n",
+            "reference": answer, "response": f"<think>\nstep {step}\n</think>\n<answer>\n{answer if right else 0}\n</answer>",
+            "reward": 0.5 + 2.0 * right, "parts": {"format": 0.5, "rule": 2.0 * right}, "accuracy": float(right),
+            "length": 12, "truncated": False}
+
+
 def evaluated_job(store=None):
-    """A finished GRPO job of `store` (default: the home's) with held-out evaluations at steps 0, 6 and 12,
-    rescored by the rule."""
+    """A finished GRPO job of `store` (default: the home's) with held-out evaluations at steps 0, 6 and 12
+    (their means and their greedy answers, as the trainer's evaluation records them), rescored by the rule."""
     store = store or JobStore()
     job_id = recorded_job(store)
     run_dir = metric_stream.job_run_dir(store.get(job_id), store.home)
     writer = records.MetricsWriter(str(run_dir), resume_step=12)  # as a resumed run appends
-    for step, accuracy in ((0, 0.1), (6, 0.2), (12, 0.2)):  # a step's record holds its evaluation, as the loop's
+    answers = records.RolloutWriter(str(run_dir), resume_step=12)
+    for step in RIGHT_AT:  # a step's record holds its evaluation, as the loop's
+        probes = [probe(step, row) for row in range(len(HELD_OUT))]
+        answers.write_probes(step, probes)
         trained = {"loss": 0.1, "reward": 0.1 * step, "lr": 1e-7} if step else {}  # evaluation at 0: no training
-        writer.write(step, 0, step, {**trained, "eval/reward/mean": 0.4 + accuracy, "eval/accuracy": accuracy}, 0, 0)
+        writer.write(step, 0, step, {**trained, "eval/reward/mean": sum(p["reward"] for p in probes) / len(probes),
+                                     "eval/accuracy": sum(p["accuracy"] for p in probes) / len(probes)}, 0, 0)
     writer.close()
+    answers.close()
     rollouts.rescore(run_dir, "format")
     return job_id, run_dir
 
@@ -72,7 +91,7 @@ def test_the_figure_draws_each_signal_and_marks_every_evaluation():
     fig = heldout_view.figure(metric_stream.read(run_dir))
     by_name = {trace.name: trace for trace in fig.data}
     assert list(by_name) == ["reward", "eval/reward/mean", "eval/accuracy", "rescore/format/mean"]
-    assert list(by_name["eval/accuracy"].x) == [0, 6, 12] and list(by_name["eval/accuracy"].y) == [0.1, 0.2, 0.2]
+    assert list(by_name["eval/accuracy"].x) == [0, 6, 12] and list(by_name["eval/accuracy"].y) == [0.2, 0.4, 0.4]
     assert by_name["reward"].line.dash == "solid" and by_name["reward"].mode == "lines"
     assert all(by_name[n].mode == "lines+markers" and by_name[n].line.dash == "dash" for n in list(by_name)[1:])
     assert len(by_name["reward"].x) == 12

@@ -110,3 +110,14 @@ def test_the_compare_section_shows_the_timeline_and_answers_the_missing(trained,
     assert expected["text"] in shown or any(part and part in shown
                                             for part in chat_client.split_think(expected["text"]))
     assert [e.action for e in audit.entries(home=tmp_path / "home")] == ["compare"]  # the act, recorded once
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_an_answers_scores_read_in_the_viewers_language(language):
+    from mmcore.models import modelsview
+    with i18n.language(language):
+        text = modelsview.score_text({"reward": 2.5, "format": 1.5, "rule": 1.0, "reward_model": 0.25, "length": 12.0})
+        assert text == " · ".join([i18n.t("models.score.reward", value="2.50"), "format 1.50", "rule 1.00",
+                                   i18n.t("models.score.reward_model", value="0.25"),
+                                   i18n.t("models.reply_tokens", n="12")])  # a count read back as 12.0 shows 12
+    assert ("奖励 2.50" in text) == (language == "zh")

@@ -192,12 +192,14 @@ def scoring_note(reasoning, reward_model=None):
 
 
 def score_text(scores):
-    """"reward 2.50 · format 1.50 · rule 1.00 · 12 tokens" from an answer's scores (missing parts left out)."""
-    parts = [f"{name} {scores[key]:.2f}" for name, key in (("reward", "reward"), ("format", "format"),
-                                                            ("rule", "rule"), ("reward model", "reward_model"))
-             if scores.get(key) is not None]
+    """"reward 2.50 · format 1.50 · rule 1.00 · 12 tokens" from an answer's scores (missing parts left out), in
+    the viewer's language; a reward part keeps its function's name, as the Rollouts view shows it."""
+    parts = [t("models.score.reward", value=f"{scores['reward']:.2f}")] if scores.get("reward") is not None else []
+    parts += [f"{name} {scores[name]:.2f}" for name in ("format", "rule") if scores.get(name) is not None]
+    if scores.get("reward_model") is not None:
+        parts.append(t("models.score.reward_model", value=f"{scores['reward_model']:.2f}"))
     if scores.get("length") is not None:
-        parts.append(f"{scores['length']} tokens")
+        parts.append(t("models.reply_tokens", n=f"{scores['length']:g}"))  # a count read back as 12.0 shows 12
     if scores.get("correct") is not None and scores.get("rule") is None:  # a reward model decided the reward
         parts.append(t("models.answer_matches") if scores["correct"] else t("models.answer_differs"))
     return " · ".join(parts)
