@@ -60,3 +60,18 @@ def test_parse_name():
     assert catalogue.parse_name("my_run_768_moe_step2000.pth") == ("my_run", 768, True, 2000)
     assert catalogue.parse_name("grpo_512_resume.pth") is None
     assert catalogue.parse_name("model.safetensors") is None
+
+
+def test_a_job_id_recorded_by_another_store_names_no_job_here(tmp_path):
+    """A weight's metadata names its job by id within the store that ran it: the same id in another store
+    is another job (test and team homes share the repository's out/)."""
+    store = JobStore(tmp_path / "here" / "jobs.db")
+    job_id = store.create("grpo", "here", {"save_dir": str(tmp_path / "elsewhere")}, ["python"], str(TRAINER_DIR), {})
+    mine, theirs = touch(tmp_path / "out" / "mine_64.pth"), touch(tmp_path / "out" / "theirs_64.pth")
+    for weight, db in ((mine, store.path), (theirs, str(tmp_path / "there" / "jobs.db"))):
+        meta = weight_meta.build_meta(str(weight), kind="full", train_type="pretrain", hidden_size=64,
+                                      num_hidden_layers=2, use_moe=False, epoch=0, step=3, global_step=3)
+        weight_meta.write_meta(str(weight), {**meta, "job_id": job_id, "store": db})
+    entries = {os.path.basename(e.path): e for e in catalogue.scan(store, roots=[tmp_path / "out"])}
+    assert (entries["mine_64.pth"].job_id, entries["theirs_64.pth"].job_id) == (job_id, None)
+    assert catalogue.scan(None, roots=[tmp_path / "out"])[0].job_id == job_id  # no store listed: as recorded

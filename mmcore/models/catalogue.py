@@ -129,14 +129,14 @@ def scan(store=None, roots=None):
                 if parsed is None or path in seen:
                     continue
                 seen.add(path)
-                entry = _entry(path, parsed, outputs)
+                entry = _entry(path, parsed, outputs, store.path if store is not None else None)
                 if entry is not None:
                     entries.append(entry)
     entries.sort(key=lambda e: e.saved_at, reverse=True)
     return entries
 
 
-def _entry(path, parsed, outputs):
+def _entry(path, parsed, outputs, store_path=None):
     prefix, hidden, moe, step = parsed
     try:
         st = os.stat(path)
@@ -170,11 +170,19 @@ def _entry(path, parsed, outputs):
         entry.hidden_size = model.get("hidden_size", entry.hidden_size)
         entry.num_hidden_layers = model.get("num_hidden_layers", entry.num_hidden_layers)
         entry.use_moe = bool(model.get("use_moe", entry.use_moe))
-        entry.job_id = meta.get("job_id") if meta.get("job_id") is not None else entry.job_id
+        if meta.get("job_id") is not None and _same_store(meta.get("store"), store_path):
+            entry.job_id = meta["job_id"]  # a job id names a job only in the store that recorded it
         entry.step = meta.get("global_step") if meta.get("global_step") is not None else entry.step
         entry.tokenizer_path, entry.tokenizer_fingerprint = tok.get("path"), tok.get("fingerprint")
         entry.base_weight = meta.get("base_weight")
     return entry
+
+
+def _same_store(recorded, store_path):
+    """True when a weight's recorded store is the one being listed (or no store is being listed)."""
+    if store_path is None:
+        return True
+    return recorded is not None and os.path.realpath(recorded) == os.path.realpath(store_path)
 
 
 def lora_base(entry, entries):
