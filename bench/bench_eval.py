@@ -9,6 +9,12 @@
    (`time/eval_s` in the run's metrics stream): printed as a share of the stage's wall time.
    Target: at most 10%.
 
+Measured on 2 shared CPU cores (one thread a stage, two runs each; stage walls vary with the load):
+with the RL held-out answers generated one prompt batch and one mode at a time, GRPO's 6 evaluations
+took 13.5% and 12.3% of its wall time (chain 9.1%, 6.9%); with greedy and sampled answers to all 64
+prompts in one batched call, 4.0% and 4.2% (chain 3.8%, 3.2%), the same training log and the same
+greedy eval/ values. Pretrain, SFT and reasoning distillation: 2-5% either way.
+
     python -m bench.bench_eval                      # both (from the repository root: this checkout's code)
     python -m bench.bench_eval --skip-chain         # the rescore only (seconds)
     python -m bench.bench_eval --keep DIR           # keep the chain's folder (weights, logs, records)

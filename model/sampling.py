@@ -29,6 +29,7 @@ its old policy's when the two are the same model state.
 `compile=True` compiles the one-token decode step with `torch.compile` (off by default: on CPU and for
 short rollouts the compilation costs more than it saves).
 """
+import functools
 import time
 from dataclasses import dataclass
 
@@ -117,12 +118,26 @@ def draw(probs, generator=None):
 
 def sampling_step(logits, temperature=1.0, top_k=0, top_p=1.0, greedy=False, generator=None):
     """The next token of each row from its last logits [B, V]: argmax when `greedy`, else a draw from
-    `probabilities(logits, temperature, top_k, top_p)`."""
+    `probabilities(logits, temperature, top_k, top_p)`. `greedy` may be a bool tensor [B] instead: argmax
+    on its True rows, a draw on the others (`mixed_step`)."""
+    if isinstance(greedy, torch.Tensor):
+        return mixed_step(logits, greedy.nonzero().squeeze(1), (~greedy).nonzero().squeeze(1),
+                          temperature, top_k, top_p, generator)
     if greedy:
         return logits.argmax(dim=-1)
     values, ids = candidates(logits, temperature, top_k, top_p)
     choice = draw(values.softmax(dim=-1), generator)
     return choice if ids is None else ids.gather(-1, choice.unsqueeze(-1)).squeeze(-1)
+
+
+def mixed_step(logits, argmax_rows, drawn_rows, temperature=1.0, top_k=0, top_p=1.0, generator=None):
+    """`sampling_step` with argmax on the rows of index tensor `argmax_rows` and a draw on those of
+    `drawn_rows` (the rest); the draw filters and takes uniform numbers for the drawn rows only."""
+    token = torch.empty(logits.size(0), dtype=torch.long, device=logits.device)
+    token[argmax_rows] = logits[argmax_rows].argmax(dim=-1)
+    if drawn_rows.numel():
+        token[drawn_rows] = sampling_step(logits[drawn_rows], temperature, top_k, top_p, False, generator)
+    return token
 
 
 @dataclass
@@ -314,9 +329,15 @@ def sample(model, prompt_ids, prompt_mask, max_new_tokens, *, eos_id, pad_id, nu
     """Sample `num_samples` completions of each left-padded prompt [P, L] (mask 1 = token) from a
     `MiniMindForCausalLM`; rows come out prompt-major (prompt 0's samples first), as `generate()`'s
     `num_return_sequences`. Returns `Samples`. The model is put in eval mode for the loop and back.
+    `greedy` is True, False or a bool tensor [P * num_samples] saying which rows take the argmax
+    (`sampling_step`): greedy and sampled answers in one call.
     """
     if max_new_tokens < 1:
         raise ValueError("max_new_tokens must be at least 1")
+    if isinstance(greedy, torch.Tensor):
+        if greedy.shape != (prompt_ids.size(0) * num_samples,):
+            raise ValueError(f"greedy has shape {tuple(greedy.shape)}, the rows {prompt_ids.size(0) * num_samples}")
+        greedy = greedy.to(device=prompt_ids.device, dtype=torch.bool)
     was_training = model.training
     model.eval()
     try:
@@ -365,8 +386,14 @@ def _sample(model, prompt_ids, prompt_mask, max_new, eos_id, pad_id, n, how, ret
     logps = torch.zeros(rows, max_new, device=device) if return_logps else None
     done = torch.zeros(rows, dtype=torch.bool, device=device)
 
+    pick = functools.partial(sampling_step, **how)
+    if isinstance(how["greedy"], torch.Tensor):  # the rows' indices found once, not a host sync every token
+        greedy = how.pop("greedy")
+        pick = functools.partial(mixed_step, argmax_rows=greedy.nonzero().squeeze(1),
+                                 drawn_rows=(~greedy).nonzero().squeeze(1), **how)
+
     def step(logits, t):
-        token = sampling_step(logits, **how)
+        token = pick(logits)
         if return_logps:
             logps[:, t] = torch.log_softmax(logits.float(), dim=-1).gather(1, token.unsqueeze(1)).squeeze(1)
         token = token.masked_fill(done, pad_id)

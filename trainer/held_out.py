@@ -16,8 +16,10 @@ What is measured goes to the run's metrics stream under stable names (`eval/...`
 - PPO, GRPO, SPO: greedy answers to the held-out prompts, scored by the run's reward functions:
   `eval/reward/mean`, `eval/reward/<part>/mean`, `eval/accuracy` (answer equals the reference),
   `eval/length/mean`, `eval/truncated_frac`; the same for answers sampled at a fixed seed (the run's
-  temperature, top-k, top-p) under `eval/sampled/...`. The answers themselves go to the rollout
-  store's `probes` table (`mmcore.rollouts.probes`).
+  temperature, top-k, top-p) under `eval/sampled/...`. Both answers to a prompt come from one batched
+  call of the rollouts' sampler (the prompt encoded once, a key/value cache, stopping when every
+  answer has ended, at most --max_gen_len tokens as in training). The answers themselves go to the
+  rollout store's `probes` table (`mmcore.rollouts.probes`).
 
 Each evaluation's seconds are recorded too, as `time/eval_s`.
 
@@ -40,6 +42,10 @@ PREFIX = "eval/"
 #: evaluation of the same weights.
 SAMPLE_SEED = 20240917
 MODES = ("greedy", "sampled")
+#: Held-out prompts answered in one `model.sampling.sample` call, each twice (greedy and sampled): the
+#: decoding loop's cost is mostly per token, not per row, so one call for all rows costs little more
+#: than one for a few; the cap bounds the key/value cache of a long --eval_rows.
+PROMPTS_PER_CALL = 64
 
 
 def split(run, dataset, open_file):
@@ -170,36 +176,33 @@ def answers(run, dataset, open_file, tokenizer, reward_fns):
 
     def measure(model, rows):
         sums, probes = {}, []
-
-        def add(name, values):
-            sums[name] = sums.get(name, 0.0) + float(sum(values))
-        for mode in MODES:
-            prefix = "" if mode == "greedy" else "sampled/"
-            generator = None
-            if mode == "sampled":
-                generator = torch.Generator(device=info.device).manual_seed(SAMPLE_SEED + info.rank)
-            for chunk in _batches(rows, args.batch_size):
-                items = [held[i] for i in chunk]
-                prompts, references = [it["prompt"] for it in items], [it["answer"] for it in items]
-                ids, mask = encode_prompts(tokenizer, prompts, args.max_seq_len, info.device)
-                out = sample(model, ids, mask, args.max_gen_len, eos_id=tokenizer.eos_token_id,
-                             pad_id=tokenizer.pad_token_id, temperature=args.temperature, top_k=args.top_k,
-                             top_p=args.top_p, greedy=mode == "greedy", generator=generator)
-                responses = decode(tokenizer, out.tokens, out.mask)
-                total, parts = rewards.score(reward_fns, prompts, responses, references)
-                accuracy = [rewards.rule_reward(r, ref, args.reasoning) for r, ref in zip(responses, references)]
-                lengths = out.mask.sum(dim=1).cpu().tolist()
-                cut = truncated(out.tokens, tokenizer.eos_token_id).cpu().tolist()
-                add(f"{prefix}reward/mean", total.tolist())
-                for name, values in parts.items():
-                    add(f"{prefix}reward/{name}/mean", values.tolist())
-                add(f"{prefix}accuracy", accuracy)
-                add(f"{prefix}length/mean", lengths)
-                add(f"{prefix}truncated_frac", [float(c) for c in cut])
-                for j, i in enumerate(chunk):
-                    probes.append({"mode": mode, "row": i, "prompt": prompts[j], "reference": references[j],
-                                   "response": responses[j], "reward": float(total[j]),
-                                   "parts": {name: weights[name] * float(v[j]) for name, v in parts.items()},
-                                   "accuracy": accuracy[j], "length": int(lengths[j]), "truncated": bool(cut[j])})
+        generator = torch.Generator(device=info.device).manual_seed(SAMPLE_SEED + info.rank)
+        for chunk in _batches(rows, PROMPTS_PER_CALL):
+            items = [held[i] for i in chunk]
+            prompts, references = [it["prompt"] for it in items], [it["answer"] for it in items]
+            ids, mask = encode_prompts(tokenizer, prompts, args.max_seq_len, info.device)
+            # Each prompt encoded once and answered twice, prompt-major: row 2j greedy, row 2j + 1 sampled.
+            greedy = torch.tensor([mode == "greedy" for mode in MODES], device=info.device).repeat(len(chunk))
+            out = sample(model, ids, mask, args.max_gen_len, eos_id=tokenizer.eos_token_id,
+                         pad_id=tokenizer.pad_token_id, num_samples=len(MODES), temperature=args.temperature,
+                         top_k=args.top_k, top_p=args.top_p, greedy=greedy, generator=generator)
+            responses = decode(tokenizer, out.tokens, out.mask)
+            asked = [(i, mode, prompt, reference)
+                     for i, prompt, reference in zip(chunk, prompts, references) for mode in MODES]
+            total, parts = rewards.score(reward_fns, [a[2] for a in asked], responses, [a[3] for a in asked])
+            lengths = out.mask.sum(dim=1).cpu().tolist()
+            cut = truncated(out.tokens, tokenizer.eos_token_id).cpu().tolist()
+            for k, (i, mode, prompt, reference) in enumerate(asked):
+                prefix = "" if mode == "greedy" else "sampled/"
+                accuracy = rewards.rule_reward(responses[k], reference, args.reasoning)
+                values = {"reward/mean": float(total[k]), "accuracy": accuracy, "length/mean": lengths[k],
+                          "truncated_frac": float(cut[k]),
+                          **{f"reward/{name}/mean": float(v[k]) for name, v in parts.items()}}
+                for name, value in values.items():
+                    sums[prefix + name] = sums.get(prefix + name, 0.0) + float(value)
+                probes.append({"mode": mode, "row": i, "prompt": prompt, "reference": reference,
+                               "response": responses[k], "reward": float(total[k]),
+                               "parts": {name: weights[name] * float(v[k]) for name, v in parts.items()},
+                               "accuracy": accuracy, "length": int(lengths[k]), "truncated": bool(cut[k])})
         return sums, len(rows), probes
     return train_set, Evaluation(run, held, written, tuple(names), measure)
