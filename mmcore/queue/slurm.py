@@ -195,7 +195,10 @@ class SlurmBackend:
         if spec is not None and any(os.path.basename(a) == spec.script for a in job.argv):
             job = dataclasses.replace(job, argv=metric_stream.with_run_dir(job.argv, metric_stream.job_run_dir(job, store.home)))
         extra = {**dashboard_roots.current(store.home).env(), **file_owners.trainer_env(store, job)}
-        path.write_text(batch_script(job, settings, extra))
+        with os.fdopen(paths.open_private(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "w") as script:
+            script.write(batch_script(job, settings, extra))
+        # The output file is made here, owner-only: Slurm appends to it (--open-mode=append) and keeps its mode.
+        os.close(paths.open_private(job.log_path))
         claimed = store.update_waiting(job.id, waiting=0, dispatched_at=time.time(), queue_reason=queuetext.SUBMITTING)
         if not claimed:
             return False
