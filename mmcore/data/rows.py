@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass
 
 from dataset.formats import lines_within, row_problem
+from mmcore.base.regular_file import open_regular
 
 SEARCH_BUDGET = 256 * 2**20
 MAX_LINE_CHARS = 200_000  # longer rows are shown cut (the worker still gets the whole line)
@@ -34,7 +35,7 @@ def _row(line, raw, size=None):
 def read(path, start=1, count=20):
     """Up to `count` non-blank rows from line `start` on."""
     out = []
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         for line, (raw, size) in enumerate(lines_within(f), 1):
             if line < start or not raw.strip():
                 continue
@@ -54,7 +55,7 @@ def search(path, text, limit=50, budget=SEARCH_BUDGET):
     """(rows containing `text` (case-insensitive), bytes searched, whole file searched?)."""
     needle = text.lower().encode("utf-8")
     found, done = [], 0
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         for number, (raw, size) in enumerate(lines_within(f), 1):
             done += size
             if needle in raw.lower() or (size == len(raw) and needle in _unescaped(raw)):

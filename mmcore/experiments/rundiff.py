@@ -11,6 +11,7 @@ import os
 import threading
 
 from mmcore.base.i18n import MessageError, message
+from mmcore.base.regular_file import open_regular
 from mmcore.experiments import runtable
 from mmcore.experiments.annotations import Annotations
 from mmcore.runs import codeversion
@@ -35,7 +36,7 @@ def file_identity(path):
         digest = _hashes.get(key)
     if digest is None:
         try:
-            with open(path, "rb") as f:
+            with open_regular(path) as f:  # a data file named by a run may be a FIFO
                 digest = hashlib.file_digest(f, "sha256").hexdigest()
         except OSError:
             digest = None

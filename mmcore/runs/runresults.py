@@ -13,6 +13,7 @@ import sqlite3
 import threading
 from contextlib import closing
 
+from mmcore.base.regular_file import open_regular
 from mmcore.runs.metric_stream import job_run_dir
 from trainer.rules.records import METRICS_FILE
 
@@ -105,7 +106,7 @@ def metrics_summary(path, read=None):
     if cached is not None and tuple(cached[0]) == key:
         return cached[1]
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             data = f.read(stat.st_size)
     except OSError:
         return None
