@@ -9,10 +9,9 @@ without a stream falls back to the progress summary its row keeps.
 import json
 import math
 import os
-import sqlite3
 import threading
-from contextlib import closing
 
+from mmcore.base import sqlite_tables
 from mmcore.base.regular_file import open_regular
 from mmcore.runs.metric_stream import job_run_dir
 from trainer.rules.records import METRICS_FILE
@@ -67,17 +66,14 @@ def summarize_lines(lines):
             "steps": steps, "elapsed_s": elapsed, "eval": evals}
 
 
-class SummaryStore:
-    """The summaries of metrics streams kept in the job store's file, so a new process need not read them again."""
-
-    def __init__(self, store_path):
-        self.path = str(store_path)
-        with closing(sqlite3.connect(self.path, timeout=30)) as conn, conn:
-            conn.execute(SCHEMA)
+class SummaryStore(sqlite_tables.Tables):
+    """The summaries of metrics streams kept in the job store's file (at `path`), so a new process need not read
+    them again."""
+    SCHEMA = SCHEMA
 
     def load(self):
         """Put every kept summary into this process's cache (where the cache has none for that file)."""
-        with closing(sqlite3.connect(self.path, timeout=30)) as conn:
+        with self.connection() as conn:
             rows = conn.execute("SELECT path, size, mtime_ns, summary FROM run_summaries").fetchall()
         with _lock:
             for path, size, mtime_ns, summary in rows:
@@ -88,7 +84,7 @@ class SummaryStore:
         with _lock:
             rows = [(p, *_cache[p][0], json.dumps(_cache[p][1])) for p in paths if p in _cache]
         if rows:
-            with closing(sqlite3.connect(self.path, timeout=30)) as conn, conn:
+            with self.connection() as conn, conn:
                 conn.executemany("INSERT OR REPLACE INTO run_summaries (path, size, mtime_ns, summary)"
                                  " VALUES (?, ?, ?, ?)", rows)
 
