@@ -131,7 +131,7 @@ def test_the_runs_page_and_a_run_diff_do_not_wait_on_fifos(home, tmp_path):
     assert runresults.metrics_summary(str(job_dir(store.home, job_id) / "metrics.jsonl")) is None
     fifo = tmp_path / "data.jsonl"
     os.mkfifo(fifo)
-    assert rundiff.file_identity(str(fifo)) == {"path": str(fifo), "size": 0, "sha256": None}
+    assert rundiff.file_identity(str(fifo)) == {"path": str(fifo), "size": 0, "sha256": None, "hashing": False}
 
 
 def test_the_models_page_prompts_file_may_not_be_a_fifo(home, tmp_path):
