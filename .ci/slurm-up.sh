@@ -15,7 +15,8 @@ if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! comm
     apt-get install -y -qq --no-install-recommends slurmctld slurmd slurm-client munge >/dev/null
 fi
 
-if [ -f "$STATE/pids" ] && sinfo -h -o %T 2>/dev/null | grep -qx idle; then
+# A node busy with jobs (mixed, allocated) is up too: starting again (slurmctld -c) would drop their jobs.
+if [ -f "$STATE/pids" ] && sinfo -h -o %T 2>/dev/null | grep -qxE 'idle|mixed|allocated|completing'; then
     echo "$CONF"
     exit 0  # already up
 fi

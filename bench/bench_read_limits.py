@@ -6,11 +6,12 @@ Writes into a fresh temporary read root: a row nested 200,000 deep (alone, and a
 as pretrain data so the scan worker reads it), a one-line JSON file of `--mb` MB, and a FIFO named
 `*.jsonl`; runs `data check` on each in a child process and prints its wall time, exit status, whether
 a traceback was printed, the message's first line, and which temporary rows copies were left in
-`data_scans/`. The target: each answers within 5 s without a traceback (the scan of a file it has to read
-whole takes the tokenizer's start-up on top).
+`data_scans/`; then removes the read root (its FIFO included). The target: each answers within 5 s without
+a traceback (the scan of a file it has to read whole takes the tokenizer's start-up on top).
 """
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -25,11 +26,18 @@ def main():
     parser.add_argument("--mb", type=int, default=50, help="size of the one-line JSON file")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="bench-read-limits-"))
+    try:
+        run_cases(folder, args.mb)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)  # its FIFO and its large files go with it
+
+
+def run_cases(folder, mb):
     deep = b"[" * 200_000 + b"]" * 200_000 + b"\n"
     (folder / "deep.jsonl").write_bytes(deep)
     (folder / "deep_after_good.jsonl").write_bytes(b'{"text": "good"}\n' + deep)
     with open(folder / "one_line.jsonl", "wb") as f:
-        f.write(b'{"text": "' + b"a" * (args.mb * 2**20) + b'"}\n')
+        f.write(b'{"text": "' + b"a" * (mb * 2**20) + b'"}\n')
     os.mkfifo(folder / "pipe.jsonl")
     env = {**os.environ, "MINIMIND_READ_ROOTS": str(folder), "MINIMIND_DASHBOARD_HOME": str(folder / "home")}
     cases = [("deep.jsonl", []), ("deep_after_good.jsonl", ["--type", "pretrain"]), ("one_line.jsonl", []),

@@ -20,9 +20,9 @@ the 1-based line number. This module must not import torch: the dashboard never 
 import json
 import os
 import re
-import stat
 from array import array
 
+from trainer.rules.regular_file import NotRegularFile, open_regular
 from trainer.rules.specs import SPECS
 
 KINDS = ("pretrain", "sft", "dpo", "rlaif")
@@ -84,17 +84,6 @@ def row_problem(raw, size=None):
     if depth(raw) > MAX_DEPTH:
         return f"the row is too deep: its JSON nests more than {MAX_DEPTH} levels"
     return None
-
-
-def regular_file_problem(path):
-    """Why `path` is not a regular file that can be read without waiting (a FIFO, a device), or None."""
-    try:
-        mode = os.stat(path).st_mode
-    except OSError:
-        return None  # missing: said by the caller
-    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
-        return None
-    return f"{path} is not a regular file (a pipe or a device): it is not read"
 
 
 def chat_tools(messages):
@@ -209,10 +198,12 @@ def scan_file(path, kind, max_lines=None):
         raise FileNotFoundError(f"data file not found: {path} (absolute: {os.path.abspath(path)})")
     if os.path.isdir(path):
         raise DataFormatError(f"{path} is a folder, not a jsonl data file")
-    if problem := regular_file_problem(path):
-        raise DataFormatError(problem)
+    try:
+        f = open_regular(path)
+    except NotRegularFile as exc:  # a FIFO or a device: never waited on
+        raise DataFormatError(str(exc)) from None
     offsets = array("q")
-    with open(path, "rb") as f:
+    with f:
         offset, lineno = 0, 0
         for raw, size in lines_within(f):
             lineno += 1

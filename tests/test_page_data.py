@@ -100,6 +100,22 @@ def test_bad_file_lists_problems_and_refuses_bad_input(home, tmp_path):
         assert any(words in e for e in texts(at.error))
 
 
+def test_a_jump_reads_no_further_than_the_search_budget(home, tmp_path, monkeypatch):
+    from mmcore.data import rows
+    monkeypatch.setattr(rows, "SEARCH_BUDGET", 2**20)
+    path = tmp_path / "long.jsonl"
+    path.write_text("".join(json.dumps({"text": f"row {i}"}) + "\n" for i in range(1, 100_001)))  # about 2 MB
+    assert rows.line(path, 3).obj == {"text": "row 3"}
+    with pytest.raises(rows.TooFar):
+        rows.line(path, 90_000)
+    assert rows.line(path, 90_000, budget=path.stat().st_size).obj == {"text": "row 90000"}
+    at = open_page("pages/data.py", query={"file": str(path)})
+    scanned(at, home, path, "pretrain")
+    at.number_input(key="data.jump").set_value(90_000).run()
+    assert not at.exception, at.exception
+    assert any("Line 90000 starts past the first 1 MB of the file" in w for w in texts(at.warning)), texts(at.warning)
+
+
 def test_train_on_this_file_fills_the_train_form(home):
     at = open_page("pages/data.py", query={"file": str(DEMO / "dpo.jsonl")})
     scanned(at, home, DEMO / "dpo.jsonl", "dpo")

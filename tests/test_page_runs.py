@@ -57,6 +57,39 @@ def test_the_diff_shows_only_what_differs_and_everything_on_request(store):
     assert "hidden_size" in params.index
 
 
+def test_a_data_file_slow_to_hash_does_not_hold_the_diff(store, tmp_path, monkeypatch):
+    """A data file on a slow mount: the page waits HASH_WAIT_S for its hash, says it is still being computed,
+    and shows it once the hash (which went on in the background) is known."""
+    import hashlib
+    import threading
+    import types
+
+    from mmcore.experiments import rundiff
+    released = threading.Event()
+
+    def slow_digest(f, name):
+        released.wait(120)
+        return hashlib.file_digest(f, name)
+
+    monkeypatch.setattr(rundiff, "hashlib", types.SimpleNamespace(file_digest=slow_digest))
+    monkeypatch.setattr(rundiff, "HASH_WAIT_S", 0.5)
+    data = tmp_path / "slow.jsonl"
+    data.write_text('{"text": "hello"}\n')
+    a = ended(store, "alpha", steps(2.0), learning_rate="1e-3", data_path=str(data))
+    b = ended(store, "beta", steps(1.0), learning_rate="2e-3", data_path=str(data))
+    at = open_page("pages/runs.py")
+    at.multiselect(key="runs.diff.pick").set_value([a, b]).run()
+    assert not at.exception, at.exception
+    identity = next(d.value for d in at.dataframe if "data_path: SHA-256" in list(d.value.index))
+    assert list(identity.loc["data_path: SHA-256"]) == ["still being computed: open the comparison again in a moment"] * 2
+    released.set()
+    digest = hashlib.sha256(data.read_bytes()).hexdigest()
+    assert rundiff.file_identity(str(data))["sha256"] == digest  # waits for the hash that went on
+    at.run()
+    identity = next(d.value for d in at.dataframe if "data_path: SHA-256" in list(d.value.index))
+    assert list(identity.loc["data_path: SHA-256"]) == [digest[:16]] * 2
+
+
 def test_tags_and_notes_are_saved_by_the_owner_and_disabled_for_a_viewer(store):
     job_id = ended(store, "mine", steps(1.0))
     at = open_page("pages/runs.py")

@@ -75,6 +75,20 @@ def test_long_and_deep_rows_are_findings_of_the_scan_and_the_trainers_check(fold
     assert [r.line for r in rows.search(path, "good")[0]] == [1, 4]
 
 
+def test_the_models_page_prompt_file_reads_no_row_whole(folder, monkeypatch):
+    from mmcore.models import modelsview
+    monkeypatch.setattr(formats, "MAX_ROW_BYTES", 1000)
+    good = b'{"conversations": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}]}\n'
+    path = folder / "prompts.jsonl"
+    path.write_bytes(good + b'{"conversations": "' + b"x" * 5000 + b'"}\n')
+    with pytest.raises(ValueError, match="prompts.jsonl, line 2: the row is too long: 5022 bytes"):
+        modelsview.load_prompts(path)
+    path.write_bytes(good + b"\n" + b"[" * 100 + b"]" * 100 + b"\n")
+    with pytest.raises(ValueError, match="prompts.jsonl, line 3: the row is too deep"):
+        modelsview.load_prompts(path)
+    assert modelsview.load_prompts(path, 1) == [{"messages": [{"role": "user", "content": "hi"}], "reference": "ok"}]
+
+
 def test_a_line_longer_than_the_limit_is_never_read_whole(monkeypatch):
     import io
 

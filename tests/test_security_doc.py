@@ -3,12 +3,14 @@ job's supervisor, the scheduler, a trainer's records and a data scan), and every
 import ast
 import os
 import re
+import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from _runner_helpers import home_with_roles, wait_for
 
 from mmcore.actions import data_acts, view_acts
@@ -17,7 +19,7 @@ from mmcore.jobs import scheduler_lock
 from mmcore.jobs.jobstore import JobStore
 from mmcore.models import chat_client
 from mmcore.models.evalstore import EvalStore
-from mmcore.queue import queueconf
+from mmcore.queue import queueconf, slurm
 from mmcore.runs import health
 from trainer.rules.records import RunRecords
 
@@ -64,8 +66,25 @@ def live_home(tmp_path, monkeypatch):
     return home, store
 
 
-def test_the_file_modes_table_holds_on_a_live_home(tmp_path, monkeypatch):
-    home, store = live_home(tmp_path, monkeypatch)
+def slurm_row(pattern):
+    """A row of the Slurm backend's files: checked on a home where a job ran through Slurm."""
+    return pattern == "slurm" or pattern.startswith("slurm/")
+
+
+def run_through_slurm(home, store, tmp_path):
+    """Submit a job to the real one-node Slurm through the backend and wait for its output in the job's log."""
+    script = tmp_path / "hello.py"
+    script.write_text("print('hello from slurm', flush=True)\n")
+    job_id = store.create("pretrain", "via slurm", {}, [sys.executable, str(script)], str(tmp_path), {},
+                          user="ada", backend="slurm", waiting=1, resources={})
+    assert slurm.SlurmBackend().submit(store, store.get(job_id), settings=queueconf.QueueSettings())
+    log = Path(store.get(job_id).log_path)
+    wait_for(lambda: log.exists() and "hello from slurm" in log.read_text(errors="replace"), 240, what="the Slurm job's output")
+    return log
+
+
+def check_modes(home, store, slurm_too):
+    """Every row of the table holds in `home` (the Slurm rows only with `slurm_too`)."""
     reader = sqlite3.connect(store.path)  # an open database has its -wal and -shm files
     reader.execute("SELECT COUNT(*) FROM jobs").fetchone()
     try:
@@ -73,6 +92,8 @@ def test_the_file_modes_table_holds_on_a_live_home(tmp_path, monkeypatch):
         assert len(rows) >= 8
         for globs, mode in rows:
             for pattern in globs:
+                if slurm_row(pattern) and not slurm_too:
+                    continue
                 found = [home] if pattern == "." else sorted(home.glob(pattern))
                 assert found, f"{pattern}: nothing in the live home"
                 for path in found:
@@ -80,6 +101,28 @@ def test_the_file_modes_table_holds_on_a_live_home(tmp_path, monkeypatch):
                         f"{path.stat().st_mode & 0o777:04o}, the table says {mode:04o}"
     finally:
         reader.close()
+
+
+def test_the_file_modes_table_holds_on_a_live_home(tmp_path, monkeypatch):
+    home, store = live_home(tmp_path, monkeypatch)
+    try:
+        check_modes(home, store, slurm_too=False)
+    finally:
+        if (pid := scheduler_lock.running_pid(store)) is not None:
+            os.kill(pid, signal.SIGTERM)
+
+
+@pytest.mark.slurm
+@pytest.mark.timeout(400)
+@pytest.mark.skipif(subprocess.run(["sinfo", "-h"], capture_output=True).returncode != 0 if shutil.which("sinfo")
+                    else True, reason="no one-node Slurm answers (.ci/slurm-up.sh starts one)")
+def test_the_file_modes_table_holds_on_a_home_with_a_slurm_job(tmp_path, monkeypatch):
+    home, store = live_home(tmp_path, monkeypatch)
+    log = run_through_slurm(home, store, tmp_path)
+    try:
+        assert log.stat().st_mode & 0o777 == 0o600  # Slurm appended to the log the backend made private
+        check_modes(home, store, slurm_too=True)
+    finally:
         if (pid := scheduler_lock.running_pid(store)) is not None:
             os.kill(pid, signal.SIGTERM)
 

@@ -89,6 +89,53 @@ def test_a_sweep_with_a_run_that_cannot_start_queues_nothing(home):
         api.sweep("pretrain", DEMO, grid={"epochs": ["1", "2"]})
 
 
+@pytest.fixture
+def hostile(home, tmp_path, monkeypatch):
+    """Write roots in `tmp_path/roots` holding a symlink out (`out/link`) and a weight file name of the
+    first sweep's first run that is a symlink out; `outside` is where nothing may be written."""
+    roots, outside = tmp_path / "roots", tmp_path / "outside"
+    (roots / "out").mkdir(parents=True)
+    outside.mkdir()
+    (roots / "out" / "link").symlink_to(outside)
+    (roots / "trap").mkdir()
+    (roots / "trap" / "pretrain_sw1_1_64.pth").symlink_to(outside / "w.pth")
+    monkeypatch.setenv("MINIMIND_WRITE_ROOTS", str(roots))
+    return {"..": "../../escape", "absolute": str(outside), "symlink": str(roots / "out" / "link"),
+            "home": "~", "symlinked file": str(roots / "trap"), "outside": outside, "roots": roots}
+
+
+OUTSIDE = "outside the folders a job may write to"
+
+
+@pytest.mark.parametrize("case", ["..", "absolute", "symlink", "home", "symlinked file"])
+def test_a_sweep_writing_outside_the_write_roots_is_refused_whole_through_the_api(hostile, case):
+    ok = str(hostile["roots"] / "out")
+    # One hostile run among good ones: the whole sweep is refused, with launch's message, and nothing queued.
+    with pytest.raises(api.Refused, match=f"run 2: .*{OUTSIDE}"):
+        api.sweep("pretrain", DEMO, grid={"save_dir": [ok, hostile[case]]})
+    assert api.list_jobs() == [] and sweeps.SweepStore(JobStore().path).list() == []
+    assert list(hostile["outside"].iterdir()) == []
+    with pytest.raises(api.Refused, match="Saved weight name: must be a plain name"):
+        api.sweep("pretrain", {**DEMO, "save_dir": ok}, grid={"save_weight": ["good", "../../../x"]})
+    assert api.list_jobs() == []
+    kept = [r for r in audit.refusals(limit=None, home=JobStore().home) if r.action == "sweep"]
+    assert len(kept) == 2 and OUTSIDE in kept[-1].reason  # the refused attempts are kept, with why
+
+
+def test_a_sweep_writing_outside_the_write_roots_is_refused_whole_through_the_cli(hostile, home):
+    env = {**os.environ, "MINIMIND_DASHBOARD_HOME": str(home)}
+    env.pop(roles.ROLES_ENV, None)
+    sets = [a for k, v in DEMO.items() for a in ("--set", f"{k}={v}")]
+    for bad in (hostile[".."], hostile["symlink"]):
+        done = subprocess.run([sys.executable, "-m", "mmcore", "sweep", "pretrain", *sets, "--grid",
+                               f"save_dir={hostile['roots'] / 'out'},{bad}"],
+                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode != 0 and OUTSIDE in done.stdout + done.stderr, done.stdout + done.stderr
+        assert "Traceback" not in done.stderr
+    assert api.list_jobs() == [] and sweeps.SweepStore(JobStore().path).list() == []
+    assert list(hostile["outside"].iterdir()) == []
+
+
 def test_the_train_form_shows_the_run_count_before_queueing(home):
     at = open_page(state={"sweep.open": True})
     at.selectbox(key="train.type").set_value("pretrain").run()

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import tomllib
 
+from mmcore.base import regular_file
 from mmcore.base.i18n import t
 from mmcore.base.paths import default_home
 
@@ -106,11 +107,11 @@ def load(path=None):
     """
     path = Path(path) if path is not None else roles_path()
     try:
-        text = path.read_text(encoding="utf-8")
+        text = regular_file.read_text(path)
     except FileNotFoundError:
         return RoleConfig(users={_norm(os_user()): "admin"}, default="viewer")
     except OSError as exc:
-        raise RolesFileError(f"cannot read the roles file {path}: {exc.strerror}") from None
+        raise RolesFileError(f"cannot read the roles file {path}: {exc.strerror or exc}") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

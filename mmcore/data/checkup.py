@@ -16,6 +16,7 @@ from collections import Counter
 
 from dataset.formats import KIND_OF_TYPE, KINDS, check_record, lines_within, rlaif_roles, row_problem
 from mmcore.base.i18n import t
+from mmcore.base.regular_file import open_regular
 
 #: Problem lists, in the order the page shows them.
 PROBLEMS = ("bad", "duplicate", "empty_answer", "role_order", "dpo_identical", "missing_tags")
@@ -89,7 +90,7 @@ def head_problems(path, lines=DETECT_LINES, max_bytes=DETECT_BYTES):
 
 def _head(path, lines, max_bytes):
     head, skipped, read = [], [], 0
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         for lineno, (raw, size) in enumerate(lines_within(f), 1):
             read += size
             if raw.strip():
@@ -277,7 +278,7 @@ def chunks(path, parts):
     """`parts` byte ranges [(start, end)] of a file, each starting at a line's start."""
     size = os.path.getsize(path)
     bounds = [0]
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         for i in range(1, parts):
             f.seek(max(bounds[-1], size * i // parts))
             if f.tell() > 0:
@@ -293,7 +294,7 @@ def scan_range(path, kind, start, end, on_row=None, progress=None, every_bytes=8
     `progress(bytes_read)`, `on_row(line, raw, obj)` as in `scan`."""
     health = HealthScan(kind, first_chunk=start == 0)
     done, next_report = 0, every_bytes
-    with open(path, "rb", buffering=2**20) as f:
+    with open_regular(path, buffering=2**20) as f:
         f.seek(start)
         left = end - start
         for raw, size in lines_within(f):

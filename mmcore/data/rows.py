@@ -1,15 +1,21 @@
 """Rows of a jsonl file by 1-based line number, and a bounded search, without a full scan.
 
 The first rows show at once (a 1 GB file is read only as far as asked); a jump to a far line reads up
-to it; a search stops after `limit` hits or `budget` bytes, and says how far it looked.
+to it, within `budget` bytes (`TooFar` past them); a search stops after `limit` hits or `budget` bytes,
+and says how far it looked.
 """
 import json
 from dataclasses import dataclass
 
 from dataset.formats import lines_within, row_problem
+from mmcore.base.regular_file import open_regular
 
 SEARCH_BUDGET = 256 * 2**20
 MAX_LINE_CHARS = 200_000  # longer rows are shown cut (the worker still gets the whole line)
+
+
+class TooFar(ValueError):
+    """The line asked for is past the bytes a jump may read (`budget`, the first line of `args`)."""
 
 
 @dataclass
@@ -31,12 +37,18 @@ def _row(line, raw, size=None):
     return Row(line, text, obj)
 
 
-def read(path, start=1, count=20):
-    """Up to `count` non-blank rows from line `start` on."""
-    out = []
-    with open(path, "rb") as f:
+def read(path, start=1, count=20, budget=None):
+    """Up to `count` non-blank rows from line `start` on; TooFar when the lines before `start` are more than
+    `budget` bytes (None: no limit)."""
+    out, skipped = [], 0
+    with open_regular(path) as f:
         for line, (raw, size) in enumerate(lines_within(f), 1):
-            if line < start or not raw.strip():
+            if line < start:
+                skipped += size
+                if budget is not None and skipped > budget:
+                    raise TooFar(budget)
+                continue
+            if not raw.strip():
                 continue
             out.append(_row(line, raw, size))
             if len(out) >= count:
@@ -44,9 +56,10 @@ def read(path, start=1, count=20):
     return out
 
 
-def line(path, number):
-    """The row at line `number`, or None past the end (or a blank line)."""
-    rows = read(path, number, 1)
+def line(path, number, budget=None):
+    """The row at line `number`, or None past the end (or a blank line); TooFar when it starts past `budget`
+    bytes (None: SEARCH_BUDGET)."""
+    rows = read(path, number, 1, SEARCH_BUDGET if budget is None else budget)
     return rows[0] if rows and rows[0].line == number else None
 
 
@@ -54,7 +67,7 @@ def search(path, text, limit=50, budget=SEARCH_BUDGET):
     """(rows containing `text` (case-insensitive), bytes searched, whole file searched?)."""
     needle = text.lower().encode("utf-8")
     found, done = [], 0
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         for number, (raw, size) in enumerate(lines_within(f), 1):
             done += size
             if needle in raw.lower() or (size == len(raw) and needle in _unescaped(raw)):

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mmcore.base import regular_file
 from mmcore.base.paths import ROOT, default_home, open_private, private_dir
 from mmcore.data.sizing import TokenTable
 from trainer.rules.roots import BUNDLED_TOKENIZER
@@ -69,7 +70,7 @@ def _file(home, key, suffix):
 
 def _read_json(path):
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        return json.loads(regular_file.read_text(path))
     except (OSError, ValueError):
         return None
 
@@ -105,7 +106,7 @@ def state(home, key):
         return ScanState(key, "running", progress=_read_json(_file(home, key, ".progress.json")), health=health)
     error = _file(home, key, ".error.txt")
     if error.exists():
-        return ScanState(key, "failed", health=health, error=error.read_text(encoding="utf-8", errors="replace"))
+        return ScanState(key, "failed", health=health, error=regular_file.read_text(error, errors="replace"))
     return ScanState(key, "missing", health=health)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from mmcore.access import dashboard_roots
 from mmcore.base.i18n import t
 from mmcore.base.paths import ROOT, TRAINER_DIR, default_home
+from mmcore.base.regular_file import NotRegularFile, open_regular
 from mmcore.logs import logfiles
 from trainer.rules.records import RECORDS_SUBDIR
 
@@ -117,11 +118,11 @@ def check(value, home=None, base=None, upload_folders=None):
         raise DataFileError(t("data.err.missing", path=path))
     if path.is_dir():
         raise DataFileError(t("data.err.folder", path=path))
-    if not path.is_file():  # a FIFO or a device: opening it could wait for ever
-        raise DataFileError(t("data.err.not_regular", path=path))
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:  # a FIFO or a device is refused, never waited on
             head = f.read(SNIFF_BYTES)
+    except NotRegularFile as exc:
+        raise DataFileError(str(exc)) from None
     except OSError as exc:
         raise DataFileError(t("data.err.unreadable", path=path, error=exc.strerror or exc)) from None
     if not head:

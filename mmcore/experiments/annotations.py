@@ -12,7 +12,7 @@ import time
 from contextlib import closing
 from pathlib import Path
 
-from mmcore.base import paths
+from mmcore.base import sqlite_tables
 from mmcore.base.i18n import MessageError, message
 
 SCHEMA = """
@@ -66,27 +66,19 @@ def tagged(label, tags):
     return f"{label} [{', '.join(tags)}]" if tags else label
 
 
-class Annotations:
-    """The tags and notes of the runs of the job store at `store_path` (JobStore.path)."""
-
-    def __init__(self, store_path):
-        self.path = str(store_path)
-        paths.private_db(self.path)
-        with closing(self._connect()) as conn, conn:
-            conn.execute(SCHEMA)
-
-    def _connect(self):
-        return sqlite3.connect(self.path, timeout=30)
+class Annotations(sqlite_tables.Tables):
+    """The tags and notes of the runs of the job store at `path` (JobStore.path)."""
+    SCHEMA = SCHEMA
 
     def all(self):
         """{job_id: {"tags": [...], "note": str}} for every annotated run."""
-        with closing(self._connect()) as conn:
+        with self.connection() as conn:
             rows = conn.execute("SELECT job_id, tags, note FROM run_annotations").fetchall()
         return {job_id: {"tags": json.loads(tags), "note": note} for job_id, tags, note in rows}
 
     def get(self, job_id):
         """{"tags": [...], "note": str} of one run (empty when it has none)."""
-        with closing(self._connect()) as conn:
+        with self.connection() as conn:
             return _annotation(conn, job_id)
 
     @staticmethod
@@ -116,7 +108,7 @@ class Annotations:
         current = self.get(job_id)
         tags = current["tags"] if tags is None else clean_tags(tags)
         note = current["note"] if note is None else clean_note(note)
-        with closing(self._connect()) as conn, conn:
+        with self.connection() as conn, conn:
             conn.execute("INSERT INTO run_annotations (job_id, tags, note, updated_by, updated_at)"
                          " VALUES (?, ?, ?, ?, ?)"
                          " ON CONFLICT (job_id) DO UPDATE SET tags = excluded.tags, note = excluded.note,"

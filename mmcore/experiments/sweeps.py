@@ -12,11 +12,10 @@ import itertools
 import json
 import math
 import random
-import sqlite3
 import time
-from contextlib import closing
 from dataclasses import asdict, dataclass, field
 
+from mmcore.base import sqlite_tables
 from mmcore.base.i18n import MessageError, message
 from mmcore.experiments import runtable
 from mmcore.train import train_types
@@ -146,37 +145,30 @@ def estimate_s(store, train_type, n):
     return None if not walls else n * sum(walls) / len(walls)
 
 
-class SweepStore:
-    """The sweeps of the job store at `store_path` and the jobs each queued."""
-
-    def __init__(self, store_path):
-        self.path = str(store_path)
-        with closing(sqlite3.connect(self.path, timeout=30)) as conn, conn:
-            conn.executescript(SCHEMA)
-
-    def _connect(self):
-        return closing(sqlite3.connect(self.path, timeout=30))
+class SweepStore(sqlite_tables.Tables):
+    """The sweeps of the job store at `path` (JobStore.path) and the jobs each queued."""
+    SCHEMA = SCHEMA
 
     def reserve(self, name, spec, user):
         """A new sweep's id (its jobs are added with `add_jobs`)."""
-        with self._connect() as conn, conn:
+        with self.connection() as conn, conn:
             return conn.execute("INSERT INTO sweeps (name, train_type, spec, user, created_at) VALUES (?, ?, ?, ?, ?)",
                                 (name or "", spec.train_type, json.dumps(spec.as_dict()), str(user),
                                  time.time())).lastrowid
 
     def drop(self, sweep_id):
         """Forget a sweep that queued nothing."""
-        with self._connect() as conn, conn:
+        with self.connection() as conn, conn:
             conn.execute("DELETE FROM sweeps WHERE id = ?", (int(sweep_id),))
 
     def add_jobs(self, sweep_id, job_ids):
-        with self._connect() as conn, conn:
+        with self.connection() as conn, conn:
             conn.executemany("INSERT OR IGNORE INTO sweep_jobs (sweep_id, job_id) VALUES (?, ?)",
                              [(int(sweep_id), int(j)) for j in job_ids])
 
     def get(self, sweep_id):
         """{"id", "name", "train_type", "spec", "user", "created_at", "jobs": [ids]} or None."""
-        with self._connect() as conn:
+        with self.connection() as conn:
             row = conn.execute("SELECT id, name, train_type, spec, user, created_at FROM sweeps WHERE id = ?",
                                (int(sweep_id),)).fetchone()
             if row is None:
@@ -187,13 +179,13 @@ class SweepStore:
                 "created_at": row[5], "jobs": jobs}
 
     def list(self, limit=50):
-        with self._connect() as conn:
+        with self.connection() as conn:
             ids = [i for (i,) in conn.execute("SELECT id FROM sweeps ORDER BY id DESC LIMIT ?", (int(limit),))]
         return [self.get(i) for i in ids]
 
     def of_job(self):
         """{job_id: sweep_id} of every job that belongs to a sweep."""
-        with self._connect() as conn:
+        with self.connection() as conn:
             return dict(conn.execute("SELECT job_id, sweep_id FROM sweep_jobs").fetchall())
 
 

@@ -38,6 +38,7 @@ from contextlib import closing
 from email.message import EmailMessage
 from pathlib import Path
 
+from mmcore.base import regular_file
 from mmcore.base.paths import ROOT
 
 FILE_NAME = "notify.toml"
@@ -72,7 +73,7 @@ def load_config(home):
     empty (nothing is sent) without a file. NotifyConfigError for a file that is wrong."""
     path = Path(home) / FILE_NAME
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(regular_file.read_text(path))
     except FileNotFoundError:
         return {"dashboard_url": "", "default_events": list(DEFAULT_EVENTS), "webhooks": [], "smtp": None}
     except (OSError, tomllib.TOMLDecodeError) as exc:

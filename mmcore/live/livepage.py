@@ -13,7 +13,6 @@ every tick instead. `log_tail` is a log tail that, while shown, gets only its ne
 """
 import hashlib
 import os
-import shutil
 import sqlite3
 import time
 from pathlib import Path
@@ -55,16 +54,17 @@ export default function (component) {
 """
 
 
-def script(name):
-    """A component's script without its comment lines and indentation: every page run sends it."""
-    text = (COMPONENTS / name).read_text(encoding="utf-8")
+def script(*names):
+    """A component's script (the files `names` of COMPONENTS, one after the other: see `bundle`) without
+    its comment lines and indentation: every page run sends it."""
+    text = "\n".join((COMPONENTS / name).read_text(encoding="utf-8") for name in names)
     return "\n".join(line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("//"))
 
 
 _TICK_CSS = ".live-line { font-size: 0.875rem; color: var(--st-text-color); opacity: 0.6; }"
 _tick_inline = st.components.v2.component("minimind_live_ticker", js=script("ticker.js"), css=_TICK_CSS)
 _tick_loaded = st.components.v2.component("minimind_live_ticker_loaded", js=LOADER_JS, css=_TICK_CSS)
-_tail = st.components.v2.component("minimind_live_tail", js=script("livetail.js"), isolate_styles=False)
+_tail = st.components.v2.component("minimind_live_tail", js=script("receiver.js", "livetail.js"), isolate_styles=False)
 
 
 def _serving():
@@ -81,11 +81,12 @@ def static_folder():
     return folder if folder.is_dir() else None
 
 
-def _publish(source, folder, name):
+def _publish(sources, folder, name):
     target = Path(folder) / name
-    if not target.is_file() or target.stat().st_size != Path(source).stat().st_size:
+    content = b"\n".join(Path(source).read_bytes() for source in sources)
+    if not target.is_file() or target.stat().st_size != len(content):
         part = target.with_name(f".{name}.{os.getpid()}.tmp")
-        shutil.copy2(source, part)
+        part.write_bytes(content)
         os.replace(part, target)  # a tab never loads half a file
 
 
@@ -100,21 +101,32 @@ def _published(folder, files):
 
 
 def published(files):
-    """Copy `files` ({key: (source path, file name)}) into this server's static folder, once per server
-    -> {key: its address relative to the page (so a `server.baseUrlPath` is kept)}, or None where this
+    """Copy `files` ({key: (source path, or the paths joined into one file: see `bundle`, file name)} into
+    this server's static folder, once per server -> {key: its address relative to the page (so a `server.baseUrlPath` is kept)}, or None where this
     server serves no static files (or they cannot be written there). The names are ignored by git
     (static/.gitignore) and should change with their content (`module_name`)."""
     folder = static_folder()
     if folder is None:
         return None
-    return _published(str(folder), tuple(sorted((key, str(source), name) for key, (source, name) in files.items())))
+    return _published(str(folder), tuple(sorted((key, _paths(source), name) for key, (source, name) in files.items())))
 
 
-def module_name(path):
-    """A script's name in the static folder: its stem and a digest of its content (a new version, a
-    new name, which no browser has cached)."""
-    path = Path(path)
-    return f"{path.stem}-{hashlib.sha256(path.read_bytes()).hexdigest()[:12]}{path.suffix}"
+def _paths(source):
+    return (str(source),) if isinstance(source, (str, Path)) else tuple(str(path) for path in source)
+
+
+def module_name(*paths):
+    """A script's name in the static folder (the files `paths` joined): the last one's stem and a digest of
+    their content (a new version, a new name, which no browser has cached)."""
+    digest = hashlib.sha256(b"\n".join(Path(path).read_bytes() for path in paths)).hexdigest()[:12]
+    return f"{Path(paths[-1]).stem}-{digest}{Path(paths[-1]).suffix}"
+
+
+def bundle(*names):
+    """(the files `names` of COMPONENTS, the name of the one file they make in the static folder), for
+    `published`: a component script that begins with a shared part (receiver.js)."""
+    paths = tuple(COMPONENTS / name for name in names)
+    return paths, module_name(*paths)
 
 
 _TICKER_FILE = {"module": (COMPONENTS / "ticker.js", module_name(COMPONENTS / "ticker.js"))}

@@ -22,16 +22,14 @@ In a fed section (`mmcore.live.livefeed`) the page's run draws the table and its
 up to date (`feed_message`): the message goes through the section's ticker to the element registered
 under the table's key.
 """
-from pathlib import Path
 
 import streamlit as st
 
 from mmcore.jobs import htmltable
 from mmcore.live import livepage
 
-TABLE_JS = Path(__file__).with_name("components") / "livetable.js"
 SENT_KEY = "livetable.sent"  # session state: table key -> htmltable.SentTable, what this tab holds
-_FILES = {"module": (TABLE_JS, livepage.module_name(TABLE_JS))}
+_FILES = {"module": livepage.bundle("receiver.js", "livetable.js")}
 _component = st.components.v2.component("minimind_live_table", js=livepage.LOADER_JS,
                                         isolate_styles=False)  # the page's tests and benches read its cells
 

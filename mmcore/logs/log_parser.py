@@ -20,6 +20,7 @@ and `mmcore.logs.logfiles` has what pages do with log files (tail, uploads, expl
 """
 import os
 
+from mmcore.base.regular_file import NotRegularFile, open_regular
 from mmcore.logs import logheader
 from mmcore.logs.loglines import ProgressLines
 
@@ -62,6 +63,7 @@ class LogParser:
         self.header = {}
         self._errors = logheader.ErrorLog()
         self.exists = None  # unknown until the first read
+        self.unreadable = None  # why the path is not read (a FIFO, a device), or None
         self.size = 0
 
     def state(self):
@@ -115,10 +117,13 @@ class LogParser:
     def kind(self):
         """What the file is, for a page to explain itself:
 
-        `missing` (no such file), `empty` (no bytes yet), `progress` (has progress records),
-        `no_progress` (a MiniMind log, by its header, without progress lines yet), `unknown` (neither
-        a header nor progress lines: not a MiniMind training log).
+        `missing` (no such file), `unreadable` (not a regular file: `unreadable` says why), `empty` (no
+        bytes yet), `progress` (has progress records), `no_progress` (a MiniMind log, by its header,
+        without progress lines yet), `unknown` (neither a header nor progress lines: not a MiniMind
+        training log).
         """
+        if self.unreadable:
+            return "unreadable"
         if not self.exists:
             return "missing"
         if len(self._columns):
@@ -149,10 +154,14 @@ class LogParser:
         """Read what was appended since the last call; return how many new records it held."""
         before = len(self._columns)
         self.restarted = False
+        self.unreadable = None
         try:
-            f = open(self.path, "rb")
+            f = open_regular(self.path)
         except FileNotFoundError:
             self.exists = False
+            return 0
+        except NotRegularFile as exc:  # a FIFO named *.log: reading it would wait for a writer
+            self.exists, self.unreadable = True, str(exc)
             return 0
         with f:
             self.exists = True

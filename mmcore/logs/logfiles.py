@@ -9,6 +9,7 @@ from pathlib import Path
 
 from mmcore.base import paths
 from mmcore.base.i18n import MessageError, message, t
+from mmcore.base.regular_file import open_regular
 from mmcore.logs.logtext import ANSI_RE, decode, visible
 
 
@@ -21,6 +22,8 @@ def explain(parser, label=None):
         return None
     if kind == "missing":
         return "warning", t("logfile.missing", name=name, path=parser.path)
+    if kind == "unreadable":
+        return "warning", t("logfile.unreadable", name=name, error=parser.unreadable)
     if kind == "empty":
         return "info", t("logfile.empty", name=name)
     if kind == "unknown":
@@ -33,10 +36,11 @@ def explain(parser, label=None):
 
 def tail(path, n=200, block=64 << 10):
     """The last `n` lines of a file as a terminal shows them (ANSI codes removed, `\\r` rewrites
-    resolved), reading only the end of the file. A missing file raises FileNotFoundError."""
+    resolved), reading only the end of the file. A missing file raises FileNotFoundError, one that is not a
+    regular file NotRegularFile (an OSError)."""
     if n <= 0:
         return []
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         end = f.seek(0, os.SEEK_END)
         data = b""
         start = end

@@ -11,10 +11,9 @@ use; the store's own schema and migrations do not know it.
 import sqlite3
 import time
 import urllib.parse
-from contextlib import closing
 from dataclasses import dataclass
 
-from mmcore.base import paths
+from mmcore.base import sqlite_tables
 from mmcore.base.i18n import t
 from mmcore.logs import urlstate
 
@@ -45,19 +44,10 @@ def view_params(query_params, fields=urlstate.LOGS):
     return {str(k): str(v) for k, v in dict(query_params).items() if k in fields}
 
 
-class ViewStore:
-    """The saved views of the job store at `store_path` (JobStore.path)."""
-
-    def __init__(self, store_path):
-        self.path = str(store_path)
-        paths.private_db(self.path)
-        with closing(self._connect()) as conn, conn:
-            conn.execute(SCHEMA)
-
-    def _connect(self):
-        conn = sqlite3.connect(self.path, timeout=30)
-        conn.row_factory = sqlite3.Row
-        return conn
+class ViewStore(sqlite_tables.Tables):
+    """The saved views of the job store at `path` (JobStore.path)."""
+    SCHEMA = SCHEMA
+    ROW_FACTORY = sqlite3.Row
 
     @staticmethod
     def _view(row):
@@ -73,7 +63,7 @@ class ViewStore:
         if len(name) > NAME_MAX or "\n" in name or "\r" in name:
             raise ViewRefused(t("views.name_bad", n=NAME_MAX))
         query = urllib.parse.urlencode(view_params(params))
-        with closing(self._connect()) as conn, conn:
+        with self.connection() as conn, conn:
             conn.execute("INSERT INTO saved_views (owner, name, query, shared, saved_at) VALUES (?, ?, ?, ?, ?) "
                          "ON CONFLICT (owner, name) DO UPDATE SET query = excluded.query, shared = excluded.shared, "
                          "saved_at = excluded.saved_at", (owner, name, query, int(bool(shared)), time.time()))
@@ -81,7 +71,7 @@ class ViewStore:
 
     def get(self, view_id, viewer=None):
         """The view `view_id`, or None. With `viewer`: only a view they may open (their own, or shared)."""
-        with closing(self._connect()) as conn:
+        with self.connection() as conn:
             row = conn.execute("SELECT * FROM saved_views WHERE id = ?", (int(view_id),)).fetchone()
         if row is None or (viewer is not None and row["owner"] != viewer and not row["shared"]):
             return None
@@ -89,7 +79,7 @@ class ViewStore:
 
     def visible_to(self, viewer):
         """The views `viewer` may open: their own first, then the shared ones of others, by name."""
-        with closing(self._connect()) as conn:
+        with self.connection() as conn:
             rows = conn.execute("SELECT * FROM saved_views WHERE owner = ? OR shared = 1 "
                                 "ORDER BY owner != ?, name COLLATE NOCASE, owner", (viewer, viewer)).fetchall()
         return [self._view(row) for row in rows]
@@ -101,7 +91,7 @@ class ViewStore:
             raise ViewRefused(t("views.no_view", id=view_id))
         if view.owner != viewer and not admin:
             raise ViewRefused(t("views.not_yours", name=view.name, owner=view.owner))
-        with closing(self._connect()) as conn, conn:
+        with self.connection() as conn, conn:
             conn.execute("DELETE FROM saved_views WHERE id = ?", (view.id,))
 
 

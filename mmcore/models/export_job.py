@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+from mmcore.base import regular_file
 from mmcore.base.paths import ROOT
 from mmcore.queue import jobqueue
 
@@ -73,7 +74,7 @@ def launch(store, weight, out_dir, user=None, **options):
 def read_manifest(folder):
     """The manifest of an export folder, or None (no export there, or unreadable)."""
     try:
-        return json.loads((Path(folder) / MANIFEST).read_text(encoding="utf-8"))
+        return json.loads(regular_file.read_text(Path(folder) / MANIFEST))
     except (OSError, ValueError):
         return None
 

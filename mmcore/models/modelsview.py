@@ -17,9 +17,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from dataset import formats  # torch-free
 from mmcore.base import i18n
 from mmcore.base.i18n import MessageError, message, t
 from mmcore.base.paths import ROOT
+from mmcore.base.regular_file import open_regular
 from mmcore.models import catalogue, chat_client
 from mmcore.train import preflight, train_types
 from trainer.rules import roots as trainer_roots
@@ -115,15 +117,18 @@ def compare_defaults(targets):
 def load_prompts(path, limit=20):
     """[{"messages", "reference"}] of the first `limit` usable records of an RLAIF/SFT jsonl file.
 
-    Raises ValueError naming the file and line for a line that is not a conversation.
+    Raises ValueError naming the file and line for a line that is not a conversation (or too long or too deep
+    to read: a row is never read whole past `formats.MAX_ROW_BYTES`).
     """
     prompts = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
+    with open_regular(path) as f:
+        for number, (raw, size) in enumerate(formats.lines_within(f), 1):
+            if not raw.strip():
                 continue
+            if problem := formats.row_problem(raw, size):
+                raise ValueError(f"{path}, line {number}: {problem}")
             try:
-                turns = json.loads(line)["conversations"]
+                turns = json.loads(raw)["conversations"]
                 roles = [t["role"] for t in turns]
                 [str(t["content"]) for t in turns]
             except (ValueError, KeyError, TypeError):
@@ -249,7 +254,8 @@ def data_file(text):
     path = trainer_roots.resolved(text, ROOT)
     problem = trainer_roots.configured().problem(text, "read", base=ROOT)
     if problem is None and not path.is_file():
-        problem = t("models.no_file", path=text)
+        problem = t("file.not_regular", path=text) if path.exists() and not path.is_dir() else \
+            t("models.no_file", path=text)
     return (None if problem else path), problem
 
 

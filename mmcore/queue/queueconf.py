@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from mmcore.base import paths
+from mmcore.base import regular_file
 from mmcore.base.i18n import MessageError, message
 
 FILE_NAME = "queue.json"
@@ -92,7 +93,7 @@ def load(home):
     """The settings of the dashboard whose store lives in `home`, environment overrides applied."""
     values = {}
     try:
-        raw = json.loads(path(home).read_text())
+        raw = json.loads(regular_file.read_text(path(home)))
         if isinstance(raw, dict):
             values = raw
     except (OSError, ValueError):

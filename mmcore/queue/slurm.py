@@ -225,6 +225,12 @@ def _footer(job, status, code):
         pass
 
 
+def _write_private(path, text):
+    """Write a batch script owner-only (it names the job's files and environment)."""
+    with os.fdopen(paths.open_private(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "w") as script:
+        script.write(text)
+
+
 class SlurmBackend:
     name = "slurm"
     _last_refresh = 0.0
@@ -243,7 +249,9 @@ class SlurmBackend:
         if spec is not None and any(os.path.basename(a) == spec.script for a in job.argv):
             job = dataclasses.replace(job, argv=metric_stream.with_run_dir(job.argv, metric_stream.job_run_dir(job, store.home)))
         extra = {**dashboard_roots.current(store.home).env(), **file_owners.trainer_env(store, job)}
-        path.write_text(batch_script(job, settings, extra))
+        _write_private(path, batch_script(job, settings, extra))
+        # The output file is made here, owner-only: Slurm appends to it (--open-mode=append) and keeps its mode.
+        os.close(paths.open_private(job.log_path))
         return path
 
     def submit(self, store, job, gpus=(), settings=None):
@@ -276,7 +284,7 @@ class SlurmBackend:
             link.unlink(missing_ok=True)
             link.symlink_to(os.path.abspath(job.log_path))
         script = folder / f"{name}.sbatch"
-        script.write_text(array_script(runs, settings, str(folder / f"{name}-%a.log"), runs[0][1].cwd))
+        _write_private(script, array_script(runs, settings, str(folder / f"{name}-%a.log"), runs[0][1].cwd))
         array_id = _run(["sbatch", "--parsable", str(script)]).strip().split(";")[0]
         for task, job, _ in runs:
             task_id = f"{array_id}_{task}"

@@ -7,6 +7,8 @@ import json
 import subprocess
 from pathlib import Path
 
+from mmcore.base import regular_file
+
 CODE_FILE = "code.json"
 
 
@@ -37,7 +39,7 @@ def record(run_dir, folder):
 def read(run_dir):
     """The recorded code version of a run, or {"commit": None, "dirty": None} when none was recorded."""
     try:
-        found = json.loads((Path(run_dir) / CODE_FILE).read_text(encoding="utf-8"))
+        found = json.loads(regular_file.read_text(Path(run_dir) / CODE_FILE))
         return {"commit": found.get("commit"), "dirty": found.get("dirty")}
     except (OSError, ValueError, AttributeError):
         return {"commit": None, "dirty": None}

@@ -25,6 +25,7 @@ from contextlib import closing
 from dataclasses import asdict, dataclass
 
 from mmcore.access import audit
+from mmcore.base import regular_file
 from mmcore.base.i18n import MessageError, english, message
 from mmcore.runs import metric_stream
 
@@ -136,7 +137,7 @@ class GuardWatch:
         if self.fired is not None:
             return self.fired
         try:
-            with open(self.path, "rb") as f:
+            with regular_file.open_regular(self.path) as f:
                 f.seek(self.offset)
                 data = f.read()
         except OSError:  # no stream yet

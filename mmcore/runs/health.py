@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from mmcore.base import paths
+from mmcore.base import regular_file
 from mmcore.base.i18n import MessageError, message, t
 
 SETTINGS_FILE = "health.json"
@@ -88,7 +89,7 @@ def load_settings(home):
     """The home's saved thresholds, else the defaults (a broken or partial file falls back field by field)."""
     path = Path(home) / SETTINGS_FILE
     try:
-        saved = json.loads(path.read_text(encoding="utf-8"))
+        saved = json.loads(regular_file.read_text(path))
     except (OSError, ValueError):
         return HealthSettings()
     known = {f.name: f.type for f in fields(HealthSettings)}

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mmcore.base.regular_file import open_regular
 from trainer.rules.records import METRICS_FILE, RECORDS_SUBDIR, ROLLOUTS_FILE  # (torch-free)
 
 #: Columns that say where a record is, not what was measured.
@@ -118,7 +119,7 @@ class MetricsReader:
         if st.st_size == self.offset:
             return 0
         before, rows_before, start = self._count, self._rows, self.offset
-        with open(self.path, "rb") as f:
+        with open_regular(self.path) as f:
             f.seek(self.offset)
             left, carry = st.st_size - self.offset, b""
             while left > 0:

@@ -13,10 +13,10 @@ is left to a background worker (`mmcore.runs.summary_worker`), which keeps its s
 import json
 import math
 import os
-import sqlite3
 import threading
-from contextlib import closing
 
+from mmcore.base import sqlite_tables
+from mmcore.base.regular_file import open_regular
 from mmcore.runs.metric_stream import job_run_dir
 from trainer.rules.records import METRICS_FILE
 
@@ -133,17 +133,14 @@ def summarize_stream(data):
             "eval": evals}
 
 
-class SummaryStore:
-    """The summaries of metrics streams kept in the job store's file, so a new process need not read them again."""
-
-    def __init__(self, store_path):
-        self.path = str(store_path)
-        with closing(sqlite3.connect(self.path, timeout=30)) as conn, conn:
-            conn.execute(SCHEMA)
+class SummaryStore(sqlite_tables.Tables):
+    """The summaries of metrics streams kept in the job store's file (at `path`), so a new process need not read
+    them again."""
+    SCHEMA = SCHEMA
 
     def load(self):
         """Put every kept summary into this process's cache (where the cache has none for that file)."""
-        with closing(sqlite3.connect(self.path, timeout=30)) as conn:
+        with self.connection() as conn:
             rows = conn.execute("SELECT path, size, mtime_ns, summary FROM run_summaries").fetchall()
         with _lock:
             for path, size, mtime_ns, summary in rows:
@@ -152,7 +149,7 @@ class SummaryStore:
 
     def keys(self):
         """{metrics file: (size, mtime_ns)} of every kept summary."""
-        with closing(sqlite3.connect(self.path, timeout=30)) as conn:
+        with self.connection() as conn:
             return {path: (size, mtime_ns) for path, size, mtime_ns in
                     conn.execute("SELECT path, size, mtime_ns FROM run_summaries")}
 
@@ -161,7 +158,7 @@ class SummaryStore:
         with _lock:
             rows = [(p, *_cache[p][0], json.dumps(_cache[p][1])) for p in paths if p in _cache]
         if rows:
-            with closing(sqlite3.connect(self.path, timeout=30)) as conn, conn:
+            with self.connection() as conn, conn:
                 conn.executemany("INSERT OR REPLACE INTO run_summaries (path, size, mtime_ns, summary)"
                                  " VALUES (?, ?, ?, ?)", rows)
 
@@ -197,7 +194,7 @@ def metrics_summary(path, read=None, later=None):
             return PENDING
         later.budget -= stat.st_size
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             data = f.read(stat.st_size)
     except OSError:
         return None

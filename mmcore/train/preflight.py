@@ -14,6 +14,7 @@ from pathlib import Path
 
 from dataset import formats  # torch-free
 from mmcore.base import i18n
+from mmcore.base import regular_file
 from mmcore.base.i18n import t
 from mmcore.base.paths import TRAINER_DIR
 from mmcore.train import commandline, train_types
@@ -155,7 +156,7 @@ def reward_model(spec, values, trainer_dir):
     if not (path / specs.REWARD_MODEL_CONFIG).is_file():
         return [t("preflight.reward_no_config", path=path, config=specs.REWARD_MODEL_CONFIG)]
     try:
-        needs_code = "auto_map" in json.loads((path / specs.REWARD_MODEL_CONFIG).read_text(encoding="utf-8"))
+        needs_code = "auto_map" in json.loads(regular_file.read_text(path / specs.REWARD_MODEL_CONFIG))
     except (OSError, ValueError):
         needs_code = False  # the trainer reports an unreadable config itself
     if needs_code and not trainer_roots.trusts_code(path, trainer_dir):
@@ -281,7 +282,7 @@ def _row_lengths(path, kind, tokenizer_dir, rows, stamp):
     if kind != "pretrain" and encoder.template is None:
         return ()
     lengths = []
-    with open(path, "rb") as f:
+    with regular_file.open_regular(path) as f:
         for raw in f:
             if len(lengths) >= rows:
                 break
@@ -313,7 +314,7 @@ class _Encoder:
 
         self.tokenizer = Tokenizer.from_file(str(Path(folder) / "tokenizer.json"))
         try:
-            config = json.loads((Path(folder) / "tokenizer_config.json").read_text(encoding="utf-8"))
+            config = json.loads(regular_file.read_text(Path(folder) / "tokenizer_config.json"))
         except (OSError, ValueError):
             config = {}
         self.special = {name: value.get("content") if isinstance(value, dict) else value

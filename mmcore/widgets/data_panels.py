@@ -177,14 +177,26 @@ def _search(path, mtime_ns, query):
     return rows.search(path, query)
 
 
+@st.cache_data(show_spinner=False, max_entries=32, ttl=600)
+def _line(path, mtime_ns, number):
+    """(a jump's row or None, whether the line is past what a jump reads), kept while the file is unchanged: a
+    rerun must not read up to a far line again."""
+    try:
+        return rows.line(path, number), False
+    except rows.TooFar:
+        return None, True
+
+
 def pick_row(path):
     """Search, jump to a line, or one of the first rows -> a rows.Row or None."""
     cols = st.columns([3, 1])
     query = cols[0].text_input(t("data.search"), key=SEARCH_KEY, placeholder=t("data.search.placeholder"))
     jump = cols[1].number_input(t("data.jump"), min_value=1, value=None, step=1, key=LINE_KEY, help=t("data.jump.help"))
     if jump:
-        row = rows.line(path, int(jump))
-        if row is None:
+        row, too_far = _line(str(path), os.stat(path).st_mtime_ns, int(jump))
+        if too_far:
+            st.warning(t("data.line_too_far", line=int(jump), mb=rows.SEARCH_BUDGET // 2**20))
+        elif row is None:
             st.warning(t("data.no_line", line=int(jump)))
         return row
     if query:

@@ -13,6 +13,7 @@ import os
 import time
 
 from trainer.rules.ownership import owner_fields  # the job, owner and store the dashboard's supervisor names
+from trainer.rules.regular_file import NotRegularFile, open_regular
 
 META_SUFFIX = ".meta.json"
 FORMAT = "minimind-weight-meta/1"
@@ -37,8 +38,11 @@ def tokenizer_fingerprint(folder):
         return None
     key = (os.path.realpath(path), st.st_size, st.st_mtime_ns)
     if key not in _fingerprints:
-        with open(path, "rb") as f:
-            data = json.load(f)
+        try:
+            with open_regular(path) as f:  # a FIFO would make open() wait for a writer
+                data = json.load(f)
+        except NotRegularFile:
+            return None
         model = data.get("model", {})
         # Only what decides the ids: the vocabulary, the merges and the added tokens.
         canonical = json.dumps([model.get("vocab"), model.get("merges"),
@@ -89,7 +93,7 @@ def write_meta(weight_path, meta):
 def read_meta(weight_path):
     """The metadata beside `weight_path`, or None when there is none or it is unreadable."""
     try:
-        with open(meta_path(weight_path), encoding="utf-8") as f:
+        with open_regular(meta_path(weight_path), "r", encoding="utf-8") as f:  # a FIFO is not waited on
             meta = json.load(f)
     except (OSError, ValueError):
         return None

@@ -4,10 +4,10 @@
 // "same" message changes nothing. A message that does not follow what this element holds (it was
 // remounted, or missed one) sends the trigger "lost", and the server answers with a draw.
 //
-// This module is a file the server publishes in its static folder (`data.module`), loaded once per
-// page. Streamlit calls the component again with each new `data` and keeps the element: the table
-// lives on the element, and each call hands it one message. In a fed page section
-// (mmcore/live/livefeed.py) the section's ticker hands it the later messages, by the table's key.
+// This module (receiver.js, then this file) is a file the server publishes in its static folder
+// (`data.module`), loaded once per page. Streamlit calls the component again with each new `data` and
+// keeps the element: the table lives on the element, and each call hands it one message. In a fed page
+// section (mmcore/live/livefeed.py) the section's ticker hands it the later messages, by the table's key.
 // Follow `data` -> whether it could (a message that does not follow what the element holds cannot).
 function receive(element, held, data) {
   if (data.epoch === held.epoch && data.seq <= held.seq) return true;  // held already (or newer)
@@ -26,16 +26,5 @@ function receive(element, held, data) {
 }
 
 export default function (component) {
-  const { data, parentElement, setTriggerValue } = component;
-  const held = (parentElement.__minimindTable ??= { epoch: null, seq: 0, lost: null });
-  const receivers = (window.__minimindReceivers ??= new Map());
-  const receiver = (message) => receive(parentElement, held, message);
-  receivers.set(data.key, receiver);
-  if (!receive(parentElement, held, data) && held.lost !== data.epoch + ":" + data.seq) {
-    held.lost = data.epoch + ":" + data.seq;  // once per message: the answer is a draw
-    setTriggerValue("lost", held.lost);
-  }
-  return () => {
-    if (receivers.get(data.key) === receiver) receivers.delete(data.key);
-  };
+  return mountReceiver(component, "__minimindTable", { epoch: null, seq: 0 }, receive);
 }

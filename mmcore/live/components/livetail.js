@@ -4,8 +4,8 @@
 // or, on a page section kept current by a feed (mmcore/live/livefeed.py), from the feed, which
 // finds the tail by its key. A message that does not follow what the element holds (it was remounted,
 // or missed one) is "lost": the element's own data sends the trigger "lost", a feed's message is
-// reported by the feed, and the server answers with a draw. The box scrolls itself to its end (see
-// mmcore/logs/tailview.py).
+// reported by the feed, and the server answers with a draw (receiver.js, put before this file, does
+// that part). The box scrolls itself to its end (see mmcore/logs/tailview.py).
 function receive(parentElement, tail, data) {
   if (data.epoch === tail.epoch && data.seq <= tail.seq) return true;  // held already (or newer)
   if (data.op === "draw") {
@@ -23,16 +23,5 @@ function receive(parentElement, tail, data) {
 }
 
 export default function (component) {
-  const { data, parentElement, setTriggerValue } = component;
-  const tail = (parentElement.__minimindTail ??= { epoch: null, seq: 0, lines: [], lost: null });
-  const receivers = (window.__minimindReceivers ??= new Map());
-  const receiver = (message) => receive(parentElement, tail, message);
-  receivers.set(data.key, receiver);
-  if (!receive(parentElement, tail, data) && tail.lost !== data.epoch + ":" + data.seq) {
-    tail.lost = data.epoch + ":" + data.seq;  // once per message: the answer is a draw
-    setTriggerValue("lost", tail.lost);
-  }
-  return () => {
-    if (receivers.get(data.key) === receiver) receivers.delete(data.key);
-  };
+  return mountReceiver(component, "__minimindTail", { epoch: null, seq: 0, lines: [] }, receive);
 }

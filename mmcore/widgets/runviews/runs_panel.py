@@ -91,7 +91,7 @@ def diff(store, runs):
         return
     only = st.toggle(t("runs.diff.only"), value=True, key="runs.diff.only")
     try:
-        found = rundiff.diff(store, chosen, only_differences=only)
+        found = rundiff.diff(store, chosen, only_differences=only, hash_wait_s=rundiff.HASH_WAIT_S)
     except MessageError as exc:
         st.error(md(exc))
         return
@@ -108,7 +108,8 @@ def diff(store, runs):
         for f in item["files"]:
             rows.setdefault(f"{f['param']}: {t('runs.diff.path')}", []).append(f["path"])
             rows.setdefault(f"{f['param']}: {t('runs.diff.size')}", []).append(f["size"])
-            rows.setdefault(f"{f['param']}: SHA-256", []).append((f["sha256"] or "")[:16])
+            rows.setdefault(f"{f['param']}: SHA-256", []).append(t("runs.diff.hashing") if f["hashing"]
+                                                                  else (f["sha256"] or "")[:16])
     rows[t("runs.diff.code")] = [(c["commit"] or t("runs.diff.unknown"))[:12]
                                  + (" " + t("runs.diff.dirty") if c["dirty"] else "") for c in found["code"]]
     st.markdown(f"**{t('runs.diff.identity')}**")
