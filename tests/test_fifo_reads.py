@@ -54,10 +54,12 @@ def ended_job(store, log_fifo=False, records=None):
 def test_open_regular_refuses_a_fifo_and_a_device_at_once_and_reads_a_file(tmp_path):
     fifo = tmp_path / "pipe.log"
     os.mkfifo(fifo)
-    for path in (fifo, "/dev/zero", tmp_path):
+    for path in (fifo, "/dev/zero"):
         with pytest.raises(NotRegularFile, match="not a regular file"):
             open_regular(path)
         assert isinstance(NotRegularFile("x"), OSError)  # every `except OSError` says "cannot read" for it
+    with pytest.raises(IsADirectoryError):  # a folder is refused as open() refuses it
+        open_regular(tmp_path)
     (tmp_path / "a.log").write_text("hello\n")
     with open_regular(tmp_path / "a.log") as f:
         assert f.read() == b"hello\n"

@@ -179,10 +179,11 @@ def _entry(path, parsed, outputs, store_path=None):
 
 
 def _same_store(recorded, store_path):
-    """True when a weight's recorded store is the one being listed (or no store is being listed)."""
-    if store_path is None:
+    """False when a weight's metadata records another store than the one being listed (metadata written by hand
+    or before stores were recorded names none: its job id is taken as it is)."""
+    if store_path is None or recorded is None:
         return True
-    return recorded is not None and os.path.realpath(recorded) == os.path.realpath(store_path)
+    return os.path.realpath(recorded) == os.path.realpath(store_path)
 
 
 def lora_base(entry, entries):

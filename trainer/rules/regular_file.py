@@ -8,6 +8,7 @@ read" for an OSError handles these too. The dashboard's wrapper (`mmcore.base.re
 refusal in the user's language; the trainers and the data formats use this one directly.
 Torch-free and free of the dashboard: imported by the trainers, `dataset` and the dashboard.
 """
+import errno
 import os
 import stat
 
@@ -25,12 +26,15 @@ class NotRegularFile(OSError):
 
 def open_regular(path, mode="rb", buffering=-1, encoding=None, errors=None):
     """`open(path, mode)` for reading when `path` (symlinks followed) is a regular file; NotRegularFile
-    otherwise, at once. A missing file raises FileNotFoundError as `open` does."""
+    otherwise, at once. A missing file raises FileNotFoundError and a folder IsADirectoryError, as `open` does."""
     if any(c in mode for c in "wax+"):
         raise ValueError(f"open_regular reads only, not mode {mode!r}")
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        kind = os.fstat(fd).st_mode
+        if stat.S_ISDIR(kind):  # os.open opens a folder for reading, where open() refuses it
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if not stat.S_ISREG(kind):
             raise NotRegularFile(path)
         os.set_blocking(fd, True)  # a regular file's reads never wait; later reads behave as open()'s
     except BaseException:
