@@ -258,6 +258,16 @@ class JobStore:
                 (*values.values(), int(job_id), *states))
         return cur.rowcount == 1
 
+    def claim_stop(self, job_id, **fields_):
+        """Set columns (with `stop_requested`) only while the job runs and no stop was asked for yet; True when
+        this call is the one that asked (of two processes watching the same job, one stops it, once)."""
+        values = self._encode(fields_)
+        assignments = ", ".join(f"{k} = ?" for k in values)
+        with self._write() as conn:
+            cur = conn.execute(f"UPDATE jobs SET {assignments} WHERE id = ? AND status = 'running'"
+                               " AND stop_requested IS NULL", (*values.values(), int(job_id)))
+        return cur.rowcount == 1
+
     def update_waiting(self, job_id, **fields_):
         """Set columns of a job only while the queue holds it (queued and waiting); True when it did.
 

@@ -7,23 +7,23 @@ from mmcore.jobs import jobnote
 from mmcore.runs import guards
 from mmcore.runs.metric_stream import job_run_dir
 
-_watches = {}  # job id -> its GuardWatch (the scheduler is one long-lived process per job store)
+_watches = {}  # (job store, job id) -> its GuardWatch (a process may follow the jobs of several stores)
 
 
 def check(store, stop):
     """Look at every running Slurm job's new records; `stop(store, job)` the ones a guard stops. Returns their ids."""
     stopped = []
     running = [j for j in store.list(status="running", limit=None) if j.backend == "slurm"]
-    for job_id in set(_watches) - {j.id for j in running}:
-        del _watches[job_id]
+    for key in {k for k in _watches if k[0] == store.path} - {(store.path, j.id) for j in running}:
+        del _watches[key]
     for job in running:
-        watch = _watches.get(job.id)
+        watch = _watches.get((store.path, job.id))
         if watch is None:
-            watch = _watches[job.id] = guards.watch_for(store.path, job.id, job_run_dir(job, store.home))
+            watch = _watches[(store.path, job.id)] = guards.watch_for(store.path, job.id, job_run_dir(job, store.home))
         reason = watch.check()
         if reason is None or job.stop_requested is not None:
             continue
-        if store.transition(job.id, "running", note=jobnote.stored("note.guard_stopped", reason=reason),
+        if store.claim_stop(job.id, note=jobnote.stored("note.guard_stopped", reason=reason),
                             stop_requested=time.time()):
             try:
                 guards.record_stop(store.home, job.id, reason)
