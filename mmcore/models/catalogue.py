@@ -183,7 +183,7 @@ def _same_store(recorded, store_path):
     or before stores were recorded names none: its job id is taken as it is)."""
     if store_path is None or recorded is None:
         return True
-    return os.path.realpath(recorded) == os.path.realpath(store_path)
+    return os.path.realpath(recorded) == store_path  # JobStore.path is resolved already
 
 
 def lora_base(entry, entries):
