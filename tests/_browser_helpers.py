@@ -88,7 +88,7 @@ class StreamlitServer:
     """
 
     def __init__(self, app_dir, home, log_path, port=None, start_timeout=60.0, address="127.0.0.1", unset_env=(),
-                 options=(), launcher=None):
+                 options=(), launcher=None, env=None):
         self.app_dir = Path(app_dir)
         # what starts the server, before its options: `streamlit run streamlit_app.py` unless given
         # (e.g. ["minimind-dashboard"], the installed command)
@@ -96,6 +96,9 @@ class StreamlitServer:
         self.options = tuple(options)  # more `streamlit run` options, e.g. ("--server.enableStaticServing", "false")
         self.address = address  # "0.0.0.0": every interface, as a dashboard served to a team
         self.unset_env = tuple(unset_env)  # variables of this process the server must not see
+        # variables the server (and the jobs it starts) gets on top of this process's, e.g. narrower write roots
+        # so that its Models catalogue walks only the app's out/ (the tests' roots hold the run's temporary folder)
+        self.env = dict(env or {})
         self.home = Path(home)
         self.log_path = Path(log_path)
         self.port = port or free_port()
@@ -105,7 +108,7 @@ class StreamlitServer:
 
     def __enter__(self):
         env = {**{k: v for k, v in os.environ.items() if k not in self.unset_env},
-               "MINIMIND_DASHBOARD_HOME": str(self.home), "PYTHONPATH": str(self.app_dir), "PYTHONUNBUFFERED": "1"}
+               "MINIMIND_DASHBOARD_HOME": str(self.home), "PYTHONPATH": str(self.app_dir), "PYTHONUNBUFFERED": "1", **self.env}
         argv = [*self.launcher,
                 "--server.headless", "true", "--server.address", self.address, "--server.port", str(self.port),
                 "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none", *self.options]
@@ -297,6 +300,15 @@ def choose(page, label, option, timeout=30.0):
 def input_value(scope, label):
     """The value shown by the text/number input or selectbox labelled `label` inside `scope`."""
     return scope.get_by_label(label, exact=True).first.input_value()
+
+
+def wait_for_input_value(scope, label, value, timeout=30.0):
+    """Wait until the input labelled `label` shows `value` (a field that follows another one's choice is filled by
+    the rerun that choice starts, which a loaded server may begin after wait_for_rerun's quiet period); fails with
+    the value it shows after `timeout` seconds."""
+    from playwright.sync_api import expect
+
+    expect(scope.get_by_label(label, exact=True).first).to_have_value(value, timeout=timeout * 1000)
 
 
 def card(page, title):

@@ -177,3 +177,12 @@ def untranslated(page):
                 found.append((piece[:80], key))
                 break
     return sorted(found)
+
+
+def findings(page, lang):
+    """Everything a person should not see on the page as it is now: Python object text, cut text, and Chinese on
+    an English page or the dashboard's own English left on a 中文 page."""
+    seen = python_text(page) + cut_text(page)
+    if lang == "en":
+        return seen + [f"Chinese on an English page: {piece[:80]!r}" for piece in cjk_text(page)]
+    return seen + [f"English on the 中文 page: {text!r} ({key})" for text, key in untranslated(page)]

@@ -8,7 +8,6 @@ training, and step snapshots of its weights at two evaluated steps:
 
 Nothing cut, no Python object text, no English left on the 中文 page. Screenshots:
 `test-artifacts/heldout-logs-<language>.png`, `test-artifacts/heldout-timeline-<language>.png`."""
-import os
 
 import _browser_helpers as browser
 import _walk_checks as checks
@@ -64,22 +63,11 @@ def dashboard(tmp_path_factory):
     home = tmp / "home"
     job_id, _ = evaluated_job(JobStore(home / "jobs.db"))
     save_snapshots(app_dir / "out", job_id)
-    server = browser.StreamlitServer(app_dir, home=home, log_path=tmp / "streamlit.log")
-    saved = os.environ.get(roots.WRITE_ENV)
-    try:
-        # The catalogue walks only the app's out/ (the tests' write roots hold all of /tmp).
-        os.environ[roots.WRITE_ENV] = str(app_dir / "out")
-        try:
-            server.__enter__()
-        finally:
-            if saved is None:
-                os.environ.pop(roots.WRITE_ENV, None)
-            else:
-                os.environ[roots.WRITE_ENV] = saved
-        with browser.chromium() as chromium:
-            yield server, chromium, job_id
-    finally:
-        server.stop()
+    # The catalogue walks only the app's out/.
+    server = browser.StreamlitServer(app_dir, home=home, log_path=tmp / "streamlit.log",
+                                     env={roots.WRITE_ENV: str(app_dir / "out")})
+    with server, browser.chromium() as chromium:
+        yield server, chromium, job_id
 
 
 def page_in(chromium, lang):
@@ -91,30 +79,37 @@ def page_in(chromium, lang):
     return page
 
 
-def test_logs_shows_training_and_held_out_reward_on_one_chart_and_the_prompt_table(dashboard):
-    server, chromium, job_id = dashboard
+def in_both_languages(dashboard, name, path, check):
+    """Open `path` in an English and a 中文 browser, run `check(page)` in each and save its screenshot
+    `<name>-<lang>`; returns what a person should not see there (see _walk_checks.findings), by page."""
+    server, chromium, _ = dashboard
     findings = {}
     for lang in ("en", "zh"):
         page = page_in(chromium, lang)
-        with i18n.language(lang), browser.screenshot_on_failure(page, f"heldout-logs-{lang}"):
-            browser.open_app(page, f"{server.url}/logs?job={job_id}", timeout=90)
-            page.get_by_text(i18n.t("logs.heldout"), exact=True).wait_for()
-            page.set_viewport_size({"width": 1400, "height": 8000})  # charts draw once they are on screen
-            page.wait_for_function(f"() => ({HELD_OUT_JS})().length === 1", timeout=60_000, polling=200)
-            assert page.evaluate(HELD_OUT_JS) == [SIGNALS]  # one figure: the training reward and each held-out signal
-            browser.wait_for_dataframe_cell(page, i18n.t("logs.prompts.flag.always_wrong"), timeout=60)
-            rows = page.evaluate(PROMPTS_JS, i18n.t("logs.prompts.col.flag"))
-            assert rows[0][:3] == [i18n.t(f"logs.prompts.col.{c}") for c in ("prompt_id", "prompt", "flag")], rows
-            assert sorted(r[0] for r in rows[1:]) == ["1", "2"] and all(r[1].endswith("assistant") or r[1] == "another"
-                                                                          for r in rows[1:]), rows
-            page.set_viewport_size({"width": 1400, "height": 1000})
-            shot = browser.screenshot(page, f"heldout-logs-{lang}")
-            seen = checks.python_text(page) + checks.cut_text(page)
-            if lang == "zh":
-                seen += [f"English on the 中文 page: {text!r} ({key})" for text, key in checks.untranslated(page)]
-            if seen:
+        with i18n.language(lang), browser.screenshot_on_failure(page, f"{name}-{lang}"):
+            browser.open_app(page, f"{server.url}{path}", timeout=90)
+            check(page)
+            shot = browser.screenshot(page, f"{name}-{lang}")
+            if seen := checks.findings(page, lang):
                 findings[f"{lang} ({shot.name})"] = seen
         page.context.close()
+    return findings
+
+
+def test_logs_shows_training_and_held_out_reward_on_one_chart_and_the_prompt_table(dashboard):
+    def check(page):
+        page.get_by_text(i18n.t("logs.heldout"), exact=True).wait_for()
+        page.set_viewport_size({"width": 1400, "height": 8000})  # charts draw once they are on screen
+        page.wait_for_function(f"() => ({HELD_OUT_JS})().length === 1", timeout=60_000, polling=200)
+        assert page.evaluate(HELD_OUT_JS) == [SIGNALS]  # one figure: the training reward and each held-out signal
+        browser.wait_for_dataframe_cell(page, i18n.t("logs.prompts.flag.always_wrong"), timeout=60)
+        rows = page.evaluate(PROMPTS_JS, i18n.t("logs.prompts.col.flag"))
+        assert rows[0][:3] == [i18n.t(f"logs.prompts.col.{c}") for c in ("prompt_id", "prompt", "flag")], rows
+        assert sorted(r[0] for r in rows[1:]) == ["1", "2"] and all(r[1].endswith("assistant") or r[1] == "another"
+                                                                      for r in rows[1:]), rows
+        page.set_viewport_size({"width": 1400, "height": 1000})
+
+    findings = in_both_languages(dashboard, "heldout-logs", f"/logs?job={dashboard[2]}", check)
     assert not findings, findings
 
 
@@ -125,33 +120,23 @@ def pick(page, text):
 
 
 def test_compare_shows_the_held_out_answers_across_the_run_checkpoints(dashboard):
-    server, chromium, job_id = dashboard
-    findings = {}
-    for lang in ("en", "zh"):
-        page = page_in(chromium, lang)
-        with i18n.language(lang), browser.screenshot_on_failure(page, f"heldout-timeline-{lang}"):
-            browser.open_app(page, f"{server.url}/models", timeout=90)
-            pick(page, i18n.t("models.section.Compare"))
-            pick(page, i18n.t("models.timeline"))
-            browser.wait_for_dataframe_cell(page, i18n.t("models.timeline.source.recorded"), timeout=60)
-            scores = page.evaluate(PROMPTS_JS, i18n.t("models.timeline.col.held_out_accuracy"))
-            header = scores[0]
-            steps = [row[header.index(i18n.t("models.timeline.col.step"))] for row in scores[1:]]
-            accuracy = [row[header.index(i18n.t("models.timeline.col.held_out_accuracy"))] for row in scores[1:]]
-            assert steps == [str(s) for s in SNAPSHOTS], scores
-            assert [float(a) for a in accuracy] == [RIGHT_AT[s] / len(HELD_OUT) for s in SNAPSHOTS], scores
-            # each held-out prompt with the answer recorded at each checkpoint's step, side by side
-            text = checks.page_text(page)
-            assert all(question in text for question, _ in HELD_OUT)
-            assert text.count(i18n.t("models.timeline.source.recorded")) >= len(HELD_OUT) * len(SNAPSHOTS)
-            assert i18n.t("models.timeline.not_answered") not in text
-            assert i18n.t("models.timeline.help.answered", prompts=len(HELD_OUT), checkpoints=len(SNAPSHOTS)) in text
-            assert not page.get_by_role("button", name=i18n.t("models.timeline.answer", n=1)).count()
-            shot = browser.screenshot(page, f"heldout-timeline-{lang}")
-            seen = checks.python_text(page) + checks.cut_text(page)
-            if lang == "zh":
-                seen += [f"English on the 中文 page: {text!r} ({key})" for text, key in checks.untranslated(page)]
-            if seen:
-                findings[f"{lang} ({shot.name})"] = seen
-        page.context.close()
+    def check(page):
+        pick(page, i18n.t("models.section.Compare"))
+        pick(page, i18n.t("models.timeline"))
+        browser.wait_for_dataframe_cell(page, i18n.t("models.timeline.source.recorded"), timeout=60)
+        scores = page.evaluate(PROMPTS_JS, i18n.t("models.timeline.col.held_out_accuracy"))
+        header = scores[0]
+        steps = [row[header.index(i18n.t("models.timeline.col.step"))] for row in scores[1:]]
+        accuracy = [row[header.index(i18n.t("models.timeline.col.held_out_accuracy"))] for row in scores[1:]]
+        assert steps == [str(s) for s in SNAPSHOTS], scores
+        assert [float(a) for a in accuracy] == [RIGHT_AT[s] / len(HELD_OUT) for s in SNAPSHOTS], scores
+        # each held-out prompt with the answer recorded at each checkpoint's step, side by side
+        text = checks.page_text(page)
+        assert all(question in text for question, _ in HELD_OUT)
+        assert text.count(i18n.t("models.timeline.source.recorded")) >= len(HELD_OUT) * len(SNAPSHOTS)
+        assert i18n.t("models.timeline.not_answered") not in text
+        assert i18n.t("models.timeline.help.answered", prompts=len(HELD_OUT), checkpoints=len(SNAPSHOTS)) in text
+        assert not page.get_by_role("button", name=i18n.t("models.timeline.answer", n=1)).count()
+
+    findings = in_both_languages(dashboard, "heldout-timeline", "/models", check)
     assert not findings, findings

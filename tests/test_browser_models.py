@@ -40,18 +40,15 @@ def dashboard(tmp_path_factory, demo_models, chromium):
     app_dir = browser.copy_app(tmp / "app")
     shutil.copytree(demo_models / "out", app_dir / "out")
     home = tmp / "home"
-    server = browser.StreamlitServer(app_dir, home=home, log_path=tmp / "streamlit.log")
     from trainer.rules import roots
-    saved = os.environ.get(roots.WRITE_ENV)
-    os.environ[roots.WRITE_ENV] = str(app_dir / "out")  # the server's catalogue walks only the app's out/
+
+    # the server's catalogue walks only the app's out/
+    server = browser.StreamlitServer(app_dir, home=home, log_path=tmp / "streamlit.log",
+                                     env={roots.WRITE_ENV: str(app_dir / "out")})
     try:
         with server, browser.app_page(server.url, timeout_ms=60_000, browser=chromium) as page:
             yield app_dir, home, page
     finally:
-        if saved is None:
-            os.environ.pop(roots.WRITE_ENV, None)
-        else:
-            os.environ[roots.WRITE_ENV] = saved
         info = chat_client.status(home)
         if info:
             os.kill(info["pid"], signal.SIGTERM)
@@ -130,7 +127,7 @@ def test_export_from_the_models_page_runs_as_a_job_and_shows_its_verification(da
         label = "Checkpoint (a LoRA is merged into its base, or kept apart as a PEFT adapter)"
         for checkpoint, name in (("out/reason_64.pth", "reason_64"), ("out/grpo_64.pth", "grpo_64")):
             browser.choose(page, label, checkpoint, timeout=60)  # the folder follows the checkpoint chosen
-            assert browser.input_value(page, "Folder name (under out/hf/)") == name
+            browser.wait_for_input_value(page, "Folder name (under out/hf/)", name, timeout=60)
         browser.fill(page, "Folder name (under out/hf/)", folder.name, timeout=60)
         page.get_by_role("button", name="Export", exact=True).click()
         page.get_by_text("queued as job").wait_for(timeout=60_000)

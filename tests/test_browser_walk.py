@@ -17,6 +17,7 @@ import re
 import shutil
 import signal
 import time
+from pathlib import Path
 
 import _browser_helpers as browser
 import _walk_checks as checks
@@ -96,19 +97,13 @@ def walk(tmp_path_factory, demo_models):
     app_dir = browser.copy_app(tmp / "app")
     shutil.copytree(demo_models / "out", app_dir / "out", dirs_exist_ok=True)
     home = tmp / "home"
-    server = browser.StreamlitServer(app_dir, home=home, log_path=tmp / "streamlit.log", start_timeout=120)
-    saved = os.environ.get(roots.WRITE_ENV)
+    # The server's catalogue walks only the app's out/ and checkpoints/, and its jobs inherit that; the jobs made
+    # here check their paths against the tests' roots.
+    server = browser.StreamlitServer(app_dir, home=home, log_path=tmp / "streamlit.log", start_timeout=120,
+                                     env={roots.WRITE_ENV: os.pathsep.join([str(app_dir / "out"),
+                                                                            str(app_dir / "checkpoints")])})
     try:
-        # The server's catalogue walks only the app's out/ and checkpoints/ (the tests' write roots hold the whole run's temporary folder); the
-        # server's jobs inherit that. The jobs made here check their paths against the tests' roots.
-        os.environ[roots.WRITE_ENV] = os.pathsep.join([str(app_dir / "out"), str(app_dir / "checkpoints")])
-        try:
-            server.__enter__()
-        finally:
-            if saved is None:
-                os.environ.pop(roots.WRITE_ENV, None)
-            else:
-                os.environ[roots.WRITE_ENV] = saved
+        server.__enter__()
         with browser.chromium() as chromium:
             store = JobStore(home / "jobs.db")
             grpo_id = _grpo_job(store, app_dir)
@@ -133,11 +128,7 @@ def look(page, name, lang, findings):
     """Check the page as it is now and save its screenshot `walk/<name>-<lang>`; findings are added to
     `findings` (a dict name -> list) so one walk reports every page's."""
     browser.wait_for_rerun(page, 90)
-    seen = checks.python_text(page) + checks.cut_text(page)
-    if lang == "en":
-        seen += [f"Chinese on an English page: {piece[:80]!r}" for piece in checks.cjk_text(page)]
-    else:
-        seen += [f"English on the 中文 page: {text!r} ({key})" for text, key in checks.untranslated(page)]
+    seen = checks.findings(page, lang)
     shot = browser.screenshot(page, f"{WALK}/{name}-{lang}")
     if seen:
         findings[f"{name}-{lang} ({shot.name})"] = seen
@@ -300,6 +291,8 @@ def test_an_export_goes_to_the_chosen_checkpoints_folder_and_asks_before_reusing
     def export(checkpoint_label):
         browser.choose(page, "Checkpoint (a LoRA is merged into its base, or kept apart as a PEFT adapter)",
                        checkpoint_label, timeout=90)
+        # the folder follows the checkpoint chosen (filled by the rerun the choice starts)
+        browser.wait_for_input_value(page, "Folder name (under out/hf/)", Path(checkpoint_label).stem, timeout=90)
         folder = browser.input_value(page, "Folder name (under out/hf/)")
         count = len(export_jobs())
         page.get_by_role("button", name="Export", exact=True).click()
@@ -324,8 +317,7 @@ def test_an_export_goes_to_the_chosen_checkpoints_folder_and_asks_before_reusing
         count = len(export_jobs())
         browser.choose(page, "Checkpoint (a LoRA is merged into its base, or kept apart as a PEFT adapter)",
                        "out/grpo_64.pth", timeout=90)
-        browser.wait_for_rerun(page, 90)
-        assert browser.input_value(page, "Folder name (under out/hf/)") == folder_b
+        browser.wait_for_input_value(page, "Folder name (under out/hf/)", folder_b, timeout=90)
         page.get_by_text(f"Export into out/hf/{folder_b} anyway").wait_for(timeout=90_000)
         assert page.get_by_role("button", name="Export", exact=True).is_disabled(), \
             "a second export into an existing folder could be queued without asking"

@@ -7,7 +7,6 @@ import shutil
 import subprocess
 import sys
 import textwrap
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -57,17 +56,61 @@ def test_a_layer_violation_breaks_the_contracts(tmp_path):
     assert result.returncode != 0 and "BROKEN" in result.stdout
 
 
+# Imports each module named on the command line in a child forked from a process that has imported none of the
+# project (only the third-party libraries the dashboard uses, so that each child costs a fraction of a second):
+# one JSON line per module, the heavy libraries it pulled in or its traceback.
+_IMPORT_EACH = """
+import importlib, json, os, sys, traceback
+for lib in ("streamlit", "pandas", "plotly.graph_objects", "numpy", "psutil", "jinja2"):
+    importlib.import_module(lib)
+preloaded = [m for m in sys.modules if m.split(".")[0] in ("mmcore", "trainer", "model", "dataset", "torch", "transformers")]
+assert not preloaded, preloaded
+for module in sys.argv[1:]:
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            importlib.import_module(module)
+            found = {"module": module, "heavy": [m for m in ("torch", "transformers") if m in sys.modules]}
+        except BaseException:
+            found = {"module": module, "error": traceback.format_exc()}
+        with os.fdopen(write, "w") as out:
+            out.write(json.dumps(found))
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as answer:
+        line = answer.read()
+    os.waitpid(pid, 0)
+    print(line, flush=True)
+"""
+
+
 def test_every_dashboard_module_imports_alone_without_torch():
-    """Each module in a fresh interpreter: it must not lean on another having been imported first."""
+    """Each module in a fresh process of its own, forked before any of the project was imported: it must not lean
+    on another having been imported first, and must not import torch or transformers."""
     modules = dashboard_modules()
     assert len(modules) > 60 and "mmcore.jobs.runner" in modules  # the walk sees the wings
-    code = ("import importlib, json, sys; importlib.import_module(sys.argv[1]); "
-            "print(json.dumps([m for m in ('torch', 'transformers') if m in sys.modules]))")
-    def run(module):
-        return module, subprocess.run([sys.executable, "-c", code, module], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", _IMPORT_EACH, *modules], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    results = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [r["module"] for r in results] == modules
+    for found in results:
+        assert "error" not in found, f"{found['module']}: {found.get('error')}"
+        assert found["heavy"] == [], f"{found['module']} imports {found['heavy']}"
 
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        results = list(pool.map(run, modules))
-    for module, result in results:
-        assert result.returncode == 0, f"{module}: {result.stderr}"
-        assert json.loads(result.stdout) == [], f"{module} imports {result.stdout.strip()}"
+
+def test_the_import_check_sees_a_module_that_leans_on_another(tmp_path):
+    """The check itself: a module that works only when another was imported first fails in it, and one that
+    imports torch is named."""
+    pkg = tmp_path / "leaning"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "base.py").write_text("import leaning\nleaning.shared = 1\n")
+    (pkg / "user.py").write_text("import leaning\nvalue = leaning.shared\n")  # needs base first
+    (pkg / "heavy.py").write_text("import torch\n")
+    done = subprocess.run([sys.executable, "-c", _IMPORT_EACH, "leaning.base", "leaning.user", "leaning.heavy"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    base, user, heavy = (json.loads(line) for line in done.stdout.splitlines())
+    assert base["heavy"] == [] and "AttributeError" in user["error"] and heavy["heavy"] == ["torch"]

@@ -1,71 +1,26 @@
 """The Slurm backend against a real one-node Slurm (started by .ci/slurm-up.sh): sbatch, squeue
 reconciliation, scancel from the dashboard and from the shell, and a two-task torchrun rendezvous."""
 import os
-import shutil
 import subprocess
 
 import pytest
 from _runner_helpers import wait_for
-from _trainer_helpers import DEMO, head_jsonl
+from _slurm_helpers import cluster, finished, home, needs_slurm, pretrain_values  # noqa: F401 (fixtures)
 
 from mmcore.actions import job_acts
-from mmcore.base.paths import ROOT
 from mmcore.jobs.jobnote import english
-from mmcore.jobs.jobstore import JobStore
 from mmcore.logs import log_parser
 from mmcore.queue import backends, jobqueue, queueconf, resources, slurm
-from mmcore.train import preset_table
 
-pytestmark = [pytest.mark.timeout(400),
-              pytest.mark.skipif(not shutil.which("sbatch") or not shutil.which("slurmctld"),
-                                 reason="Slurm is not installed (Debian packages slurmctld slurmd slurm-client "
-                                        "munge; .ci/run installs them)")]
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    """A running one-node Slurm: the one .ci/run started, else started here (idempotent)."""
-    up = subprocess.run(["bash", str(ROOT / ".ci" / "slurm-up.sh")], capture_output=True, text=True, timeout=300)
-    assert up.returncode == 0, up.stdout + up.stderr
-    return up.stdout.strip().splitlines()[-1]
-
-
-@pytest.fixture
-def home(tmp_path, cluster):
-    """A job store on the 'shared filesystem' (this machine), plus cleanup of the resume files."""
-    store = JobStore(tmp_path / "home" / "jobs.db")
-    yield store
-    for job in store.list(limit=None):
-        if job.active and job.external_id:
-            subprocess.run(["scancel", job.external_id], check=False)
-        for path in resources.output_paths(job):
-            if "checkpoints" in path:
-                for f in (path, path + ".tmp"):
-                    if os.path.exists(f):
-                        os.remove(f)
-
-
-def _values(tmp_path, name, lines=48, **changes):
-    data = head_jsonl(DEMO / "pretrain.jsonl", tmp_path / f"{name}.jsonl", lines)
-    values = {**preset_table.demo_preset("pretrain"), "data_path": str(data), "save_dir": str(tmp_path / "out"),
-              "save_weight": f"{name}_{os.getpid()}", "batch_size": "8", "epochs": "1", "log_interval": "1",
-              "save_interval": "1", "device": "cpu"}
-    values.update(changes)
-    return values
-
-
-def _finished(store, job_id):
-    job = store.get(job_id)
-    backends.refresh(store)
-    return job if job.finished else None
+pytestmark = [pytest.mark.timeout(400), needs_slurm]
 
 
 def test_demo_pretrain_through_sbatch_succeeds_with_its_log(tmp_path, home, monkeypatch):
     queueconf.save(home.home, queueconf.QueueSettings(default_backend="slurm"))
-    job_id = jobqueue.submit(home, "pretrain", _values(tmp_path, "sbatch"), name="via slurm", gpu_count=0)
+    job_id = jobqueue.submit(home, "pretrain", pretrain_values(tmp_path, "sbatch"), name="via slurm", gpu_count=0)
     job = home.get(job_id)
     assert job.backend == "slurm"
-    job = wait_for(lambda: _finished(home, job_id), 240, 0.5, "the Slurm job to end")
+    job = wait_for(lambda: finished(home, job_id), 240, 0.5, "the Slurm job to end")
     log = open(job.log_path).read()
     assert job.status == "succeeded" and job.exit_code == 0, log
     assert job.external_id and job.external_id.isdigit()
@@ -74,7 +29,7 @@ def test_demo_pretrain_through_sbatch_succeeds_with_its_log(tmp_path, home, monk
     assert f"# slurm: job {job.external_id}" in log and "# finished: succeeded (exit code 0)" in log
     frame = log_parser.parse_file(job.log_path)  # what the Logs page charts
     assert len(frame) == 6 and frame["loss"].notna().all()  # 48 lines, batch 8: six steps
-    assert (tmp_path / "out" / f"{_values(tmp_path, 'sbatch')['save_weight']}_64.pth").is_file()
+    assert (tmp_path / "out" / f"{pretrain_values(tmp_path, 'sbatch')['save_weight']}_64.pth").is_file()
     # The Logs page charts it from the job's Slurm output file.
     from _pages_helpers import open_page
 
@@ -85,13 +40,13 @@ def test_demo_pretrain_through_sbatch_succeeds_with_its_log(tmp_path, home, monk
 
 
 def test_stop_from_the_dashboard_ends_with_143_and_can_resume(tmp_path, home):
-    values = _values(tmp_path, "stop", lines=3000, epochs="3")
+    values = pretrain_values(tmp_path, "stop", lines=3000, epochs="3")
     job_id = jobqueue.submit(home, "pretrain", values, backend="slurm", gpu_count=0)
     wait_for(lambda: len(log_parser.parse_file(home.get(job_id).log_path)) >= 3
              if os.path.exists(home.get(job_id).log_path) else False, 240, 0.5, "a few training steps")
     outcome = job_acts.stop_job(home, job_id)  # the Jobs page's Stop (after its confirmation)
     assert outcome.kind == "info", outcome.message
-    job = wait_for(lambda: _finished(home, job_id), 120, 0.5, "the stop to be reconciled")
+    job = wait_for(lambda: finished(home, job_id), 120, 0.5, "the stop to be reconciled")
     assert (job.status, job.exit_code) == ("stopped", 143), open(job.log_path).read()
     resume = [p for p in resources.output_paths(job) if p.endswith("_resume.pth")][0]
     assert os.path.isfile(resume)
@@ -105,21 +60,21 @@ def test_stop_from_the_dashboard_ends_with_143_and_can_resume(tmp_path, home):
 
 
 def test_scancel_from_the_shell_is_reconciled(tmp_path, home):
-    job_id = jobqueue.submit(home, "pretrain", _values(tmp_path, "scancel", lines=3000, epochs="3"),
+    job_id = jobqueue.submit(home, "pretrain", pretrain_values(tmp_path, "scancel", lines=3000, epochs="3"),
                              backend="slurm", gpu_count=0)
     running = wait_for(lambda: (backends.refresh(home), home.get(job_id))[1].status == "running", 120, 0.5,
                        "the job to run")
     assert running
     subprocess.run(["scancel", home.get(job_id).external_id], check=True)
-    job = wait_for(lambda: _finished(home, job_id), 120, 0.5, "the cancel to be seen")
+    job = wait_for(lambda: finished(home, job_id), 120, 0.5, "the cancel to be seen")
     assert job.status == "stopped" and english(job.note).endswith("CANCELLED")
 
 
 def test_two_task_torchrun_rendezvous_trains(tmp_path, home):
     queueconf.save(home.home, queueconf.QueueSettings(slurm_tasks_per_node=2))
-    job_id = jobqueue.submit(home, "pretrain", _values(tmp_path, "rdzv", lines=32), backend="slurm", gpu_count=0)
+    job_id = jobqueue.submit(home, "pretrain", pretrain_values(tmp_path, "rdzv", lines=32), backend="slurm", gpu_count=0)
     script = (home.home / "slurm" / f"job-{job_id}.sbatch")
-    job = wait_for(lambda: _finished(home, job_id), 300, 0.5, "the two-task job to end")
+    job = wait_for(lambda: finished(home, job_id), 300, 0.5, "the two-task job to end")
     log = open(job.log_path).read()
     assert job.status == "succeeded", log
     text = script.read_text()
@@ -143,10 +98,10 @@ def test_a_guard_stops_a_slurm_job_from_its_records(tmp_path, home):
     from mmcore.access import audit
     from mmcore.runs import guards
 
-    job_id = jobqueue.submit(home, "pretrain", _values(tmp_path, "guarded", lines=3000, epochs="3"), backend="slurm",
+    job_id = jobqueue.submit(home, "pretrain", pretrain_values(tmp_path, "guarded", lines=3000, epochs="3"), backend="slurm",
                              gpu_count=0)
     guards.save(home.path, job_id, guards.parse({"loss_above": "0.01", "patience": "2"}))
-    job = wait_for(lambda: _finished(home, job_id), 240, 0.5, "the guard to stop the Slurm job")
+    job = wait_for(lambda: finished(home, job_id), 240, 0.5, "the guard to stop the Slurm job")
     assert job.status == "stopped", open(job.log_path).read()
     assert english(job.note).startswith("stopped by a guard: loss_above"), english(job.note)
     [stop] = [e for e in audit.entries(job_id, home=home.home) if e.action == "guard_stop"]

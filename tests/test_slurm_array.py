@@ -3,62 +3,29 @@ against the real one-node Slurm of .ci/slurm-up.sh: task i runs sweep run i, eac
 and records, stopping one run cancels only its task, and stopping the sweep cancels the array."""
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
 from _runner_helpers import wait_for
-from _trainer_helpers import DEMO, head_jsonl
+from _slurm_helpers import cluster, finished, home, needs_slurm, pretrain_values  # noqa: F401 (fixtures)
 
 from mmcore import api
-from mmcore.access import audit, roles
+from mmcore.access import audit
 from mmcore.actions import job_acts
 from mmcore.base.paths import ROOT
 from mmcore.experiments import sweeps
 from mmcore.jobs.jobnote import english
 from mmcore.jobs.jobstore import JobStore
 from mmcore.logs import log_parser
-from mmcore.queue import backends, job_arrays, queuetext, resources, slurm
-from mmcore.train import preset_table
+from mmcore.queue import backends, job_arrays, queuetext, slurm
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(400)]
-needs_slurm = pytest.mark.skipif(not shutil.which("sbatch") or not shutil.which("slurmctld"),
-                                 reason="Slurm is not installed (Debian packages slurmctld slurmd slurm-client munge; "
-                                        ".ci/run installs them)")
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    """A running one-node Slurm: the one .ci/run started, else started here (idempotent)."""
-    up = subprocess.run(["bash", str(ROOT / ".ci" / "slurm-up.sh")], capture_output=True, text=True, timeout=300)
-    assert up.returncode == 0, up.stdout + up.stderr
-    return up.stdout.strip().splitlines()[-1]
-
-
-@pytest.fixture
-def home(tmp_path, cluster, monkeypatch):
-    """The dashboard's home (its job store) on the 'shared filesystem' (this machine); cancels what is left."""
-    monkeypatch.setenv("MINIMIND_DASHBOARD_HOME", str(tmp_path / "home"))
-    monkeypatch.delenv(roles.ROLES_ENV, raising=False)
-    store = JobStore(tmp_path / "home" / "jobs.db")
-    yield store
-    for job in store.list(limit=None):
-        if job.active and job.external_id:
-            subprocess.run(["scancel", job.external_id], check=False)
-        for path in resources.output_paths(job):
-            if "checkpoints" in path:
-                for f in (path, path + ".tmp"):
-                    if os.path.exists(f):
-                        os.remove(f)
 
 
 def _sets(tmp_path, lines=48, **changes):
-    """`--set` options of a tiny CPU pretrain (48 lines, batch 8: six steps)."""
-    data = head_jsonl(DEMO / "pretrain.jsonl", tmp_path / f"data{lines}.jsonl", lines)
-    values = {**preset_table.demo_preset("pretrain"), "data_path": str(data), "save_dir": str(tmp_path / "out"),
-              "save_weight": f"arr_{os.getpid()}", "batch_size": "8", "epochs": "1", "log_interval": "1",
-              "save_interval": "1", "device": "cpu", **changes}
+    """A tiny CPU pretrain's values and the `--set` options that give them."""
+    values = pretrain_values(tmp_path, "arr", lines, **changes)
     return values, [a for k, v in values.items() for a in ("--set", f"{k}={v}")]
 
 
@@ -68,12 +35,6 @@ def _sweep_cli(store, *args):
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     return json.loads(done.stdout)
-
-
-def _finished(store, job_id):
-    backends.refresh(store)
-    job = store.get(job_id)
-    return job if job.finished else None
 
 
 def _submitted(store, job_ids):
@@ -98,7 +59,7 @@ def test_a_sweep_on_slurm_is_one_array_whose_tasks_run_its_jobs_to_success(tmp_p
     assert array_id.isdigit() and _squeue_arrays([j.external_id for j in jobs]) == {int(array_id)}
     script = (home.home / "slurm" / f"array-{first}.sbatch").read_text()
     assert "#SBATCH --array=0-1" in script and f"job-{first}.sbatch" in script and f"job-{second}.sbatch" in script
-    done = [wait_for(lambda j=j: _finished(home, j), 300, 0.5, f"job {j} to end") for j in found["jobs"]]
+    done = [wait_for(lambda j=j: finished(home, j), 300, 0.5, f"job {j} to end") for j in found["jobs"]]
     for job, rate in zip(done, ("0.001", "0.0005")):
         log = open(job.log_path).read()
         assert (job.status, job.exit_code) == ("succeeded", 0), log
@@ -126,13 +87,13 @@ def test_stopping_one_run_cancels_only_its_task_and_stopping_the_sweep_cancels_t
     wait_for(lambda: len(log_parser.parse_file(home.get(first).log_path)) >= 2, 240, 0.5, "a few steps of run 1")
     outcome = job_acts.stop_job(home, first)  # the Jobs page's Stop
     assert outcome.kind == "info", outcome.message
-    job = wait_for(lambda: _finished(home, first), 120, 0.5, "run 1's task to end")
+    job = wait_for(lambda: finished(home, first), 120, 0.5, "run 1's task to end")
     assert (job.status, job.exit_code) == ("stopped", 143), open(job.log_path).read()
     other = home.get(second)
     assert other.status == "running"  # its task runs on
     assert slurm.squeue_jobs({other.external_id})[other.external_id]["job_state"] == "RUNNING"
     assert api.stop_sweep(found["sweep"]) == [second]  # the array's last active task: one scancel of the array
-    job = wait_for(lambda: _finished(home, second), 120, 0.5, "run 2's task to end")
+    job = wait_for(lambda: finished(home, second), 120, 0.5, "run 2's task to end")
     assert job.status == "stopped", open(job.log_path).read()
     assert english(job.note).endswith("CANCELLED")
     array_id = other.external_id.split("_")[0]

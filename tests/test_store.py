@@ -115,6 +115,16 @@ def test_transition_only_from_expected_status(store):
     assert not store.transition(12345, "queued", status="running")
 
 
+def test_a_stop_is_claimed_once(store):
+    """Two watchers of one running job (guards followed from two processes) ask for its stop: one wins."""
+    job_id = new_job(store)
+    store.update(job_id, status="running")
+    assert store.transition(job_id, "running", stop_unasked=True, stop_requested=1.0, note="first")
+    assert not store.transition(job_id, "running", stop_unasked=True, stop_requested=2.0, note="second")
+    job = store.get(job_id)
+    assert (job.stop_requested, job.note) == (1.0, "first")
+
+
 def test_get_and_delete_unknown_ids(store):
     assert store.get(42) is None
     with pytest.raises(KeyError, match="no job with id 42"):

@@ -243,29 +243,22 @@ class JobStore:
         if cur.rowcount == 0:
             raise KeyError(f"no job with id {job_id}")
 
-    def transition(self, job_id, from_status, **fields_):
-        """Set columns only while the job's status is one of `from_status`; True when it was.
+    def transition(self, job_id, from_status, *, stop_unasked=False, **fields_):
+        """Set columns only while the job's status is one of `from_status` (and, with `stop_unasked`, no stop was
+        asked for yet); True when it was.
 
         The read-check-write happens in one transaction, so two processes racing to change the same
-        job (a supervisor finishing, a reader marking it lost) cannot overwrite each other.
+        job (a supervisor finishing, a reader marking it lost; two watchers stopping it) cannot overwrite
+        each other: one of them wins, once.
         """
         values = self._encode(fields_)
         states = [from_status] if isinstance(from_status, str) else list(from_status)
         assignments = ", ".join(f"{k} = ?" for k in values) or "status = status"
+        unasked = " AND stop_requested IS NULL" if stop_unasked else ""
         with self._write() as conn:
             cur = conn.execute(
-                f"UPDATE jobs SET {assignments} WHERE id = ? AND status IN ({', '.join('?' * len(states))})",
+                f"UPDATE jobs SET {assignments} WHERE id = ? AND status IN ({', '.join('?' * len(states))}){unasked}",
                 (*values.values(), int(job_id), *states))
-        return cur.rowcount == 1
-
-    def claim_stop(self, job_id, **fields_):
-        """Set columns (with `stop_requested`) only while the job runs and no stop was asked for yet; True when
-        this call is the one that asked (of two processes watching the same job, one stops it, once)."""
-        values = self._encode(fields_)
-        assignments = ", ".join(f"{k} = ?" for k in values)
-        with self._write() as conn:
-            cur = conn.execute(f"UPDATE jobs SET {assignments} WHERE id = ? AND status = 'running'"
-                               " AND stop_requested IS NULL", (*values.values(), int(job_id)))
         return cur.rowcount == 1
 
     def update_waiting(self, job_id, **fields_):

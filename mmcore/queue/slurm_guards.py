@@ -23,8 +23,8 @@ def check(store, stop):
         reason = watch.check()
         if reason is None or job.stop_requested is not None:
             continue
-        if store.claim_stop(job.id, note=jobnote.stored("note.guard_stopped", reason=reason),
-                            stop_requested=time.time()):
+        if store.transition(job.id, "running", stop_unasked=True,
+                            note=jobnote.stored("note.guard_stopped", reason=reason), stop_requested=time.time()):
             try:
                 guards.record_stop(store.home, job.id, reason)
             except ValueError:  # an audit trail that cannot be written (AuditUnavailable) does not hold up the stop
