@@ -133,6 +133,7 @@ def test_export_from_the_models_page_runs_as_a_job_and_shows_its_verification(da
         page.get_by_text("queued as job").wait_for(timeout=60_000)
         job_id = int(re.search(r"queued as job (\d+)", browser.main_text(page)).group(1))
         link = page.get_by_role("link", name=f"Open job {job_id} on Jobs")
+        link.first.wait_for(timeout=60_000)  # drawn just after the message, by the same rerun
         assert link.count() == 1 and f"job={job_id}" in link.get_attribute("href")
         # The same folder again: it asks first, and Export waits for the answer.
         page.get_by_text(re.compile(r"already (?:exports into out/hf/browser-export|holds an export)")).first.wait_for(
