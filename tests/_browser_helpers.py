@@ -325,6 +325,16 @@ def main_text(page):
     return page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]')?.innerText ?? ''")
 
 
+def wait_for_main_text(page, pattern, timeout=60.0):
+    """The main area's text once the regex `pattern` matches it (a page opened from a link draws its sidebar before
+    its main area, and a loaded server may start that run after wait_for_rerun's quiet period)."""
+    deadline = time.monotonic() + timeout
+    while not pattern.search(text := main_text(page)):
+        assert time.monotonic() < deadline, f"{pattern.pattern!r} is not on the page:\n{text[:2000]}"
+        time.sleep(0.2)
+    return text
+
+
 def dataframe_cells(page, index=0):
     """The rendered cells of the `index`-th st.dataframe, row by row (its canvas mirrors them in a
     hidden grid table; only the rows in view are there)."""

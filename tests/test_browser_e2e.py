@@ -140,8 +140,7 @@ def test_rl_forms_then_demo_pretrain_from_launch_to_chart(dashboard):
         browser.wait_for_rerun(page)
         assert_no_exception(page, "jobs")
         heading = re.compile(rf"^Job {job_id} · Pretrain · (.+) — (\w+)$", re.M)
-        assert heading.search(browser.main_text(page)), browser.main_text(page)[:2000]
-        name = heading.search(browser.main_text(page)).group(1)
+        name = heading.search(browser.wait_for_main_text(page, heading)).group(1)
         assert name.startswith("demo-pretrain-")
         browser.screenshot(page, "04-jobs-running")
         # Read the page's text rather than wait on one element: the page refreshes itself every few
