@@ -118,11 +118,8 @@ def draw(probs, generator=None):
 
 def sampling_step(logits, temperature=1.0, top_k=0, top_p=1.0, greedy=False, generator=None):
     """The next token of each row from its last logits [B, V]: argmax when `greedy`, else a draw from
-    `probabilities(logits, temperature, top_k, top_p)`. `greedy` may be a bool tensor [B] instead: argmax
-    on its True rows, a draw on the others (`mixed_step`)."""
-    if isinstance(greedy, torch.Tensor):
-        return mixed_step(logits, greedy.nonzero().squeeze(1), (~greedy).nonzero().squeeze(1),
-                          temperature, top_k, top_p, generator)
+    `probabilities(logits, temperature, top_k, top_p)`. (Argmax on some rows and a draw on the others:
+    `mixed_step`.)"""
     if greedy:
         return logits.argmax(dim=-1)
     values, ids = candidates(logits, temperature, top_k, top_p)
@@ -330,7 +327,7 @@ def sample(model, prompt_ids, prompt_mask, max_new_tokens, *, eos_id, pad_id, nu
     `MiniMindForCausalLM`; rows come out prompt-major (prompt 0's samples first), as `generate()`'s
     `num_return_sequences`. Returns `Samples`. The model is put in eval mode for the loop and back.
     `greedy` is True, False or a bool tensor [P * num_samples] saying which rows take the argmax
-    (`sampling_step`): greedy and sampled answers in one call.
+    (`mixed_step`): greedy and sampled answers in one call.
     """
     if max_new_tokens < 1:
         raise ValueError("max_new_tokens must be at least 1")

@@ -30,9 +30,14 @@ def release(store, job_ids):
         conn.execute(SCHEMA)
         conn.executemany("INSERT OR REPLACE INTO job_arrays (job_id, array_group, task) VALUES (?, ?, ?)",
                          [(job_id, ids[0], task) for task, job_id in enumerate(ids)])
-        conn.executemany("UPDATE jobs SET queue_reason = ? WHERE id = ? AND waiting = 1 AND queue_reason = ?",
-                         [(queuetext.SCHEDULER, job_id, HELD) for job_id in ids])
+        _unhold(conn, ids)
     scheduler_lock.wake(store)
+
+
+def _unhold(conn, job_ids):
+    """Hand the held runs `job_ids` to the scheduler (in the caller's transaction)."""
+    conn.executemany("UPDATE jobs SET queue_reason = ? WHERE id = ? AND waiting = 1 AND queue_reason = ?",
+                     [(queuetext.SCHEDULER, job_id, HELD) for job_id in job_ids])
 
 
 def members(store, job_ids):
@@ -64,8 +69,7 @@ def release_stale(store, job_ids, max_age=HELD_MAX_S):
         stale = [r[0] for r in conn.execute(
             f"SELECT id FROM jobs WHERE id IN ({', '.join('?' * len(ids))}) AND waiting = 1 AND queue_reason = ?"
             " AND created_at < ?", [*ids, HELD, since]).fetchall()]
-        conn.executemany("UPDATE jobs SET queue_reason = ? WHERE id = ? AND waiting = 1 AND queue_reason = ?",
-                         [(queuetext.SCHEDULER, job_id, HELD) for job_id in stale])
+        _unhold(conn, stale)
     return stale
 
 
